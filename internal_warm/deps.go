@@ -1,0 +1,26 @@
+package deps
+
+import (
+	_ "github.com/moby/ipvs"
+	_ "github.com/prometheus/client_golang/prometheus"
+	_ "github.com/prometheus/client_golang/prometheus/promhttp"
+	_ "github.com/prometheus/client_model/go"
+	_ "github.com/schollz/progressbar/v3"
+	_ "github.com/stretchr/testify/require"
+	_ "github.com/vishvananda/netlink"
+	_ "github.com/vishvananda/netns"
+	_ "golang.org/x/perf/benchmath"
+	_ "golang.org/x/sys/unix"
+	_ "golang.org/x/term"
+	_ "gonum.org/v1/gonum/stat"
+	_ "gonum.org/v1/plot"
+	_ "gonum.org/v1/plot/vg/vgsvg"
+	_ "gopkg.in/yaml.v3"
+	_ "k8s.io/api/core/v1"
+	_ "k8s.io/api/discovery/v1"
+	_ "k8s.io/apimachinery/pkg/apis/meta/v1"
+	_ "k8s.io/client-go/informers"
+	_ "k8s.io/client-go/kubernetes/fake"
+	_ "k8s.io/client-go/tools/cache"
+	_ "sigs.k8s.io/yaml"
+)

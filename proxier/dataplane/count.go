@@ -1,0 +1,241 @@
+package dataplane
+
+import (
+	"net/netip"
+	"sync"
+)
+
+// Counter counts the operations issued through a Dataplane returned by Count.
+// It belongs to one proxier, whose syncs run one at a time; it is not locked.
+type Counter struct {
+	ops   Ops
+	churn *Churn
+}
+
+// Ops returns the counts so far. Phases take differences of snapshots.
+func (c *Counter) Ops() Ops { return c.ops }
+
+// Churn remembers what was deleted from the kernel so that adding it back is
+// counted as wasted work: the incident's signature is thousands of ipset
+// entries deleted by one sync and re-added by the next. One Churn is shared by
+// every proxier of a run (both families, and across restarts).
+type Churn struct {
+	mu      sync.Mutex
+	deleted map[churnKey]struct{}
+	readded Ops
+}
+
+type churnKey struct {
+	op   Op // the add operation that would undo the delete
+	a, b string
+}
+
+// NewChurn returns an empty Churn.
+func NewChurn() *Churn { return &Churn{deleted: make(map[churnKey]struct{})} }
+
+// Readded returns, per add operation, how many additions re-created something
+// deleted earlier in the run.
+func (c *Churn) Readded() Ops {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readded
+}
+
+func (c *Churn) deleteSeen(k churnKey) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.deleted[k] = struct{}{}
+	c.mu.Unlock()
+}
+
+func (c *Churn) addSeen(k churnKey) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if _, ok := c.deleted[k]; ok {
+		delete(c.deleted, k)
+		c.readded[k.op]++
+	}
+	c.mu.Unlock()
+}
+
+// Count wraps dp so that every operation is counted in the returned Counter
+// and every delete/add pair is reported to churn (which may be nil).
+// Operations are counted when issued, whether or not they succeed: a failed
+// write still cost a kernel round trip.
+func Count(dp Dataplane, churn *Churn) (Dataplane, *Counter) {
+	c := &Counter{churn: churn}
+	out := dp
+	out.IPVS = countedIPVS{dp.IPVS, c}
+	out.IPSet = countedIPSet{dp.IPSet, c}
+	out.IPTables = countedIPTables{dp.IPTables, c}
+	out.Links = countedLinks{dp.Links, c}
+	out.Sysctls = countedSysctls{dp.Sysctls, c}
+	out.Conntrack = countedConntrack{dp.Conntrack, c}
+	return out, c
+}
+
+type countedIPVS struct {
+	IPVS
+	c *Counter
+}
+
+func (w countedIPVS) Services() ([]VirtualServer, error) {
+	w.c.ops[OpIPVSList]++
+	return w.IPVS.Services()
+}
+
+func (w countedIPVS) AddService(s VirtualServer) error {
+	w.c.ops[OpIPVSServiceAdd]++
+	w.c.churn.addSeen(churnKey{OpIPVSServiceAdd, s.ServiceKey.String(), ""})
+	return w.IPVS.AddService(s)
+}
+
+func (w countedIPVS) UpdateService(s VirtualServer) error {
+	w.c.ops[OpIPVSServiceUpdate]++
+	return w.IPVS.UpdateService(s)
+}
+
+func (w countedIPVS) DeleteService(k ServiceKey) error {
+	w.c.ops[OpIPVSServiceDelete]++
+	w.c.churn.deleteSeen(churnKey{OpIPVSServiceAdd, k.String(), ""})
+	return w.IPVS.DeleteService(k)
+}
+
+func (w countedIPVS) Destinations(k ServiceKey) ([]RealServer, error) {
+	w.c.ops[OpIPVSList]++
+	return w.IPVS.Destinations(k)
+}
+
+func (w countedIPVS) AddDestination(k ServiceKey, r RealServer) error {
+	w.c.ops[OpIPVSDestinationAdd]++
+	w.c.churn.addSeen(churnKey{OpIPVSDestinationAdd, k.String(), r.AddrPort().String()})
+	return w.IPVS.AddDestination(k, r)
+}
+
+func (w countedIPVS) UpdateDestination(k ServiceKey, r RealServer) error {
+	w.c.ops[OpIPVSDestinationUpdate]++
+	return w.IPVS.UpdateDestination(k, r)
+}
+
+func (w countedIPVS) DeleteDestination(k ServiceKey, r RealServer) error {
+	w.c.ops[OpIPVSDestinationDelete]++
+	w.c.churn.deleteSeen(churnKey{OpIPVSDestinationAdd, k.String(), r.AddrPort().String()})
+	return w.IPVS.DeleteDestination(k, r)
+}
+
+type countedIPSet struct {
+	IPSet
+	c *Counter
+}
+
+func (w countedIPSet) Sets() ([]Set, error) {
+	w.c.ops[OpIPSetList]++
+	return w.IPSet.Sets()
+}
+
+func (w countedIPSet) Entries(set string) ([]string, error) {
+	w.c.ops[OpIPSetList]++
+	return w.IPSet.Entries(set)
+}
+
+func (w countedIPSet) CreateSet(s Set) error {
+	w.c.ops[OpIPSetCreate]++
+	return w.IPSet.CreateSet(s)
+}
+
+func (w countedIPSet) DestroySet(name string) error {
+	w.c.ops[OpIPSetDestroy]++
+	return w.IPSet.DestroySet(name)
+}
+
+func (w countedIPSet) Apply(changes []SetChange) error {
+	for _, ch := range changes {
+		w.c.ops[OpIPSetAdd] += int64(len(ch.Add))
+		w.c.ops[OpIPSetDel] += int64(len(ch.Del))
+		if w.c.churn != nil {
+			for _, e := range ch.Del {
+				w.c.churn.deleteSeen(churnKey{OpIPSetAdd, ch.Set, e})
+			}
+			for _, e := range ch.Add {
+				w.c.churn.addSeen(churnKey{OpIPSetAdd, ch.Set, e})
+			}
+		}
+	}
+	return w.IPSet.Apply(changes)
+}
+
+type countedIPTables struct {
+	IPTables
+	c *Counter
+}
+
+func (w countedIPTables) Restore(f Family, payload []byte) error {
+	w.c.ops[OpIPTablesRestore]++
+	w.c.ops[OpIPTablesRestoreBytes] += int64(len(payload))
+	return w.IPTables.Restore(f, payload)
+}
+
+func (w countedIPTables) Save(f Family, table string) ([]byte, error) {
+	w.c.ops[OpIPTablesSave]++
+	return w.IPTables.Save(f, table)
+}
+
+type countedLinks struct {
+	Links
+	c *Counter
+}
+
+func (w countedLinks) EnsureDummy(name string) (bool, error) {
+	created, err := w.Links.EnsureDummy(name)
+	if created {
+		w.c.ops[OpLinkCreate]++
+	}
+	return created, err
+}
+
+func (w countedLinks) Addresses(link string, f Family) ([]netip.Addr, error) {
+	w.c.ops[OpAddressList]++
+	return w.Links.Addresses(link, f)
+}
+
+func (w countedLinks) AddAddress(link string, p netip.Prefix) error {
+	w.c.ops[OpAddressBind]++
+	w.c.churn.addSeen(churnKey{OpAddressBind, link, p.String()})
+	return w.Links.AddAddress(link, p)
+}
+
+func (w countedLinks) DelAddress(link string, p netip.Prefix) error {
+	w.c.ops[OpAddressUnbind]++
+	w.c.churn.deleteSeen(churnKey{OpAddressBind, link, p.String()})
+	return w.Links.DelAddress(link, p)
+}
+
+func (w countedLinks) LocalAddresses(f Family, exclude ...string) ([]InterfaceAddr, error) {
+	w.c.ops[OpAddressList]++
+	return w.Links.LocalAddresses(f, exclude...)
+}
+
+type countedSysctls struct {
+	Sysctls
+	c *Counter
+}
+
+func (w countedSysctls) SetSysctl(key, value string) error {
+	w.c.ops[OpSysctlWrite]++
+	return w.Sysctls.SetSysctl(key, value)
+}
+
+type countedConntrack struct {
+	Conntrack
+	c *Counter
+}
+
+func (w countedConntrack) Delete(f ConntrackFilter) (int, error) {
+	n, err := w.Conntrack.Delete(f)
+	w.c.ops[OpConntrackDelete] += int64(n)
+	return n, err
+}

@@ -1,0 +1,144 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// Op is a kind of kernel operation. Every write the proxier issues is counted
+// under one of these; reads are counted too but are not writes.
+type Op int
+
+const (
+	OpIPVSServiceAdd Op = iota
+	OpIPVSServiceUpdate
+	OpIPVSServiceDelete
+	OpIPVSDestinationAdd
+	OpIPVSDestinationUpdate
+	OpIPVSDestinationDelete
+	OpIPSetCreate
+	OpIPSetDestroy
+	OpIPSetAdd // one per entry
+	OpIPSetDel // one per entry
+	OpLinkCreate
+	OpAddressBind
+	OpAddressUnbind
+	OpIPTablesRestore      // one per payload
+	OpIPTablesRestoreBytes // payload bytes
+	OpSysctlWrite
+	OpConntrackDelete // one per entry deleted
+	// Reads.
+	OpIPVSList // one per Services or Destinations call
+	OpIPSetList
+	OpAddressList
+	OpIPTablesSave
+	numOps
+)
+
+var opNames = [numOps]string{
+	"ipvs-service-add", "ipvs-service-update", "ipvs-service-delete",
+	"ipvs-destination-add", "ipvs-destination-update", "ipvs-destination-delete",
+	"ipset-create", "ipset-destroy", "ipset-add", "ipset-del",
+	"link-create", "address-bind", "address-unbind",
+	"iptables-restore", "iptables-restore-bytes", "sysctl-write", "conntrack-delete",
+	"ipvs-list", "ipset-list", "address-list", "iptables-save",
+}
+
+func (o Op) String() string {
+	if o < 0 || o >= numOps {
+		return fmt.Sprintf("op(%d)", int(o))
+	}
+	return opNames[o]
+}
+
+// IsWrite reports whether the operation changes kernel state.
+// iptables-restore-bytes is a measure of a write, not a write of its own.
+func (o Op) IsWrite() bool { return o < OpIPVSList && o != OpIPTablesRestoreBytes }
+
+// Ops returns every operation kind in order.
+func AllOps() []Op {
+	out := make([]Op, numOps)
+	for i := range out {
+		out[i] = Op(i)
+	}
+	return out
+}
+
+// ParseOp returns the Op with the given name.
+func ParseOp(name string) (Op, error) {
+	for i, n := range opNames {
+		if n == name {
+			return Op(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown kernel operation %q", name)
+}
+
+// Ops counts kernel operations by kind. It marshals to a JSON object of the
+// non-zero counts keyed by operation name.
+type Ops [numOps]int64
+
+// Writes is the number of write operations (excluding restore bytes).
+func (o *Ops) Writes() int64 {
+	var n int64
+	for i, c := range o {
+		if Op(i).IsWrite() {
+			n += c
+		}
+	}
+	return n
+}
+
+// Add adds b into o.
+func (o *Ops) Add(b *Ops) {
+	for i := range o {
+		o[i] += b[i]
+	}
+}
+
+// Sub returns o - b.
+func (o Ops) Sub(b Ops) Ops {
+	for i := range o {
+		o[i] -= b[i]
+	}
+	return o
+}
+
+func (o Ops) MarshalJSON() ([]byte, error) {
+	m := make(map[string]int64)
+	for i, c := range o {
+		if c != 0 {
+			m[Op(i).String()] = c
+		}
+	}
+	return json.Marshal(m)
+}
+
+func (o *Ops) UnmarshalJSON(b []byte) error {
+	var m map[string]int64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*o = Ops{}
+	for k, v := range m {
+		op, err := ParseOp(k)
+		if err != nil {
+			return err
+		}
+		o[op] = v
+	}
+	return nil
+}
+
+// String lists the non-zero counts, sorted by name, for logs and test failures.
+func (o Ops) String() string {
+	var parts []string
+	for i, c := range o {
+		if c != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", Op(i), c))
+		}
+	}
+	sort.Strings(parts)
+	return fmt.Sprint(parts)
+}

@@ -1,0 +1,78 @@
+package results
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Write stores f as indented JSON at path. It writes a temporary file in the
+// same directory and renames it, so that a run interrupted while writing
+// never leaves a truncated results file behind for a report to trip over.
+func Write(path string, f *File) error {
+	if f.SchemaVersion == 0 {
+		f.SchemaVersion = SchemaVersion
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results %s: %w", path, err)
+	}
+	b = append(b, '\n')
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write results %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write results %s: %w", path, err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write results %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write results %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write results %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write results %s: %w", path, err)
+	}
+	return nil
+}
+
+// Read loads a results file. A file written by a newer (or unversioned)
+// kpsim is refused rather than half-understood: a report that silently
+// misreads a field would show wrong numbers with confidence.
+func Read(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	var probe struct {
+		SchemaVersion *int `json:"schemaVersion"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("read results %s: not a kpsim results file: %w", path, err)
+	}
+	if probe.SchemaVersion == nil {
+		return nil, fmt.Errorf("read results %s: no schemaVersion: not a kpsim results file", path)
+	}
+	if *probe.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("read results %s: schemaVersion %d, this kpsim reads version %d only",
+			path, *probe.SchemaVersion, SchemaVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("read results %s: %w", path, err)
+	}
+	return &f, nil
+}

@@ -1,0 +1,226 @@
+// Package results is the results file: one self-describing JSON document per
+// run, and the pure functions (statistics, reports, comparisons) that read it.
+// A report or a comparison never re-runs anything; whatever it shows can be
+// recomputed from the file.
+package results
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// SchemaVersion is bumped on any change that an older reader would misread.
+const SchemaVersion = 1
+
+// Basis values: whether a figure was measured on a real kernel, or includes
+// the in-memory kernel's modeled cost.
+const (
+	Measured = "measured"
+	Modeled  = "modeled"
+)
+
+// File is one run.
+type File struct {
+	SchemaVersion int         `json:"schemaVersion"`
+	Kpsim         Build       `json:"kpsim"`
+	Environment   Environment `json:"environment"`
+	Backend       string      `json:"backend"` // "sim" or "kernel"
+	// Basis of every duration in Syncs and Phases: Modeled for the sim
+	// (proxier time measured + kernel time from the cost profile), Measured
+	// for the kernel backend.
+	Basis       string          `json:"basis"`
+	CostProfile *ProfileRef     `json:"costProfile,omitempty"` // sim only
+	Scenario    json.RawMessage `json:"scenario"`              // the scenario as run, after defaults
+	Start       time.Time       `json:"start"`
+	End         time.Time       `json:"end"`
+	// Interrupted is set when the run was stopped (Ctrl-C) before its timeline finished.
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Error       string `json:"error,omitempty"` // why the run ended early, if it failed
+
+	Steps   []Step   `json:"steps"`            // the timeline as executed
+	Syncs   []Sync   `json:"syncs"`            // every sync of every proxier, in start order
+	Probes  *Probes  `json:"probes,omitempty"` // nil when the scenario ran no probes
+	Totals  Totals   `json:"totals"`
+	Metrics []Metric `json:"metrics,omitempty"` // final exported histograms
+	Summary Summary  `json:"summary"`           // derived from the above by Summarize
+}
+
+// Build identifies the kpsim binary that wrote the file.
+type Build struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+}
+
+// Environment is where the run happened.
+type Environment struct {
+	OS        string `json:"os"`
+	Kernel    string `json:"kernel"`
+	CPU       string `json:"cpu"`
+	CPUs      int    `json:"cpus"`
+	GoVersion string `json:"goVersion"`
+	Hostname  string `json:"hostname,omitempty"`
+}
+
+// ProfileRef names the cost profile a sim run charged, and where its numbers came from.
+type ProfileRef struct {
+	Name      string  `json:"name"`
+	Source    string  `json:"source"`
+	TimeScale float64 `json:"timeScale"`
+}
+
+// Step is one executed timeline step.
+type Step struct {
+	Index int       `json:"index"`
+	Kind  string    `json:"kind"` // create-cluster, churn-endpoints, restart-proxier, ...
+	Label string    `json:"label,omitempty"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// Sync is one run of syncProxyRules by one proxier.
+type Sync struct {
+	Proxier int              `json:"proxier"` // 0 for the first proxier of the run, +1 per restart
+	Family  dataplane.Family `json:"family"`
+	Seq     int              `json:"seq"`     // per proxier, from 1
+	Trigger string           `json:"trigger"` // initial, changes, periodic, retry
+	// Full is set when the sync visited every service and read the kernel back
+	// (the first sync, and the periodic verification); otherwise it touched
+	// only what changed.
+	Full    bool          `json:"full"`
+	Start   time.Time     `json:"start"`
+	Seconds float64       `json:"seconds"`     // duration, on the file's Basis
+	Wall    float64       `json:"wallSeconds"` // measured wall time (equals Seconds on the kernel)
+	Phases  []Phase       `json:"phases"`
+	Ops     dataplane.Ops `json:"ops"` // totals over phases
+	// What the proxier knew when the sync started.
+	Services  int `json:"services"`  // service ports
+	Endpoints int `json:"endpoints"` // endpoints over all service ports
+	// Programmed is one entry per EndpointSlice change this sync applied that
+	// carried a trigger time: network programming latency, as kube-proxy's
+	// metric defines it (change made -> this sync finished).
+	Programmed []Programmed `json:"programmed,omitempty"`
+	Error      string       `json:"error,omitempty"`
+}
+
+// Phase is one named step of a sync.
+type Phase struct {
+	Name    string        `json:"name"`
+	Seconds float64       `json:"seconds"`
+	Wall    float64       `json:"wallSeconds"`
+	Ops     dataplane.Ops `json:"ops"`
+}
+
+// Programmed is the network programming latency of one change.
+type Programmed struct {
+	Object  string  `json:"object"` // namespace/name of the EndpointSlice
+	Seconds float64 `json:"seconds"`
+}
+
+// Probes are connection attempts through the dataplane.
+type Probes struct {
+	Basis    string   `json:"basis"` // Modeled (sim asks its model) or Measured (real connections)
+	Interval float64  `json:"intervalSeconds"`
+	Targets  []Target `json:"targets"`
+	Attempts int      `json:"attempts"`
+	// Failures lists every failed attempt. Successful attempts are only counted.
+	Failures []Failure `json:"failures"`
+}
+
+// Target is one probed service address.
+type Target struct {
+	Service  string             `json:"service"` // namespace/name:port-name
+	Kind     string             `json:"kind"`    // clusterip, nodeport, external, loadbalancer
+	Address  string             `json:"address"` // ip:port
+	Protocol dataplane.Protocol `json:"protocol"`
+	Attempts int                `json:"attempts"`
+}
+
+// Failure is one failed probe attempt.
+type Failure struct {
+	Target  int       `json:"target"` // index into Targets
+	Time    time.Time `json:"time"`
+	Outcome string    `json:"outcome"` // refused, reset, timeout, no-address, no-virtual-server, no-destination
+	Seconds float64   `json:"seconds"` // attempt latency
+}
+
+// Totals are per-run sums.
+type Totals struct {
+	Ops dataplane.Ops `json:"ops"`
+	// Readded counts, per add operation, kernel objects deleted and then
+	// re-created within the run: wasted work.
+	Readded    dataplane.Ops `json:"readded"`
+	CPUSeconds float64       `json:"cpuSeconds"`   // process user+system, measured
+	PeakRSS    int64         `json:"peakRSSBytes"` // measured
+}
+
+// Metric is a final Prometheus histogram as the run exported it.
+type Metric struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Count  uint64            `json:"count"`
+	Sum    float64           `json:"sum"`
+	// Buckets are cumulative counts at each upper bound, as Prometheus exports them.
+	Buckets []Bucket `json:"buckets"`
+}
+
+// Bucket is one cumulative histogram bucket.
+type Bucket struct {
+	UpperBound float64 `json:"le"`
+	Count      uint64  `json:"count"`
+}
+
+// Summary holds statistics derived from the raw samples by Summarize; it is
+// stored so that a reader without kpsim can see the headline, and recomputed
+// by every reader that can.
+type Summary struct {
+	Syncs       int             `json:"syncs"`
+	Sync        Dist            `json:"sync"`              // sync Seconds over all syncs
+	Phases      map[string]Dist `json:"phases"`            // phase Seconds by phase name
+	Programming Dist            `json:"programming"`       // network programming latency
+	Slowest     *SlowestSync    `json:"slowest,omitempty"` // nil when there were no syncs
+	Disruption  Disruption      `json:"disruption"`
+}
+
+// Dist is a distribution of seconds (or counts) by gonum/stat.
+type Dist struct {
+	N    int     `json:"n"`
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+}
+
+// SlowestSync points at the slowest sync and its slowest phase.
+type SlowestSync struct {
+	Proxier      int              `json:"proxier"`
+	Family       dataplane.Family `json:"family"`
+	Seq          int              `json:"seq"`
+	Seconds      float64          `json:"seconds"`
+	Phase        string           `json:"phase"`
+	PhaseSeconds float64          `json:"phaseSeconds"`
+}
+
+// Disruption is the probes' failures grouped into windows.
+type Disruption struct {
+	Basis          string   `json:"basis,omitempty"`
+	Attempts       int      `json:"attempts"`
+	FailedAttempts int      `json:"failedAttempts"`
+	Windows        []Window `json:"windows"`
+	// Seconds is the total time during which at least one target failed.
+	Seconds float64 `json:"seconds"`
+	// LongestGap is the longest single window.
+	LongestGap       float64 `json:"longestGapSeconds"`
+	ServicesAffected int     `json:"servicesAffected"`
+}
+
+// Window is a run of consecutive failed attempts against one target.
+type Window struct {
+	Target   int       `json:"target"`
+	Service  string    `json:"service"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	Failures int       `json:"failures"`
+}

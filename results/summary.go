@@ -1,0 +1,166 @@
+package results
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"gonum.org/v1/gonum/stat"
+)
+
+// Summarize recomputes f.Summary from the raw samples. It is the only writer
+// of Summary, so that the stored headline and what a report recomputes can
+// never disagree.
+func Summarize(f *File) {
+	s := Summary{Syncs: len(f.Syncs), Phases: map[string]Dist{}}
+	var syncs, programmed []float64
+	phases := map[string][]float64{}
+	for i := range f.Syncs {
+		sy := &f.Syncs[i]
+		syncs = append(syncs, sy.Seconds)
+		for _, p := range sy.Phases {
+			phases[p.Name] = append(phases[p.Name], p.Seconds)
+		}
+		for _, p := range sy.Programmed {
+			programmed = append(programmed, p.Seconds)
+		}
+		if s.Slowest == nil || sy.Seconds > s.Slowest.Seconds {
+			s.Slowest = slowestOf(sy)
+		}
+	}
+	s.Sync = NewDist(syncs)
+	for name, xs := range phases {
+		s.Phases[name] = NewDist(xs)
+	}
+	s.Programming = NewDist(programmed)
+	s.Disruption = Disrupt(f.Probes)
+	f.Summary = s
+}
+
+func slowestOf(sy *Sync) *SlowestSync {
+	out := &SlowestSync{Proxier: sy.Proxier, Family: sy.Family, Seq: sy.Seq, Seconds: sy.Seconds}
+	for _, p := range sy.Phases {
+		if out.Phase == "" || p.Seconds > out.PhaseSeconds {
+			out.Phase, out.PhaseSeconds = p.Name, p.Seconds
+		}
+	}
+	return out
+}
+
+// NewDist summarizes samples. Quantiles are empirical (the smallest sample at
+// or above the fraction), so every reported figure is a value that actually
+// occurred: a p99 of "15.4 s" is a real sync, not an interpolation.
+func NewDist(xs []float64) Dist {
+	if len(xs) == 0 {
+		return Dist{}
+	}
+	sorted := slices.Clone(xs)
+	sort.Float64s(sorted)
+	return Dist{
+		N:    len(sorted),
+		Mean: stat.Mean(sorted, nil),
+		P50:  stat.Quantile(0.50, stat.Empirical, sorted, nil),
+		P90:  stat.Quantile(0.90, stat.Empirical, sorted, nil),
+		P99:  stat.Quantile(0.99, stat.Empirical, sorted, nil),
+		Max:  sorted[len(sorted)-1],
+	}
+}
+
+// Disrupt groups the probes' failures into windows.
+//
+// Only failures are stored; successes are counted. Each target is probed
+// once per Interval, so the attempt after a failure comes about one interval
+// (plus the failed attempt's own latency, for a timeout) later. Two failures
+// of one target belong to the same window when the second came no later than
+// 1.5 intervals plus the first one's latency after the first: there was no
+// room for an attempt between them, hence no success. A longer gap means an
+// attempt happened in between and did not fail, which ends the window.
+//
+// A window starts at its first failure and ends one interval after its last
+// (when the next attempt, a success or the end of the run, was due), so a
+// single failed attempt counts as one interval of disruption and n
+// consecutive failures as n intervals. With no known interval, windows are
+// split only by ordering and end at their last failure.
+//
+// Seconds is the length of the union of all windows across targets (time
+// during which something was broken); LongestGap is the longest single window.
+func Disrupt(p *Probes) Disruption {
+	d := Disruption{Windows: []Window{}}
+	if p == nil {
+		return d
+	}
+	d.Basis = p.Basis
+	d.Attempts = p.Attempts
+	d.FailedAttempts = len(p.Failures)
+	interval := time.Duration(p.Interval * float64(time.Second))
+
+	byTarget := map[int][]Failure{}
+	for _, fl := range p.Failures {
+		byTarget[fl.Target] = append(byTarget[fl.Target], fl)
+	}
+	targets := make([]int, 0, len(byTarget))
+	for t := range byTarget {
+		targets = append(targets, t)
+	}
+	sort.Ints(targets)
+	for _, t := range targets {
+		fs := byTarget[t]
+		sort.SliceStable(fs, func(i, j int) bool { return fs[i].Time.Before(fs[j].Time) })
+		service := ""
+		if t >= 0 && t < len(p.Targets) {
+			service = p.Targets[t].Service
+		}
+		var cur *Window
+		var last Failure
+		for _, fl := range fs {
+			if cur != nil {
+				limit := interval*3/2 + time.Duration(last.Seconds*float64(time.Second))
+				if interval == 0 || fl.Time.Sub(last.Time) <= limit {
+					cur.Failures++
+					cur.End = fl.Time.Add(interval)
+					last = fl
+					continue
+				}
+				d.Windows = append(d.Windows, *cur)
+			}
+			cur = &Window{Target: t, Service: service, Start: fl.Time, End: fl.Time.Add(interval), Failures: 1}
+			last = fl
+		}
+		if cur != nil {
+			d.Windows = append(d.Windows, *cur)
+		}
+	}
+
+	services := map[string]bool{}
+	for _, w := range d.Windows {
+		services[w.Service] = true
+		d.LongestGap = math.Max(d.LongestGap, w.End.Sub(w.Start).Seconds())
+	}
+	d.ServicesAffected = len(services)
+	d.Seconds = unionSeconds(d.Windows)
+	return d
+}
+
+// unionSeconds is the total length covered by at least one window.
+func unionSeconds(ws []Window) float64 {
+	if len(ws) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(ws)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start.Before(sorted[j].Start) })
+	var total time.Duration
+	start, end := sorted[0].Start, sorted[0].End
+	for _, w := range sorted[1:] {
+		if w.Start.After(end) {
+			total += end.Sub(start)
+			start, end = w.Start, w.End
+			continue
+		}
+		if w.End.After(end) {
+			end = w.End
+		}
+	}
+	total += end.Sub(start)
+	return total.Seconds()
+}

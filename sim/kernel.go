@@ -1,0 +1,231 @@
+// Package sim is the in-memory node kernel: it implements every dataplane
+// interface with the kernel's semantics (the same errnos, the same limits,
+// the same canonical forms) and charges each operation a modeled cost taken
+// from a cost profile, so that a proxier run against it reports what a real
+// node would take without needing one.
+package sim
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// nOps is the number of operation kinds; cost tables are indexed by dataplane.Op.
+const nOps = len(dataplane.Ops{})
+
+// Options configure a Kernel. The zero value is a usable node: the host
+// profile, costs accounted but not slept, one ipset process per entry (what
+// kube-proxy does), and the default node addresses.
+type Options struct {
+	// Profile prices every operation; nil means the embedded "host" profile.
+	Profile *Profile
+	// TimeScale is the fraction of modeled cost spent as wall time: 0 only
+	// accounts it (fast runs, ModeledDelay carries the cost), 1 sleeps it all
+	// (the proxier feels the kernel in real time). Between 0 and 1.
+	TimeScale float64
+	// IPSetStrategy is how ipset batches reach the modeled kernel; it only
+	// changes their cost. Empty means dataplane.IPSetExec.
+	IPSetStrategy dataplane.IPSetStrategy
+	// NodeAddresses are bound on eth0. Empty means 192.168.0.10/24 and fd00::10/64.
+	NodeAddresses []dataplane.InterfaceAddr
+}
+
+// Kernel is one node's kernel in memory. All methods are safe for concurrent
+// use: a dual-stack node runs two proxiers on one kernel while probes read it.
+//
+// Kernel implements dataplane.IPVS, IPSet, IPTables, Links, Sysctls and
+// Conntrack directly (their method names do not collide), the way one netlink
+// handle serves every family.
+type Kernel struct {
+	mu sync.Mutex
+
+	profile  *Profile
+	scale    float64
+	strategy dataplane.IPSetStrategy
+	costs    costTable
+
+	ops     dataplane.Ops
+	modeled time.Duration // every cost charged
+	delay   time.Duration // the part of modeled not slept
+	owed    time.Duration // scaled cost not yet slept (sleeping is batched)
+	sleep   time.Duration // to sleep when the current call releases the lock
+
+	faults   []*faultState
+	faultOps [nOps]int // active faults per op, so the hot path checks one int
+
+	services map[dataplane.ServiceKey]*ipvsService
+	sets     map[string]*ipset
+	tables   map[dataplane.Family]map[string]*table
+	links    map[string]*link
+	sysctls  map[string]string
+	flows    map[flowKey]netip.AddrPort
+}
+
+var _ interface {
+	dataplane.IPVS
+	dataplane.IPSet
+	dataplane.IPTables
+	dataplane.Links
+	dataplane.Sysctls
+	dataplane.Conntrack
+} = (*Kernel)(nil)
+
+// New returns a kernel in its boot state: eth0 (up) with the node addresses,
+// lo with 127.0.0.1/8 and ::1/128, the iptables built-in chains of the
+// filter, nat, mangle and raw tables for both families, and the sysctls
+// kube-proxy touches at their kernel defaults.
+func New(o Options) (*Kernel, error) {
+	if o.TimeScale < 0 || o.TimeScale > 1 {
+		return nil, fmt.Errorf("sim: time scale %v: must be between 0 and 1", o.TimeScale)
+	}
+	if o.Profile == nil {
+		p, err := LoadProfile(DefaultProfile)
+		if err != nil {
+			return nil, err
+		}
+		o.Profile = p
+	}
+	if o.IPSetStrategy == "" {
+		o.IPSetStrategy = dataplane.IPSetExec
+	}
+	costs, err := o.Profile.table(o.IPSetStrategy)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.NodeAddresses) == 0 {
+		o.NodeAddresses = []dataplane.InterfaceAddr{
+			{Link: "eth0", Prefix: netip.MustParsePrefix("192.168.0.10/24")},
+			{Link: "eth0", Prefix: netip.MustParsePrefix("fd00::10/64")},
+		}
+	}
+	k := &Kernel{
+		profile:  o.Profile,
+		scale:    o.TimeScale,
+		strategy: o.IPSetStrategy,
+		costs:    costs,
+		services: make(map[dataplane.ServiceKey]*ipvsService),
+		sets:     make(map[string]*ipset),
+		tables:   newTables(),
+		links: map[string]*link{
+			"eth0": newLink("eth0", false),
+			"lo":   newLink("lo", false),
+		},
+		sysctls: defaultSysctls(),
+		flows:   make(map[flowKey]netip.AddrPort),
+	}
+	k.links["lo"].addrs[netip.MustParseAddr("127.0.0.1")] = netip.MustParsePrefix("127.0.0.1/8")
+	k.links["lo"].addrs[netip.MustParseAddr("::1")] = netip.MustParsePrefix("::1/128")
+	for _, a := range o.NodeAddresses {
+		if err := k.AddLocalAddress(a.Link, a.Prefix); err != nil {
+			return nil, fmt.Errorf("sim: node address: %w", err)
+		}
+	}
+	return k, nil
+}
+
+// Dataplane returns the kernel as the proxier sees it. ModeledDelay reports
+// the modeled cost not spent as wall time, which the proxier adds to its
+// phase durations.
+func (k *Kernel) Dataplane() dataplane.Dataplane {
+	return dataplane.Dataplane{
+		IPVS:         k,
+		IPSet:        k,
+		IPTables:     k,
+		Links:        k,
+		Sysctls:      k,
+		Conntrack:    k,
+		ModeledDelay: k.ModeledDelay,
+	}
+}
+
+// Profile returns the cost profile the kernel charges from.
+func (k *Kernel) Profile() *Profile { return k.profile }
+
+// IPSetStrategy returns the strategy ipset batches are priced with.
+func (k *Kernel) IPSetStrategy() dataplane.IPSetStrategy { return k.strategy }
+
+// Ops returns the kernel's own count of every operation it executed, from
+// every caller. It counts the way dataplane.Count does (an operation counts
+// when issued, failed or not; link-create only when a link was created;
+// conntrack-delete per entry deleted), so a single proxier's Counter and the
+// kernel agree.
+func (k *Kernel) Ops() dataplane.Ops {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ops
+}
+
+// Modeled returns the total modeled cost of every operation so far, slept or not.
+func (k *Kernel) Modeled() time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.modeled
+}
+
+// ModeledDelay returns the modeled cost not spent as wall time:
+// cost*(1-TimeScale) summed over every operation.
+func (k *Kernel) ModeledDelay() time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.delay
+}
+
+// lock and unlock bracket every operation. Sleeping happens after the lock
+// is released, so a modeled slow kernel call delays its caller, not readers
+// and the other family's proxier.
+func (k *Kernel) lock() { k.mu.Lock() }
+
+func (k *Kernel) unlock() {
+	d := k.sleep
+	k.sleep = 0
+	k.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// sleepChunk is the least wall time slept at once: sleeping per operation
+// (microseconds each) would measure the timer, not the model.
+const sleepChunk = time.Millisecond
+
+// charge accounts cost d: all of it as modeled, the scaled part owed as wall
+// time (slept in chunks when the lock is released), the rest as delay.
+func (k *Kernel) charge(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	k.modeled += d
+	if k.scale == 0 {
+		k.delay += d
+		return
+	}
+	s := time.Duration(float64(d) * k.scale)
+	k.delay += d - s
+	k.owed += s
+	if k.owed >= sleepChunk {
+		k.sleep += k.owed
+		k.owed = 0
+	}
+}
+
+// count records n operations of kind op and charges their per-operation cost.
+func (k *Kernel) count(op dataplane.Op, n int) {
+	k.ops[op] += int64(n)
+	k.charge(k.costs.op[op] * time.Duration(n))
+}
+
+// read charges a read operation: one call plus its items.
+func (k *Kernel) read(op dataplane.Op, items int) {
+	k.ops[op]++
+	k.charge(k.costs.op[op] + k.costs.item[op]*time.Duration(items))
+}
+
+// errnoError is an errno with the operation and object that failed.
+func errorf(errno syscall.Errno, format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errno)
+}
