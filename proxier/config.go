@@ -1,7 +1,12 @@
 package proxier
 
 import (
+	"fmt"
+	"net/netip"
+	"slices"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
@@ -85,4 +90,68 @@ type Options struct {
 	// for the proxier's lock while a long sync ran), so that handlers lag
 	// behind the informers' stores.
 	HandlerDelay time.Duration
+	// Clock drives the sync runner, graceful termination and timestamps;
+	// nil means the real clock. Tests inject a fake one.
+	Clock clock.WithTicker
+}
+
+// Schedulers lists the IPVS schedulers kube-proxy accepts.
+var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
+
+// Validate reports the first invalid field of a defaulted Config, by its JSON name.
+func (cfg Config) Validate() error {
+	if cfg.NodeName == "" {
+		return fmt.Errorf("nodeName: must not be empty")
+	}
+	if len(cfg.Families) == 0 || len(cfg.Families) > 2 {
+		return fmt.Errorf("families: want one or two IP families, got %d", len(cfg.Families))
+	}
+	for i, f := range cfg.Families {
+		if f != dataplane.IPv4 && f != dataplane.IPv6 {
+			return fmt.Errorf("families[%d]: unknown IP family %q", i, f)
+		}
+		if slices.Index(cfg.Families, f) != i {
+			return fmt.Errorf("families[%d]: %s listed twice", i, f)
+		}
+	}
+	switch cfg.InitialSync {
+	case InitialSyncHandlers, InitialSyncLegacy:
+	default:
+		return fmt.Errorf("initialSync: %q is neither %q nor %q", cfg.InitialSync, InitialSyncHandlers, InitialSyncLegacy)
+	}
+	if cfg.MinSyncPeriod < 0 {
+		return fmt.Errorf("minSyncPeriod: must not be negative")
+	}
+	if cfg.SyncPeriod <= 0 || cfg.SyncPeriod < cfg.MinSyncPeriod {
+		return fmt.Errorf("syncPeriod: %v must be positive and at least minSyncPeriod (%v)", cfg.SyncPeriod, cfg.MinSyncPeriod)
+	}
+	if !slices.Contains(Schedulers, cfg.Scheduler) {
+		return fmt.Errorf("scheduler: unknown IPVS scheduler %q", cfg.Scheduler)
+	}
+	for i, c := range cfg.NodePortAddresses {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			return fmt.Errorf("nodePortAddresses[%d]: %w", i, err)
+		}
+	}
+	seen := map[dataplane.Family]bool{}
+	for i, c := range cfg.ClusterCIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return fmt.Errorf("clusterCIDRs[%d]: %w", i, err)
+		}
+		f := dataplane.FamilyOf(p.Addr())
+		if seen[f] {
+			return fmt.Errorf("clusterCIDRs[%d]: more than one %s cluster CIDR", i, f)
+		}
+		seen[f] = true
+	}
+	for i, c := range cfg.ExcludeCIDRs {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			return fmt.Errorf("excludeCIDRs[%d]: %w", i, err)
+		}
+	}
+	if cfg.GracefulTerminationRetry <= 0 {
+		return fmt.Errorf("gracefulTerminationRetry: must be positive")
+	}
+	return nil
 }

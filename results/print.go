@@ -56,6 +56,19 @@ func PrintSummary(w io.Writer, f *File) error {
 		fmt.Fprintf(tw, "disruption\t%s total, longest %s, %d services, %d of %d attempts failed (%s)\n",
 			FormatSeconds(d.Seconds), FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts, basisOr(d.Basis))
 	}
+	if len(f.Metrics) > 0 {
+		var bad []string
+		for _, c := range CheckHistograms(f) {
+			if !c.Consistent {
+				bad = append(bad, fmt.Sprintf("%s{%s}: %s", c.Name, labelText(c.Labels), c.Problems[0]))
+			}
+		}
+		if len(bad) == 0 {
+			fmt.Fprintf(tw, "histograms\t%d exported, all consistent with the raw samples\n", len(f.Metrics))
+		} else {
+			fmt.Fprintf(tw, "histograms\t%d of %d INCONSISTENT: %s\n", len(bad), len(f.Metrics), strings.Join(bad, "; "))
+		}
+	}
 	if f.Totals.CPUSeconds > 0 || f.Totals.PeakRSS > 0 {
 		fmt.Fprintf(tw, "process\tCPU %s, peak RSS %s (measured)\n", FormatSeconds(f.Totals.CPUSeconds), FormatBytes(f.Totals.PeakRSS))
 	}
@@ -134,6 +147,8 @@ func FormatSeconds(s float64) string {
 	switch {
 	case s == 0:
 		return "0"
+	case s < 1e-6:
+		return fmt.Sprintf("%.0fns", s*1e9)
 	case s < 1e-3:
 		return fmt.Sprintf("%.0fµs", s*1e6)
 	case s < 1:

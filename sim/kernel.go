@@ -1,15 +1,9 @@
-// Package sim is the in-memory node kernel: it implements every dataplane
-// interface with the kernel's semantics (the same errnos, the same limits,
-// the same canonical forms) and charges each operation a modeled cost taken
-// from a cost profile, so that a proxier run against it reports what a real
-// node would take without needing one.
 package sim
 
 import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
@@ -44,10 +38,9 @@ type Options struct {
 type Kernel struct {
 	mu sync.Mutex
 
-	profile  *Profile
-	scale    float64
-	strategy dataplane.IPSetStrategy
-	costs    costTable
+	profile *Profile
+	scale   float64
+	costs   costTable
 
 	ops     dataplane.Ops
 	modeled time.Duration // every cost charged
@@ -106,14 +99,13 @@ func New(o Options) (*Kernel, error) {
 	k := &Kernel{
 		profile:  o.Profile,
 		scale:    o.TimeScale,
-		strategy: o.IPSetStrategy,
 		costs:    costs,
 		services: make(map[dataplane.ServiceKey]*ipvsService),
 		sets:     make(map[string]*ipset),
 		tables:   newTables(),
 		links: map[string]*link{
-			"eth0": newLink("eth0", false),
-			"lo":   newLink("lo", false),
+			"eth0": newLink(false),
+			"lo":   newLink(false),
 		},
 		sysctls: defaultSysctls(),
 		flows:   make(map[flowKey]netip.AddrPort),
@@ -143,11 +135,9 @@ func (k *Kernel) Dataplane() dataplane.Dataplane {
 	}
 }
 
-// Profile returns the cost profile the kernel charges from.
+// Profile returns the cost profile the kernel charges from, so that a run
+// can record which one it was (the default when Options named none).
 func (k *Kernel) Profile() *Profile { return k.profile }
-
-// IPSetStrategy returns the strategy ipset batches are priced with.
-func (k *Kernel) IPSetStrategy() dataplane.IPSetStrategy { return k.strategy }
 
 // Ops returns the kernel's own count of every operation it executed, from
 // every caller. It counts the way dataplane.Count does (an operation counts
@@ -168,7 +158,8 @@ func (k *Kernel) Modeled() time.Duration {
 }
 
 // ModeledDelay returns the modeled cost not spent as wall time:
-// cost*(1-TimeScale) summed over every operation.
+// cost*(1-TimeScale) summed over every operation. (Under a millisecond of
+// scaled cost may be owed, not yet slept, and is in neither.)
 func (k *Kernel) ModeledDelay() time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -225,7 +216,7 @@ func (k *Kernel) read(op dataplane.Op, items int) {
 	k.charge(k.costs.op[op] + k.costs.item[op]*time.Duration(items))
 }
 
-// errnoError is an errno with the operation and object that failed.
-func errorf(errno syscall.Errno, format string, args ...any) error {
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errno)
+// errorf wraps err (usually an errno) with the operation and object that failed.
+func errorf(err error, format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
 }

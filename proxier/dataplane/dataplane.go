@@ -202,7 +202,7 @@ type Links interface {
 	DeleteLink(name string) error                          // ENOENT if missing
 	Addresses(link string, f Family) ([]netip.Addr, error) // ENOENT if the link is missing
 	AddAddress(link string, p netip.Prefix) error          // EEXIST if bound
-	DelAddress(link string, p netip.Prefix) error          // EADDRNOTAVAIL (treated as not-exist) if not bound
+	DelAddress(link string, p netip.Prefix) error          // not bound: an error matching fs.ErrNotExist (the kernel says EADDRNOTAVAIL; wrap ENOENT too)
 	// LocalAddresses lists every address of the family on every link that is
 	// up, excluding the named dummy links (kube-ipvs0 is not a node address).
 	LocalAddresses(f Family, exclude ...string) ([]InterfaceAddr, error)

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kpsim/kpsim/results"
+)
+
+func init() {
+	register(command{
+		name:  "compare",
+		usage: "[flags] BASE.json... -- HEAD.json...  |  --base a.json,b.json --head c.json,d.json",
+		short: "compare results files of two builds or settings, with a verdict (exit 1 on regression)",
+		run:   runCompare,
+	})
+}
+
+func runCompare(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("compare", stderr)
+	o := results.DefaultCompareOptions()
+	var baseList, headList, format, latency, out string
+	fs.StringVar(&baseList, "base", "", "comma-separated base results files (instead of BASE... --)")
+	fs.StringVar(&headList, "head", "", "comma-separated head results files")
+	fs.Float64Var(&o.Threshold, "threshold", o.Threshold, "smallest change in percent that counts as a regression")
+	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level of the Mann-Whitney U test")
+	minDelta := fs.Duration("min-delta", time.Duration(o.MinDeltaSeconds*float64(time.Second)), "smallest absolute change of a duration that can count as a regression")
+	fs.StringVar(&latency, "latency", "gate", "report: timing metrics (latency, disruption, CPU, RSS) never fail the comparison; gate: a significant regression exits 1")
+	allowOps := fs.Bool("allow-ops-change", false, "a change in kernel operation counts is expected: report it, do not fail")
+	fs.StringVar(&format, "format", "text", "text, md or benchstat")
+	fs.StringVar(&out, "o", "", "write to this file instead of standard output")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: kpsim compare %s\n\n", commands["compare"].usage)
+		fmt.Fprintln(stderr, "Several files per side are repetitions of one scenario with the same seed; each file's value is")
+		fmt.Fprintln(stderr, "one sample (4+ per side needed for significance at 0.05). With one file per side, sync and phase")
+		fmt.Fprintln(stderr, "distributions are compared over their per-sync samples. Kernel operation counts are compared exactly.")
+		fmt.Fprintln(stderr, "Exit status: 0 no regression, 1 regression or undeclared change in kernel operations, 2 bad input.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	o.MinDeltaSeconds = minDelta.Seconds()
+	if o.Alpha <= 0 || o.Alpha >= 1 {
+		return usageError("--alpha %g: want a value between 0 and 1", o.Alpha)
+	}
+	if o.Threshold < 0 {
+		return usageError("--threshold %g: want a percentage >= 0", o.Threshold)
+	}
+	if latency != "report" && latency != "gate" {
+		return usageError("--latency %q: want report or gate", latency)
+	}
+	if format != "text" && format != "md" && format != "benchstat" {
+		return usageError("--format %q: want text, md or benchstat", format)
+	}
+	basePaths, headPaths, err := compareSides(files, baseList, headList)
+	if err != nil {
+		return err
+	}
+	base, err := readSummarized(basePaths)
+	if err != nil {
+		return err
+	}
+	head, err := readSummarized(headPaths)
+	if err != nil {
+		return err
+	}
+
+	var buf bytes.Buffer
+	var c *results.Comparison
+	if format == "benchstat" {
+		if err := results.WriteBenchstat(&buf, "base", base); err != nil {
+			return err
+		}
+		if err := results.WriteBenchstat(&buf, "head", head); err != nil {
+			return err
+		}
+	}
+	c = results.Compare(base, head, baseNames(basePaths), baseNames(headPaths), o)
+	switch format {
+	case "text":
+		err = c.WriteText(&buf)
+	case "md":
+		err = c.WriteMarkdown(&buf, "kpsim compare: "+strings.Join(scenarioList(append(base, head...)), ", "))
+	}
+	if err != nil {
+		return err
+	}
+	if out != "" {
+		if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write comparison: %w", err)
+		}
+	} else if _, err := stdout.Write(buf.Bytes()); err != nil {
+		return err
+	}
+
+	var failing []string
+	if !*allowOps {
+		for _, m := range c.Regressions(results.Exact) {
+			failing = append(failing, m.Name)
+		}
+	}
+	if latency == "gate" {
+		for _, m := range c.Regressions(results.Timing) {
+			failing = append(failing, m.Name)
+		}
+	}
+	if len(failing) > 0 {
+		hint := ""
+		if !*allowOps && len(c.Regressions(results.Exact)) > 0 {
+			hint = " (kernel operation counts changed: pass --allow-ops-change if intended)"
+		}
+		return verdict("%d metrics regressed or changed: %s%s", len(failing), strings.Join(failing, ", "), hint)
+	}
+	return nil
+}
+
+// compareSides accepts either the two lists of --base/--head or positional
+// files split by "--".
+func compareSides(args []string, baseList, headList string) ([]string, []string, error) {
+	split := func(s string) []string {
+		var out []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	if baseList != "" || headList != "" {
+		if len(args) > 0 {
+			return nil, nil, usageError("give files either with --base/--head or as BASE... -- HEAD..., not both")
+		}
+		b, h := split(baseList), split(headList)
+		if len(b) == 0 || len(h) == 0 {
+			return nil, nil, usageError("--base and --head each need at least one results file")
+		}
+		return b, h, nil
+	}
+	for i, a := range args {
+		if a == "--" {
+			b, h := args[:i], args[i+1:]
+			if len(b) == 0 || len(h) == 0 {
+				return nil, nil, usageError("need at least one results file on each side of --")
+			}
+			return b, h, nil
+		}
+	}
+	if len(args) == 2 {
+		return args[:1], args[1:], nil
+	}
+	return nil, nil, usageError("want BASE.json HEAD.json, BASE.json... -- HEAD.json..., or --base and --head")
+}
+
+// readSummarized reads results files and recomputes their summaries, so a
+// file written by an older build is judged by this build's statistics.
+func readSummarized(paths []string) ([]*results.File, error) {
+	fs := make([]*results.File, len(paths))
+	for i, p := range paths {
+		f, err := results.Read(p)
+		if err != nil {
+			return nil, usageError("%v", err)
+		}
+		results.Summarize(f)
+		fs[i] = f
+	}
+	return fs, nil
+}
+
+func baseNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return out
+}
+
+func scenarioList(files []*results.File) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range files {
+		if n := results.ScenarioName(f); n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,424 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net/netip"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/sim"
+)
+
+func init() {
+	register(command{
+		name:  "state",
+		usage: "-f OBJECTS [--scale N] [--node NAME] [--family IPv4|IPv6|dual] [--set proxier.key=value ...] [--then CHANGES] [-o state.json]  |  --diff A.json B.json",
+		short: "dump what the proxier programs for a cluster export (or diff two dumps, exit 1 if they differ)",
+		run:   runState,
+	})
+}
+
+// setFlags collects repeated --set flags.
+type setFlags []string
+
+func (s *setFlags) String() string     { return strings.Join(*s, " ") }
+func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
+
+func runState(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("state", stderr)
+	var in, then, out, node, family string
+	var diff bool
+	var scale int
+	var sets setFlags
+	fs.StringVar(&in, "f", "", "objects: a kubectl export (JSON or YAML, a List, documents, or a directory of them)")
+	fs.StringVar(&then, "then", "", "changes applied after the first sync; the dump is taken after the second (incremental) sync.\n"+
+		"Objects in it are creates or updates; an object annotated "+objects.AnnotationDelete+": \"true\" (kind, namespace and\n"+
+		"name suffice) is deleted, and so is an object whose new version kube-proxy ignores")
+	fs.StringVar(&out, "o", "-", "write the dump here (- is standard output)")
+	fs.StringVar(&node, "node", "", "the node the proxier plays (Local traffic policies); default: the first Node object, else the node with most endpoints")
+	fs.StringVar(&family, "family", "", "IPv4, IPv6 or dual (one proxier per family); default: the families the services use")
+	fs.Var(&sets, "set", "proxier.KEY=VALUE: a proxier setting, as in scenarios (repeatable), e.g. proxier.scheduler=wrr")
+	fs.IntVar(&scale, "scale", 1, "repeat the services this many times with fresh names and addresses (a load test from a small export)")
+	fs.BoolVar(&diff, "diff", false, "compare two dumps given as arguments; exit 1 if they differ")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: kpsim state %s\n\n", commands["state"].usage)
+		fmt.Fprintln(stderr, "Runs one proxier per family once on the in-memory kernel and dumps IPVS virtual servers, ipsets,")
+		fmt.Fprintln(stderr, "kube-ipvs0 addresses and the nat and filter tables, canonically sorted.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usageError("%v", err)
+	}
+	if diff {
+		if fs.NArg() != 2 || in != "" || then != "" {
+			return usageError("--diff takes exactly two dump files and no other input")
+		}
+		return diffStates(fs.Arg(0), fs.Arg(1), stdout)
+	}
+	if in == "" || fs.NArg() != 0 {
+		return usageError("want -f OBJECTS and no other arguments (see kpsim state -h)")
+	}
+
+	cfg := proxier.Config{NodeName: node}
+	var strategy dataplane.IPSetStrategy
+	for _, kv := range sets {
+		if err := applyProxierSet(&cfg, &strategy, kv); err != nil {
+			return usageError("--set %s: %v", kv, err)
+		}
+	}
+	switch family {
+	case "":
+	case "dual":
+		cfg.Families = []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
+	case string(dataplane.IPv4), string(dataplane.IPv6):
+		cfg.Families = []dataplane.Family{dataplane.Family(family)}
+	default:
+		return usageError("--family %q: want IPv4, IPv6 or dual", family)
+	}
+
+	set, err := objects.Load(in)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if scale != 1 {
+		if set, err = set.Scale(scale); err != nil {
+			return usageError("--scale: %v", err)
+		}
+		for _, n := range set.Notes {
+			fmt.Fprintln(stderr, n)
+		}
+	}
+	var changes *objects.Set
+	if then != "" {
+		if changes, err = objects.Load(then); err != nil {
+			return usageError("--then: %v", err)
+		}
+	}
+	counts := set.IgnoredCounts()
+	for _, reason := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(stderr, "ignored %d x %s\n", counts[reason], reason)
+	}
+	run, err := newStateRun(set, cfg, strategy)
+	if err != nil {
+		return err
+	}
+	addrs := fmt.Sprint(run.node.Addresses)
+	if len(run.node.Addresses) == 0 {
+		addrs = "(no Node object: the sim's default addresses)"
+	}
+	fmt.Fprintf(stderr, "node %s %s, families %v\n", run.node.Name, addrs, run.families)
+	for _, w := range run.node.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	st, err := run.first(set)
+	if err != nil {
+		return err
+	}
+	if changes != nil {
+		if st, err = run.then(set, changes); err != nil {
+			return err
+		}
+	}
+	for _, c := range run.conflicts() {
+		fmt.Fprintf(stderr, "conflict: %s\n", c)
+	}
+	return writeState(out, st, stdout)
+}
+
+func writeState(path string, st *results.State, stdout io.Writer) error {
+	var b bytes.Buffer
+	if err := results.WriteState(&b, st); err != nil {
+		return err
+	}
+	if path == "-" {
+		_, err := stdout.Write(b.Bytes())
+		return err
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	return nil
+}
+
+func diffStates(pa, pb string, stdout io.Writer) error {
+	a, err := results.ReadStateFile(pa)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	b, err := results.ReadStateFile(pb)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	d := results.DiffStates(a, b)
+	if len(d) == 0 {
+		fmt.Fprintf(stdout, "A (%s) and B (%s) hold the same state\n", pa, pb)
+		return nil
+	}
+	fmt.Fprintf(stdout, "A = %s\nB = %s\n", pa, pb)
+	for _, x := range d {
+		fmt.Fprintln(stdout, x.String())
+	}
+	return verdict("%d differences", len(d))
+}
+
+// stateRun is one node: an in-memory kernel and one proxier per family.
+type stateRun struct {
+	kernel   *sim.Kernel
+	node     objects.Node // the node the proxiers play
+	families []dataplane.Family
+	proxiers []*proxier.Proxier
+}
+
+// newStateRun sets the node up for set: the node the proxier plays (its
+// addresses from the Node object, when the export has one, so NodePorts and
+// node-address externalIPs behave as on that node) and the families.
+func newStateRun(set *objects.Set, cfg proxier.Config, strategy dataplane.IPSetStrategy) (*stateRun, error) {
+	node := set.ForNode(cfg.NodeName)
+	cfg.NodeName = node.Name
+	if len(cfg.Families) == 0 {
+		cfg.Families = familiesOf(set)
+	}
+	r := &stateRun{node: node, families: cfg.Families}
+	var addrs []dataplane.InterfaceAddr
+	have := map[dataplane.Family]bool{}
+	for _, a := range node.Addresses {
+		bits := 24
+		if a.Is6() {
+			bits = 64
+		}
+		p, _ := a.Prefix(bits)
+		addrs = append(addrs, dataplane.InterfaceAddr{Link: "eth0", Prefix: netip.PrefixFrom(a, p.Bits())})
+		have[dataplane.FamilyOf(a)] = true
+	}
+	if len(addrs) > 0 {
+		// A family the Node object has no address for gets the sim's default.
+		if !have[dataplane.IPv4] {
+			addrs = append(addrs, dataplane.InterfaceAddr{Link: "eth0", Prefix: netip.MustParsePrefix("192.168.0.10/24")})
+		}
+		if !have[dataplane.IPv6] {
+			addrs = append(addrs, dataplane.InterfaceAddr{Link: "eth0", Prefix: netip.MustParsePrefix("fd00::10/64")})
+		}
+	}
+	k, err := sim.New(sim.Options{NodeAddresses: addrs, IPSetStrategy: strategy})
+	if err != nil {
+		return nil, err
+	}
+	r.kernel = k
+	for _, f := range r.families {
+		p, err := proxier.New(cfg, f, k.Dataplane(), proxier.Options{})
+		if err != nil {
+			return nil, err
+		}
+		r.proxiers = append(r.proxiers, p)
+	}
+	return r, nil
+}
+
+// familiesOf returns the families the set's services use, IPv4 if none.
+func familiesOf(set *objects.Set) []dataplane.Family {
+	seen := map[dataplane.Family]bool{}
+	for _, svc := range set.Services {
+		for _, f := range svc.Spec.IPFamilies {
+			seen[dataplane.Family(f)] = true
+		}
+	}
+	var out []dataplane.Family
+	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+		if seen[f] {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		out = []dataplane.Family{dataplane.IPv4}
+	}
+	return out
+}
+
+// first delivers the whole set as an informer's initial list would, marks
+// the handlers synced, syncs once and dumps.
+func (r *stateRun) first(set *objects.Set) (*results.State, error) {
+	for _, p := range r.proxiers {
+		for _, n := range set.Nodes {
+			p.OnNodeAdd(n)
+		}
+		for _, svc := range set.Services {
+			p.OnServiceAdd(svc)
+		}
+		for _, eps := range set.EndpointSlices {
+			p.OnEndpointSliceAdd(eps)
+		}
+		p.OnServicesSynced()
+		p.OnEndpointSlicesSynced()
+	}
+	return r.sync()
+}
+
+// then delivers the events that turn base into base+changes, syncs again
+// (an incremental sync) and dumps.
+func (r *stateRun) then(base, changes *objects.Set) (*results.State, error) {
+	_, events := base.Apply(changes)
+	for _, p := range r.proxiers {
+		for _, e := range events {
+			deliver(p, e)
+		}
+	}
+	return r.sync()
+}
+
+func deliver(p *proxier.Proxier, e objects.Event) {
+	switch e.Kind {
+	case "Service":
+		switch e.Op {
+		case objects.Add:
+			p.OnServiceAdd(e.Service.New)
+		case objects.Update:
+			p.OnServiceUpdate(e.Service.Old, e.Service.New)
+		case objects.Delete:
+			p.OnServiceDelete(e.Service.Old)
+		}
+	case "EndpointSlice":
+		switch e.Op {
+		case objects.Add:
+			p.OnEndpointSliceAdd(e.Slice.New)
+		case objects.Update:
+			p.OnEndpointSliceUpdate(e.Slice.Old, e.Slice.New)
+		case objects.Delete:
+			p.OnEndpointSliceDelete(e.Slice.Old)
+		}
+	case "Node":
+		switch e.Op {
+		case objects.Add:
+			p.OnNodeAdd(e.Node.New)
+		case objects.Update:
+			p.OnNodeUpdate(e.Node.Old, e.Node.New)
+		case objects.Delete:
+			p.OnNodeDelete(e.Node.Old)
+		}
+	}
+}
+
+func (r *stateRun) sync() (*results.State, error) {
+	for _, p := range r.proxiers {
+		if rec := p.Sync(); rec.Error != "" {
+			return nil, fmt.Errorf("%s proxier sync %d: %s", p.Family(), rec.Seq, rec.Error)
+		}
+	}
+	return results.ReadState(r.kernel.Dataplane(), r.families)
+}
+
+func (r *stateRun) conflicts() []string {
+	var out []string
+	for _, p := range r.proxiers {
+		for _, c := range p.Conflicts() {
+			out = append(out, fmt.Sprintf("%s %s", p.Family(), c))
+		}
+	}
+	return out
+}
+
+// applyProxierSet applies one proxier.KEY=VALUE override. Keys are
+// proxier.Config's JSON names (the scenario file's proxier keys), plus
+// "ipset", the scenario key for the sim's ipset strategy. Values are YAML, so
+// lists are [a, b] and durations "1s".
+func applyProxierSet(cfg *proxier.Config, strategy *dataplane.IPSetStrategy, kv string) error {
+	key, value, ok := strings.Cut(kv, "=")
+	if !ok {
+		return fmt.Errorf("must be proxier.KEY=VALUE")
+	}
+	name, ok := strings.CutPrefix(key, "proxier.")
+	if !ok {
+		return fmt.Errorf("only proxier.* keys apply to kpsim state")
+	}
+	var v any
+	if err := yaml.Unmarshal([]byte(value), &v); err != nil {
+		return fmt.Errorf("value is not valid YAML: %v", err)
+	}
+	if name == "ipset" {
+		s, ok := v.(string)
+		if !ok || !slices.Contains(dataplane.IPSetStrategies, dataplane.IPSetStrategy(s)) {
+			return fmt.Errorf("want one of %v", dataplane.IPSetStrategies)
+		}
+		*strategy = dataplane.IPSetStrategy(s)
+		return nil
+	}
+	rv := reflect.ValueOf(cfg).Elem()
+	var keys []string
+	for i := 0; i < rv.NumField(); i++ {
+		tag, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
+		keys = append(keys, tag)
+		if tag == name {
+			return setField(rv.Field(i), v)
+		}
+	}
+	return fmt.Errorf("unknown key; known: ipset, %s", strings.Join(keys, ", "))
+}
+
+func setField(f reflect.Value, v any) error {
+	if f.Type() == reflect.TypeOf(time.Duration(0)) {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("want a duration such as 1s")
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+		return nil
+	}
+	switch f.Kind() {
+	case reflect.String:
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("want a string")
+		}
+		f.SetString(s)
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("want true or false")
+		}
+		f.SetBool(b)
+	case reflect.Slice:
+		var items []any
+		switch x := v.(type) {
+		case []any:
+			items = x
+		case string:
+			for _, s := range strings.Split(x, ",") {
+				items = append(items, strings.TrimSpace(s))
+			}
+		default:
+			return fmt.Errorf("want a list such as [a, b]")
+		}
+		out := reflect.MakeSlice(f.Type(), 0, len(items))
+		for _, it := range items {
+			s, ok := it.(string)
+			if !ok || f.Type().Elem().Kind() != reflect.String {
+				return fmt.Errorf("want a list of strings")
+			}
+			out = reflect.Append(out, reflect.ValueOf(s).Convert(f.Type().Elem()))
+		}
+		f.Set(out)
+	default:
+		return fmt.Errorf("cannot be set from the command line")
+	}
+	return nil
+}

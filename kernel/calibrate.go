@@ -1,0 +1,571 @@
+package kernel
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/sim"
+)
+
+// CalibrateOptions size the measurements.
+type CalibrateOptions struct {
+	// Entries is how many set entries, IPVS services and destinations,
+	// addresses and conntrack entries each measurement creates (default 1000).
+	Entries int
+	// ExecEntries is the entry count for the one-process-per-entry ipset
+	// strategy, which is slow (default 100).
+	ExecEntries int
+	// Name is the profile's name (default "calibrated").
+	Name string
+	// Where says where the measurement ran ("host kernel, Debian 12, 2 cores";
+	// "QEMU TCG VM, -smp 2"); it opens the profile's source text.
+	Where string
+	// Skip names capabilities this kernel lacks, with why, keyed "ipvs",
+	// "dummy", "conntrack": their operations are not measured, and the
+	// source text says so.
+	Skip map[string]string
+	// Log receives one line per measurement; nil discards.
+	Log io.Writer
+	// Clock returns elapsed kernel time since its first call. Nil means
+	// wall time plus the dataplane's ModeledDelay, if it has one (so that
+	// calibrating the in-memory kernel gives back its profile).
+	Clock func(dataplane.Dataplane) func() time.Duration
+}
+
+// OpenDataplane opens a dataplane with an ipset strategy; close releases it.
+type OpenDataplane func(dataplane.IPSetStrategy) (dp dataplane.Dataplane, close func(), err error)
+
+// calibration accumulates one profile.
+type calibration struct {
+	opts     CalibrateOptions
+	p        *sim.Profile
+	notes    []string // what was measured, one item each
+	skipped  []string
+	log      io.Writer
+	dp       dataplane.Dataplane
+	newClock func() func() time.Duration
+}
+
+// Calibrate measures the per-operation costs of the kernel behind open and
+// returns them as a cost profile the simulation loads. It changes only the
+// namespace it runs in and removes what it created; run it in an isolated
+// process.
+func Calibrate(open OpenDataplane, opts CalibrateOptions) (*sim.Profile, error) {
+	if opts.Entries <= 0 {
+		opts.Entries = 1000
+	}
+	if opts.ExecEntries <= 0 {
+		opts.ExecEntries = 100
+	}
+	if opts.Name == "" {
+		opts.Name = "calibrated"
+	}
+	c := &calibration{
+		opts: opts,
+		p: &sim.Profile{Name: opts.Name, Ops: map[string]float64{}, ListItem: map[string]float64{},
+			IPSet: map[dataplane.IPSetStrategy]sim.IPSetCost{}},
+		log: opts.Log,
+	}
+	if c.log == nil {
+		c.log = io.Discard
+	}
+	for _, s := range dataplane.IPSetStrategies {
+		dp, closeDP, err := open(s)
+		if err != nil {
+			return nil, fmt.Errorf("calibrate: open dataplane (ipset %s): %w", s, err)
+		}
+		c.dp = dp
+		c.newClock = func() func() time.Duration { return c.clock(dp) }
+		err = c.ipset(s)
+		if err == nil && s == dataplane.IPSetStrategies[0] {
+			err = c.others()
+		}
+		closeDP()
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.p.Source = c.source()
+	if err := c.p.Validate(); err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	return c.p, nil
+}
+
+func (c *calibration) clock(dp dataplane.Dataplane) func() time.Duration {
+	if c.opts.Clock != nil {
+		return c.opts.Clock(dp)
+	}
+	start := time.Now()
+	var modeled0 time.Duration
+	if dp.ModeledDelay != nil {
+		modeled0 = dp.ModeledDelay()
+	}
+	return func() time.Duration {
+		d := time.Since(start)
+		if dp.ModeledDelay != nil {
+			d += dp.ModeledDelay() - modeled0
+		}
+		return d
+	}
+}
+
+// each times n calls of f and returns the mean cost in seconds.
+func (c *calibration) each(what string, n int, f func(i int) error) (float64, error) {
+	clk := c.newClock()
+	for i := 0; i < n; i++ {
+		if err := f(i); err != nil {
+			return 0, fmt.Errorf("calibrate %s (%d of %d): %w", what, i+1, n, err)
+		}
+	}
+	per := clk().Seconds() / float64(n)
+	fmt.Fprintf(c.log, "%-44s n=%-6d %10.1f us each\n", what, n, per*1e6)
+	return per, nil
+}
+
+// once times one call of f in seconds.
+func (c *calibration) once(what string, f func() error) (float64, error) {
+	clk := c.newClock()
+	if err := f(); err != nil {
+		return 0, fmt.Errorf("calibrate %s: %w", what, err)
+	}
+	d := clk().Seconds()
+	fmt.Fprintf(c.log, "%-44s %10.1f us\n", what, d*1e6)
+	return d, nil
+}
+
+// fit returns the fixed and per-item parts of a cost measured at two sizes.
+func fit(small, large float64, nSmall, nLarge int) (fixed, perItem float64) {
+	perItem = (large - small) / float64(nLarge-nSmall)
+	if perItem < 0 {
+		perItem = 0
+	}
+	fixed = small - perItem*float64(nSmall)
+	if fixed < 0 {
+		fixed = 0
+	}
+	return fixed, perItem
+}
+
+// calibrationAddr returns the i-th address of the 198.18.0.0/15 benchmark
+// range: configuration only, no traffic is ever sent to it.
+func calibrationAddr(base byte, i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{198, base, byte(i / 250 % 256), byte(i%250 + 1)})
+}
+
+func setEntries(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s,tcp:%d", calibrationAddr(18, i), 1000+i%30000)
+	}
+	return out
+}
+
+func (c *calibration) ipset(s dataplane.IPSetStrategy) error {
+	ips := c.dp.IPSet
+	n := c.opts.Entries
+	if s == dataplane.IPSetExec {
+		n = c.opts.ExecEntries
+	}
+	const commands = 10
+	name := func(i int) string { return fmt.Sprintf("KPSIM-CAL-%d", i) }
+	set := func(i int) dataplane.Set {
+		return dataplane.Set{Name: name(i), Type: dataplane.HashIPPort, Family: dataplane.IPv4, MaxElem: 262144}
+	}
+	create, err := c.each("ipset "+string(s)+" create", commands, func(i int) error { return ips.CreateSet(set(i)) })
+	if err != nil {
+		return err
+	}
+	destroy, err := c.each("ipset "+string(s)+" destroy", commands-1, func(i int) error { return ips.DestroySet(name(i + 1)) })
+	if err != nil {
+		return err
+	}
+	const small = 10
+	entries := setEntries(n)
+	apply := func(what string, ch dataplane.SetChange) (float64, error) {
+		return c.once(fmt.Sprintf("ipset %s %s x%d", s, what, len(ch.Add)+len(ch.Del)), func() error {
+			return ips.Apply([]dataplane.SetChange{ch})
+		})
+	}
+	addSmall, err := apply("add", dataplane.SetChange{Set: name(0), Add: entries[:small]})
+	if err != nil {
+		return err
+	}
+	delSmall, err := apply("del", dataplane.SetChange{Set: name(0), Del: entries[:small]})
+	if err != nil {
+		return err
+	}
+	addLarge, err := apply("add", dataplane.SetChange{Set: name(0), Add: entries})
+	if err != nil {
+		return err
+	}
+	var list float64
+	if s == dataplane.IPSetExec {
+		// Listing is priced per command, plus per entry in list_item.
+		if list, err = c.once(fmt.Sprintf("ipset %s list x%d", s, n), func() error {
+			got, err := ips.Entries(name(0))
+			if err == nil && len(got) != n {
+				err = fmt.Errorf("listed %d entries, added %d", len(got), n)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	delLarge, err := apply("del", dataplane.SetChange{Set: name(0), Del: entries})
+	if err != nil {
+		return err
+	}
+	if err := ips.DestroySet(name(0)); err != nil {
+		return fmt.Errorf("calibrate: ipset destroy %s: %w", name(0), err)
+	}
+	batchAdd, entryAdd := fit(addSmall, addLarge, small, n)
+	batchDel, entryDel := fit(delSmall, delLarge, small, n)
+	cost := sim.IPSetCost{PerEntry: (entryAdd + entryDel) / 2, PerCommand: (create + destroy) / 2}
+	if s == dataplane.IPSetRestore {
+		cost.PerBatch = (batchAdd + batchDel) / 2
+	}
+	c.p.IPSet[s] = cost
+	c.notes = append(c.notes, fmt.Sprintf("ipset %s: %s per entry (add and del, fitted over batches of %d and %d)%s, %s per create/destroy",
+		s, dur(cost.PerEntry), small, n, batchNote(cost.PerBatch), dur(cost.PerCommand)))
+	if s == dataplane.IPSetExec {
+		c.p.ListItem[dataplane.OpIPSetList.String()] = max(0, (list-cost.PerCommand)/float64(n))
+		c.notes = append(c.notes, fmt.Sprintf("ipset list: %s per entry beyond the command (%d entries)",
+			dur(c.p.ListItem[dataplane.OpIPSetList.String()]), n))
+	}
+	return nil
+}
+
+func batchNote(b float64) string {
+	if b == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" plus %s per batch", dur(b))
+}
+
+// others measures everything that does not depend on the ipset strategy.
+func (c *calibration) others() error {
+	for _, m := range []struct {
+		cap string
+		f   func() error
+	}{
+		{"ipvs", c.ipvs},
+		{"", c.addresses},
+		{"", c.iptables},
+		{"", c.sysctl},
+		{"conntrack", c.conntrack},
+	} {
+		if why, skip := c.opts.Skip[m.cap]; m.cap != "" && skip {
+			c.skipped = append(c.skipped, fmt.Sprintf("%s operations (%s)", m.cap, why))
+			continue
+		}
+		if err := m.f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *calibration) set(op dataplane.Op, v float64) { c.p.Ops[op.String()] = v }
+
+func (c *calibration) ipvs() error {
+	v := c.dp.IPVS
+	n := c.opts.Entries
+	key := func(i int) dataplane.ServiceKey {
+		return dataplane.ServiceKey{Address: calibrationAddr(19, i), Port: 80, Protocol: dataplane.TCP}
+	}
+	vs := func(i int, sched string) dataplane.VirtualServer {
+		return dataplane.VirtualServer{ServiceKey: key(i), Scheduler: sched, Netmask: 0xffffffff}
+	}
+	affine := func(i int) dataplane.VirtualServer {
+		s := vs(i, "rr")
+		s.Flags, s.Timeout = dataplane.FlagPersistent, 10800
+		return s
+	}
+	rs := func(i, w int) dataplane.RealServer {
+		return dataplane.RealServer{Address: calibrationAddr(18, i), Port: 8080, Weight: w}
+	}
+	steps := []struct {
+		op dataplane.Op
+		f  func(i int) error
+	}{
+		{dataplane.OpIPVSServiceAdd, func(i int) error { return v.AddService(vs(i, "rr")) }},
+		// Session affinity switched on: kube-proxy's most common update.
+		{dataplane.OpIPVSServiceUpdate, func(i int) error { return v.UpdateService(affine(i)) }},
+		{dataplane.OpIPVSDestinationAdd, func(i int) error { return v.AddDestination(key(i), rs(i, 1)) }},
+		{dataplane.OpIPVSDestinationUpdate, func(i int) error { return v.UpdateDestination(key(i), rs(i, 0)) }},
+	}
+	for _, s := range steps {
+		per, err := c.each(s.op.String(), n, s.f)
+		if err != nil {
+			return err
+		}
+		c.set(s.op, per)
+	}
+	// A list's cost: per item from the dump of every service, per call
+	// from lists of services' (by then deleted) destinations.
+	all, err := c.once(fmt.Sprintf("ipvs-list (%d services)", n), func() error {
+		got, err := v.Services()
+		if err == nil && len(got) < n {
+			err = fmt.Errorf("listed %d services, added %d", len(got), n)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	per, err := c.each(dataplane.OpIPVSDestinationDelete.String(), n, func(i int) error { return v.DeleteDestination(key(i), rs(i, 0)) })
+	if err != nil {
+		return err
+	}
+	c.set(dataplane.OpIPVSDestinationDelete, per)
+	perCall, err := c.each("ipvs-list (destinations of one service)", n, func(i int) error {
+		_, err := v.Destinations(key(i))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.set(dataplane.OpIPVSList, perCall)
+	c.p.ListItem[dataplane.OpIPVSList.String()] = max(0, (all-perCall)/float64(n))
+	if per, err = c.each(dataplane.OpIPVSServiceDelete.String(), n, func(i int) error { return v.DeleteService(key(i)) }); err != nil {
+		return err
+	}
+	c.set(dataplane.OpIPVSServiceDelete, per)
+	c.notes = append(c.notes, fmt.Sprintf("IPVS over netlink, %d services with one destination each: service add %s, update %s, delete %s; destination add %s, update %s, delete %s; list %s per call plus %s per service",
+		n, c.op(dataplane.OpIPVSServiceAdd), c.op(dataplane.OpIPVSServiceUpdate), c.op(dataplane.OpIPVSServiceDelete),
+		c.op(dataplane.OpIPVSDestinationAdd), c.op(dataplane.OpIPVSDestinationUpdate), c.op(dataplane.OpIPVSDestinationDelete),
+		c.op(dataplane.OpIPVSList), dur(c.p.ListItem[dataplane.OpIPVSList.String()])))
+	return nil
+}
+
+func (c *calibration) op(op dataplane.Op) string { return dur(c.p.Ops[op.String()]) }
+
+func (c *calibration) addresses() error {
+	l := c.dp.Links
+	n := c.opts.Entries
+	link := "kube-ipvs0"
+	if why, skip := c.opts.Skip["dummy"]; skip {
+		// Binding to lo costs the same netlink request; only link creation is lost.
+		link = "lo"
+		c.skipped = append(c.skipped, fmt.Sprintf("link-create (%s); addresses were bound to lo instead of a dummy link", why))
+	} else {
+		const links = 10
+		per, err := c.each("link-create (dummy)", links, func(i int) error {
+			_, err := l.EnsureDummy(fmt.Sprintf("kpsim-cal%d", i))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for i := 0; i < links; i++ {
+			if err := l.DeleteLink(fmt.Sprintf("kpsim-cal%d", i)); err != nil {
+				return fmt.Errorf("calibrate: delete link kpsim-cal%d: %w", i, err)
+			}
+		}
+		c.set(dataplane.OpLinkCreate, per)
+		if _, err := l.EnsureDummy(link); err != nil {
+			return fmt.Errorf("calibrate: create %s: %w", link, err)
+		}
+		defer l.DeleteLink(link)
+	}
+	prefix := func(i int) netip.Prefix { return netip.PrefixFrom(calibrationAddr(19, i), 32) }
+	bind, err := c.each("address-bind", n, func(i int) error { return l.AddAddress(link, prefix(i)) })
+	if err != nil {
+		return err
+	}
+	list, err := c.once(fmt.Sprintf("address-list (%d addresses)", n), func() error {
+		_, err := l.Addresses(link, dataplane.IPv4)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	unbind, err := c.each("address-unbind", n, func(i int) error { return l.DelAddress(link, prefix(i)) })
+	if err != nil {
+		return err
+	}
+	listEmpty, err := c.each("address-list (no addresses)", 10, func(int) error {
+		_, err := l.Addresses(link, dataplane.IPv4)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.set(dataplane.OpAddressBind, bind)
+	c.set(dataplane.OpAddressUnbind, unbind)
+	c.set(dataplane.OpAddressList, listEmpty)
+	c.p.ListItem[dataplane.OpAddressList.String()] = max(0, (list-listEmpty)/float64(n))
+	c.notes = append(c.notes, fmt.Sprintf("addresses on %s (%d): bind %s, unbind %s, list %s per call plus %s per address",
+		link, n, dur(bind), dur(unbind), dur(listEmpty), dur(c.p.ListItem[dataplane.OpAddressList.String()])))
+	return nil
+}
+
+// calibrationRules is an iptables-restore payload of lines rules in a chain of
+// its own, shaped like kube-proxy's (comment and match per rule).
+func calibrationRules(lines int) []byte {
+	var b strings.Builder
+	b.WriteString("*filter\n:KPSIM-CAL - [0:0]\n")
+	for i := 0; i < lines; i++ {
+		fmt.Fprintf(&b, "-A KPSIM-CAL -d %s/32 -p tcp -m tcp --dport 80 -m comment --comment \"kpsim calibration %d\" -j RETURN\n",
+			calibrationAddr(19, i), i)
+	}
+	b.WriteString("COMMIT\n")
+	return []byte(b.String())
+}
+
+func (c *calibration) iptables() error {
+	t := c.dp.IPTables
+	const reps, small = 10, 20
+	large := max(small+1, c.opts.Entries)
+	smallRules, largeRules := calibrationRules(small), calibrationRules(large)
+	perSmall, err := c.each(fmt.Sprintf("iptables-restore (%d rules)", small), reps, func(int) error {
+		return t.Restore(dataplane.IPv4, smallRules)
+	})
+	if err != nil {
+		return err
+	}
+	saveSmall, err := c.each(fmt.Sprintf("iptables-save (%d rules)", small), reps, func(int) error {
+		_, err := t.Save(dataplane.IPv4, "filter")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	perLarge, err := c.each(fmt.Sprintf("iptables-restore (%d rules)", large), reps, func(int) error {
+		return t.Restore(dataplane.IPv4, largeRules)
+	})
+	if err != nil {
+		return err
+	}
+	saveLarge, err := c.each(fmt.Sprintf("iptables-save (%d rules)", large), reps, func(int) error {
+		_, err := t.Save(dataplane.IPv4, "filter")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := t.Restore(dataplane.IPv4, []byte("*filter\n:KPSIM-CAL - [0:0]\n-X KPSIM-CAL\nCOMMIT\n")); err != nil {
+		return fmt.Errorf("calibrate: iptables-restore -X KPSIM-CAL: %w", err)
+	}
+	call, perByte := fit(perSmall, perLarge, len(smallRules), len(largeRules))
+	c.set(dataplane.OpIPTablesRestore, call)
+	c.set(dataplane.OpIPTablesRestoreBytes, perByte)
+	saveCall, perRule := fit(saveSmall, saveLarge, small, large)
+	c.set(dataplane.OpIPTablesSave, saveCall)
+	c.p.ListItem[dataplane.OpIPTablesSave.String()] = perRule
+	perLine := perByte * float64(len(largeRules)) / float64(large)
+	c.notes = append(c.notes, fmt.Sprintf("iptables-restore --noflush: %s per call plus %s per byte (%s per rule line of about %d bytes), fitted over %d and %d rules; iptables-save %s per call plus %s per rule",
+		dur(call), dur(perByte), dur(perLine), len(largeRules)/large, small, large, dur(saveCall), dur(perRule)))
+	return nil
+}
+
+func (c *calibration) sysctl() error {
+	s := c.dp.Sysctls
+	const key = "net/ipv4/conf/all/arp_ignore" // one kube-proxy writes (strictARP)
+	old, err := s.Sysctl(key)
+	if err != nil {
+		return fmt.Errorf("calibrate: sysctl %s: %w", key, err)
+	}
+	per, err := c.each("sysctl-write", 100, func(i int) error { return s.SetSysctl(key, fmt.Sprint(i%2)) })
+	if err != nil {
+		return err
+	}
+	if err := s.SetSysctl(key, old); err != nil {
+		return fmt.Errorf("calibrate: sysctl %s=%s: %w", key, old, err)
+	}
+	c.set(dataplane.OpSysctlWrite, per)
+	c.notes = append(c.notes, fmt.Sprintf("sysctl write %s", dur(per)))
+	return nil
+}
+
+// conntrack creates UDP flows to one service address over netlink and times
+// deleting them the way kube-proxy does (every flow to a service address).
+func (c *calibration) conntrack() error {
+	if !Isolated() {
+		return fmt.Errorf("calibrate conntrack: %w", ErrNotIsolated)
+	}
+	n := c.opts.Entries
+	svc := calibrationAddr(19, 0)
+	create := func() error {
+		for i := 0; i < n; i++ {
+			f := &netlink.ConntrackFlow{
+				FamilyType: unix.AF_INET,
+				Forward: netlink.IPTuple{SrcIP: calibrationAddr(18, i).AsSlice(), DstIP: svc.AsSlice(),
+					Protocol: unix.IPPROTO_UDP, SrcPort: uint16(10000 + i%50000), DstPort: 53},
+				Reverse: netlink.IPTuple{SrcIP: svc.AsSlice(), DstIP: calibrationAddr(18, i).AsSlice(),
+					Protocol: unix.IPPROTO_UDP, SrcPort: 53, DstPort: uint16(10000 + i%50000)},
+				TimeOut: 120,
+			}
+			if err := netlink.ConntrackCreate(netlink.ConntrackTable, netlink.FAMILY_V4, f); err != nil {
+				return fmt.Errorf("conntrack create %s: %w", f, err)
+			}
+		}
+		return nil
+	}
+	if err := create(); err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	var deleted int
+	d, err := c.once(fmt.Sprintf("conntrack-delete (%d flows)", n), func() error {
+		var err error
+		deleted, err = c.dp.Conntrack.Delete(dataplane.ConntrackFilter{Protocol: dataplane.UDP, OrigDst: svc, OrigDstPort: 53})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if deleted != n {
+		return fmt.Errorf("calibrate: conntrack delete: deleted %d of %d flows", deleted, n)
+	}
+	per := d / float64(n)
+	c.set(dataplane.OpConntrackDelete, per)
+	c.notes = append(c.notes, fmt.Sprintf("conntrack delete %s per flow (%d UDP flows to one service port)", dur(per), n))
+	return nil
+}
+
+func (c *calibration) source() string {
+	var b strings.Builder
+	b.WriteString("Measured by `kpsim calibrate`")
+	if c.opts.Where != "" {
+		b.WriteString(" on " + c.opts.Where)
+	}
+	fmt.Fprintf(&b, " (kernel %s, %d CPUs, %s), in a private network namespace. ", kernelRelease(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	b.WriteString(strings.Join(c.notes, "; "))
+	b.WriteString(".")
+	if len(c.skipped) > 0 {
+		sort.Strings(c.skipped)
+		b.WriteString(" Not measured, this kernel cannot: " + strings.Join(c.skipped, "; ") +
+			". Those operations are absent from the profile, so the simulation charges nothing for them; load another profile to price them.")
+	}
+	return b.String()
+}
+
+func kernelRelease() string {
+	var uts unix.Utsname
+	if unix.Uname(&uts) != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(uts.Release[:])
+}
+
+// dur formats seconds for the source text.
+func dur(s float64) string {
+	d := time.Duration(s * 1e9)
+	switch {
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", s*1e3)
+	case d >= time.Microsecond:
+		return fmt.Sprintf("%.1f us", s*1e6)
+	}
+	return fmt.Sprintf("%.0f ns", s*1e9)
+}

@@ -1,0 +1,84 @@
+package kernel
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/sim"
+)
+
+// Calibrating the in-memory kernel by its modeled time alone must give back
+// the profile it charges: this checks that every measurement times the
+// operation it names and that the fits separate fixed from per-item costs.
+func TestCalibrateRecoversSimProfile(t *testing.T) {
+	for _, name := range []string{"host", "vm-tcg"} {
+		t.Run(name, func(t *testing.T) {
+			want, err := sim.LoadProfile(name)
+			require.NoError(t, err)
+			open := func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
+				k, err := sim.New(sim.Options{Profile: want, IPSetStrategy: s})
+				if err != nil {
+					return dataplane.Dataplane{}, nil, err
+				}
+				return k.Dataplane(), func() {}, nil
+			}
+			modeledOnly := func(dp dataplane.Dataplane) func() time.Duration {
+				start := dp.ModeledDelay()
+				return func() time.Duration { return dp.ModeledDelay() - start }
+			}
+			var log bytes.Buffer
+			got, err := Calibrate(open, CalibrateOptions{
+				Entries: 200, ExecEntries: 50, Name: "from-sim", Where: "the in-memory kernel",
+				Skip:  map[string]string{"conntrack": "the in-memory kernel's flows cannot be created through the dataplane"},
+				Clock: modeledOnly, Log: &log,
+			})
+			require.NoError(t, err)
+			require.Equal(t, "from-sim", got.Name)
+			require.Contains(t, got.Source, "the in-memory kernel")
+			require.Contains(t, got.Source, "Not measured")
+			require.Contains(t, log.String(), "ipvs-service-add")
+
+			const tol = 1e-9 // seconds; the fits are exact up to rounding to nanoseconds
+			for _, s := range dataplane.IPSetStrategies {
+				require.InDelta(t, want.IPSet[s].PerEntry, got.IPSet[s].PerEntry, tol, "ipset %s per entry", s)
+				require.InDelta(t, want.IPSet[s].PerCommand, got.IPSet[s].PerCommand, tol, "ipset %s per command", s)
+				require.InDelta(t, want.IPSet[s].PerBatch, got.IPSet[s].PerBatch, tol, "ipset %s per batch", s)
+			}
+			for _, op := range []dataplane.Op{
+				dataplane.OpIPVSServiceAdd, dataplane.OpIPVSServiceUpdate, dataplane.OpIPVSServiceDelete,
+				dataplane.OpIPVSDestinationAdd, dataplane.OpIPVSDestinationUpdate, dataplane.OpIPVSDestinationDelete,
+				dataplane.OpIPVSList, dataplane.OpLinkCreate, dataplane.OpAddressBind, dataplane.OpAddressUnbind,
+				dataplane.OpAddressList, dataplane.OpIPTablesRestore, dataplane.OpIPTablesRestoreBytes,
+				dataplane.OpSysctlWrite,
+			} {
+				require.InDelta(t, want.Ops[op.String()], got.Ops[op.String()], tol, op.String())
+			}
+			for _, op := range []dataplane.Op{dataplane.OpIPVSList, dataplane.OpIPSetList, dataplane.OpAddressList} {
+				require.InDelta(t, want.ListItem[op.String()], got.ListItem[op.String()], tol, "list item %s", op)
+			}
+			require.NotContains(t, got.Ops, dataplane.OpConntrackDelete.String(), "skipped operations stay unpriced")
+		})
+	}
+}
+
+func TestFit(t *testing.T) {
+	tests := []struct {
+		small, large  float64
+		nSmall, nLarg int
+		fixed, per    float64
+	}{
+		{small: 0.012, large: 0.102, nSmall: 10, nLarg: 100, fixed: 0.002, per: 0.001},
+		{small: 0.010, large: 0.010, nSmall: 10, nLarg: 100, fixed: 0.010, per: 0},
+		// Noise that makes the large batch cheaper per item than zero is clamped.
+		{small: 0.020, large: 0.010, nSmall: 10, nLarg: 100, fixed: 0.020, per: 0},
+	}
+	for _, tc := range tests {
+		fixed, per := fit(tc.small, tc.large, tc.nSmall, tc.nLarg)
+		require.InDelta(t, tc.fixed, fixed, 1e-12)
+		require.InDelta(t, tc.per, per, 1e-12)
+	}
+}

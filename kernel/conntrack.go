@@ -1,0 +1,80 @@
+package kernel
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// conntrack is dataplane.Conntrack over ctnetlink: the table is dumped and
+// the matching flows deleted one request each, what `conntrack -D` does.
+type conntrack struct{ h *netlink.Handle }
+
+var _ dataplane.Conntrack = conntrack{}
+
+// flowMatch is the contract's filter as a netlink.CustomConntrackFilter.
+// netlink.ConntrackFilter cannot match a reply source port, which kube-proxy
+// uses to clear flows to one UDP endpoint.
+type flowMatch struct {
+	f     dataplane.ConntrackFilter
+	proto uint8
+}
+
+func (m flowMatch) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
+	eq := func(want netip.Addr, got net.IP) bool {
+		if !want.IsValid() {
+			return true
+		}
+		a, ok := netip.AddrFromSlice(got)
+		return ok && a.Unmap() == want.Unmap()
+	}
+	port := func(want, got uint16) bool { return want == 0 || want == got }
+	return (m.proto == 0 || flow.Forward.Protocol == m.proto) &&
+		eq(m.f.OrigDst, flow.Forward.DstIP) && port(m.f.OrigDstPort, flow.Forward.DstPort) &&
+		eq(m.f.ReplySrc, flow.Reverse.SrcIP) && port(m.f.ReplySrcPort, flow.Reverse.SrcPort)
+}
+
+func (c conntrack) Delete(f dataplane.ConntrackFilter) (int, error) {
+	var addr netip.Addr
+	switch {
+	case f.OrigDst.IsValid():
+		addr = f.OrigDst
+	case f.ReplySrc.IsValid():
+		addr = f.ReplySrc
+	default:
+		return 0, fmt.Errorf("conntrack delete %+v: no address to match: %w", f, unix.EINVAL)
+	}
+	m := flowMatch{f: f}
+	if f.Protocol != "" {
+		p, ok := ipProtos[f.Protocol]
+		if !ok {
+			return 0, fmt.Errorf("conntrack delete: protocol %q: %w", f.Protocol, unix.EINVAL)
+		}
+		m.proto = uint8(p)
+	}
+	family := netlink.InetFamily(unix.AF_INET)
+	if dataplane.FamilyOf(addr) == dataplane.IPv6 {
+		family = unix.AF_INET6
+	}
+	n, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, family, m)
+	if err != nil {
+		return int(n), fmt.Errorf("conntrack delete %s: %w", describeFilter(f), err)
+	}
+	return int(n), nil
+}
+
+func describeFilter(f dataplane.ConntrackFilter) string {
+	s := "proto=" + string(f.Protocol)
+	if f.OrigDst.IsValid() {
+		s += fmt.Sprintf(" orig-dst=%s:%d", f.OrigDst, f.OrigDstPort)
+	}
+	if f.ReplySrc.IsValid() {
+		s += fmt.Sprintf(" reply-src=%s:%d", f.ReplySrc, f.ReplySrcPort)
+	}
+	return s
+}

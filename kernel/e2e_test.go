@@ -1,0 +1,218 @@
+package kernel_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/results"
+)
+
+// The end-to-end tests run a kpsim binary on a kernel that can run kernel
+// scenarios: the VM that `make test-kernel` boots (or the Vagrant VM). They
+// need root, KPSIM_E2E_BIN naming the kpsim binary, and a kernel whose
+// Detect().Missing("kernel") is empty; otherwise they skip and say why.
+const e2eBinEnv = "KPSIM_E2E_BIN"
+
+func e2eKpsim(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv(e2eBinEnv)
+	if bin == "" {
+		t.Skipf("set %s to a kpsim binary to run the end-to-end scenarios (make test-kernel does, inside its VM)", e2eBinEnv)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: kernel runs create network namespaces")
+	}
+	if missing := kernel.Detect().Missing("kernel"); len(missing) > 0 {
+		t.Skipf("this kernel cannot run kernel scenarios: %s", strings.Join(missing, "; "))
+	}
+	return bin
+}
+
+// kpsimRun runs one scenario and returns its results file.
+func kpsimRun(t *testing.T, bin, scenario string, sets ...string) *results.File {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "run.json")
+	args := []string{"run", "-s", scenario, "-o", out}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	start := time.Now()
+	cmd := exec.Command(bin, args...)
+	log, err := cmd.CombinedOutput()
+	t.Logf("kpsim %s (%s):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), log)
+	require.NoError(t, err)
+	f, err := results.Read(out)
+	require.NoError(t, err)
+	require.Empty(t, f.Error)
+	return f
+}
+
+func disruptionLine(name string, f *results.File) string {
+	d := f.Summary.Disruption
+	return fmt.Sprintf("E2E %s: backend=%s basis=%s attempts=%d failed=%d services-affected=%d disruption=%.2fs longest-gap=%.2fs syncs=%d",
+		name, f.Backend, d.Basis, d.Attempts, d.FailedAttempts, d.ServicesAffected, d.Seconds, d.LongestGap, f.Summary.Syncs)
+}
+
+// TestE2ERestartStale is the issue's end-to-end check: a restart with
+// lagging handlers is harmless with kpsim's defaults and breaks connections
+// with the legacy initial sync and one ipset process per entry.
+func TestE2ERestartStale(t *testing.T) {
+	bin := e2eKpsim(t)
+	const scenario = "testdata/e2e-restart-stale.yaml"
+
+	def := kpsimRun(t, bin, scenario)
+	fmt.Println(disruptionLine("defaults", def))
+	require.NotNil(t, def.Probes)
+	require.Equal(t, results.Measured, def.Probes.Basis)
+	require.Positive(t, def.Probes.Attempts)
+	require.Zero(t, def.Summary.Disruption.FailedAttempts, "failures with kpsim's defaults: %+v", def.Probes.Failures)
+
+	legacy := kpsimRun(t, bin, scenario, "proxier.initialSync=legacy", "proxier.ipset=exec")
+	fmt.Println(disruptionLine("legacy+exec", legacy))
+	require.NotNil(t, legacy.Probes)
+	require.Positive(t, legacy.Summary.Disruption.FailedAttempts, "the legacy initial sync must break connections")
+	// Every failure happens after the restart began.
+	restart := stepStart(t, legacy, "restartProxier")
+	for _, f := range legacy.Probes.Failures {
+		require.False(t, f.Time.Before(restart), "failure at %s before the restart at %s", f.Time, restart)
+	}
+}
+
+func stepStart(t *testing.T, f *results.File, kind string) time.Time {
+	t.Helper()
+	for _, s := range f.Steps {
+		if s.Kind == kind {
+			return s.Start
+		}
+	}
+	require.Failf(t, "no step", "no %s step in the results", kind)
+	return time.Time{}
+}
+
+// stepOf returns the index of the step during which t fell.
+func stepOf(f *results.File, t time.Time) int {
+	for i := len(f.Steps) - 1; i >= 0; i-- {
+		if !t.Before(f.Steps[i].Start) {
+			return f.Steps[i].Index
+		}
+	}
+	return -1
+}
+
+// affected maps each disrupted service to the steps its windows overlap.
+func affected(f *results.File) map[string][]int {
+	out := map[string][]int{}
+	for _, w := range f.Summary.Disruption.Windows {
+		for s := stepOf(f, w.Start); s >= 0 && s <= stepOf(f, w.End); s++ {
+			if !containsInt(out[w.Service], s) {
+				out[w.Service] = append(out[w.Service], s)
+			}
+		}
+	}
+	for _, v := range out {
+		sort.Ints(v)
+	}
+	return out
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+// TestE2ESmokeAgreement runs the smoke scenario on the in-memory kernel and
+// on this kernel: the modeled and the measured disruption must name the
+// same services, and each service's windows must overlap in the timeline
+// (the same steps; the two runs' clocks differ, since the sim does not
+// sleep its modeled kernel time).
+func TestE2ESmokeAgreement(t *testing.T) {
+	bin := e2eKpsim(t)
+	simRun := kpsimRun(t, bin, "smoke", "backend=sim")
+	kernRun := kpsimRun(t, bin, "smoke", "backend=kernel")
+	fmt.Println(disruptionLine("smoke-sim", simRun))
+	fmt.Println(disruptionLine("smoke-kernel", kernRun))
+	require.Equal(t, results.Modeled, simRun.Probes.Basis)
+	require.Equal(t, results.Measured, kernRun.Probes.Basis)
+	require.Equal(t, len(simRun.Probes.Targets), len(kernRun.Probes.Targets), "both runs probe the same targets")
+	simAff, kernAff := affected(simRun), affected(kernRun)
+	require.Equal(t, keys(simAff), keys(kernAff), "services affected: modeled vs measured")
+	for svc, steps := range simAff {
+		require.NotEmpty(t, intersect(steps, kernAff[svc]), "%s: modeled windows in steps %v, measured in %v", svc, steps, kernAff[svc])
+	}
+}
+
+func keys(m map[string][]int) []string {
+	out := []string{}
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func intersect(a, b []int) []int {
+	var out []int
+	for _, x := range a {
+		if containsInt(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// TestE2ECalibratedSim calibrates this kernel, runs the restart scenario on
+// the in-memory kernel priced by that profile, and on this kernel, and
+// prints the modeled/measured ratio of each phase's mean duration: how well
+// a calibrated sim predicts this node. It asserts that both runs report the
+// same phases; the ratios are figures, not verdicts.
+func TestE2ECalibratedSim(t *testing.T) {
+	bin := e2eKpsim(t)
+	profile := filepath.Join(t.TempDir(), "calibrated.json")
+	where := os.Getenv("KPSIM_E2E_WHERE")
+	if where == "" {
+		where = "the end-to-end test's machine"
+	}
+	out, err := exec.Command(bin, "calibrate", "-name", "calibrated-e2e", "-where", where, "-o", profile).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	p, err := os.ReadFile(profile)
+	require.NoError(t, err)
+	fmt.Printf("CALIBRATED-PROFILE-BEGIN\n%sCALIBRATED-PROFILE-END\n", p)
+
+	const scenario = "testdata/e2e-restart-stale.yaml"
+	measured := kpsimRun(t, bin, scenario)
+	modeled := kpsimRun(t, bin, scenario, "backend=sim", "sim.profile="+profile)
+	require.Equal(t, results.Modeled, modeled.Basis)
+	require.Equal(t, results.Measured, measured.Basis)
+	var names []string
+	for n := range measured.Summary.Phases {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	require.NotEmpty(t, names)
+	fmt.Printf("%-28s %12s %12s %8s\n", "phase (mean over syncs)", "modeled s", "measured s", "ratio")
+	for _, n := range names {
+		m, ok := modeled.Summary.Phases[n]
+		require.True(t, ok, "phase %s missing from the sim run", n)
+		k := measured.Summary.Phases[n]
+		ratio := "-"
+		if k.Mean > 0 {
+			ratio = fmt.Sprintf("%.2f", m.Mean/k.Mean)
+		}
+		fmt.Printf("RATIO %-22s %12.4f %12.4f %8s\n", n, m.Mean, k.Mean, ratio)
+	}
+	fmt.Printf("RATIO %-22s %12.4f %12.4f %8.2f\n", "sync (all)", modeled.Summary.Sync.Mean, measured.Summary.Sync.Mean,
+		modeled.Summary.Sync.Mean/measured.Summary.Sync.Mean)
+}

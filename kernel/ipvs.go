@@ -1,0 +1,260 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/moby/ipvs"
+	"golang.org/x/sys/unix"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// ipvsTable is dataplane.IPVS over moby/ipvs. The handle's socket matches
+// replies by sequence number and drops the ones it does not expect, so two
+// proxiers (dual-stack) must not use it concurrently: Kernel.ipvsMu
+// serialises them, as one kube-proxy process does with its single handle.
+type ipvsTable struct{ k *Kernel }
+
+var _ dataplane.IPVS = ipvsTable{}
+
+// ipvsAvailable says why this namespace has no IPVS, or nil. /proc/net/ip_vs
+// exists in every namespace once the module is loaded; when it is missing,
+// modprobe is tried once, as kube-proxy's image does.
+func ipvsAvailable() error {
+	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
+		return nil
+	}
+	out, err := exec.Command("modprobe", "ip_vs").CombinedOutput()
+	if _, serr := os.Stat("/proc/net/ip_vs"); serr == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		return errNoIPVS("no /proc/net/ip_vs and no modprobe to load it")
+	case err != nil:
+		return errNoIPVS("no /proc/net/ip_vs and " + strings.TrimPrefix(firstLine(string(out), err.Error()), "modprobe: "))
+	}
+	return errNoIPVS("no /proc/net/ip_vs after modprobe ip_vs")
+}
+
+// errNoIPVS is a kernel without IPVS; it matches EPROTONOSUPPORT.
+type errNoIPVS string
+
+func (e errNoIPVS) Error() string { return "module ip_vs not available: " + string(e) }
+func (e errNoIPVS) Unwrap() error { return unix.EPROTONOSUPPORT }
+
+func firstLine(s, fallback string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if s == "" {
+		return fallback
+	}
+	return s
+}
+
+func (t ipvsTable) do(op string, obj fmt.Stringer, f func(h *ipvs.Handle) error) error {
+	if t.k.ipvs == nil {
+		return fmt.Errorf("ipvs %s %s: %w", op, obj, t.k.ipvsErr)
+	}
+	t.k.ipvsMu.Lock()
+	err := f(t.k.ipvs)
+	t.k.ipvsMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("ipvs %s %s: %w", op, obj, ipvsErrno(err))
+	}
+	return nil
+}
+
+// ipvsErrno maps the kernel's answers to the contract's errnos: IPVS says
+// ESRCH for a missing virtual server where every other facility says ENOENT.
+func ipvsErrno(err error) error {
+	if errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("%w (kernel: %v)", unix.ENOENT, err)
+	}
+	return err
+}
+
+type stringer string
+
+func (s stringer) String() string { return string(s) }
+
+func (t ipvsTable) Services() ([]dataplane.VirtualServer, error) {
+	var svcs []*ipvs.Service
+	err := t.do("list", stringer("services"), func(h *ipvs.Handle) (err error) {
+		svcs, err = h.GetServices()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dataplane.VirtualServer, 0, len(svcs))
+	for _, s := range svcs {
+		if s.FWMark != 0 {
+			continue // kube-proxy never creates firewall-mark services
+		}
+		vs, err := fromIPVSService(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vs)
+	}
+	return out, nil
+}
+
+func (t ipvsTable) AddService(vs dataplane.VirtualServer) error {
+	s, err := toIPVSService(vs)
+	if err != nil {
+		return fmt.Errorf("ipvs add-service %s: %w", vs.ServiceKey, err)
+	}
+	return t.do("add-service", vs.ServiceKey, func(h *ipvs.Handle) error { return h.NewService(s) })
+}
+
+func (t ipvsTable) UpdateService(vs dataplane.VirtualServer) error {
+	s, err := toIPVSService(vs)
+	if err != nil {
+		return fmt.Errorf("ipvs update-service %s: %w", vs.ServiceKey, err)
+	}
+	return t.do("update-service", vs.ServiceKey, func(h *ipvs.Handle) error { return h.UpdateService(s) })
+}
+
+func (t ipvsTable) DeleteService(k dataplane.ServiceKey) error {
+	s, err := serviceID(k)
+	if err != nil {
+		return fmt.Errorf("ipvs delete-service %s: %w", k, err)
+	}
+	return t.do("delete-service", k, func(h *ipvs.Handle) error { return h.DelService(s) })
+}
+
+// Destinations lists a virtual server's real servers. The kernel answers a
+// dump for a missing service with an empty list, so an empty answer is
+// checked against the service itself to report ENOENT as the contract says.
+func (t ipvsTable) Destinations(k dataplane.ServiceKey) ([]dataplane.RealServer, error) {
+	s, err := serviceID(k)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs list-destinations %s: %w", k, err)
+	}
+	var dsts []*ipvs.Destination
+	err = t.do("list-destinations", k, func(h *ipvs.Handle) error {
+		var err error
+		if dsts, err = h.GetDestinations(s); err != nil || len(dsts) > 0 {
+			return err
+		}
+		_, err = h.GetService(s)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dataplane.RealServer, 0, len(dsts))
+	for _, d := range dsts {
+		a, ok := netip.AddrFromSlice(d.Address)
+		if !ok {
+			return nil, fmt.Errorf("ipvs list-destinations %s: kernel returned address %v", k, d.Address)
+		}
+		if k.Address.Is4() {
+			a = a.Unmap()
+		}
+		out = append(out, dataplane.RealServer{
+			Address: a, Port: d.Port, Weight: d.Weight,
+			ActiveConns: d.ActiveConnections, InactiveConns: d.InactiveConnections,
+		})
+	}
+	return out, nil
+}
+
+func (t ipvsTable) AddDestination(k dataplane.ServiceKey, r dataplane.RealServer) error {
+	return t.destination("add-destination", k, r, (*ipvs.Handle).NewDestination)
+}
+
+func (t ipvsTable) UpdateDestination(k dataplane.ServiceKey, r dataplane.RealServer) error {
+	return t.destination("update-destination", k, r, (*ipvs.Handle).UpdateDestination)
+}
+
+func (t ipvsTable) DeleteDestination(k dataplane.ServiceKey, r dataplane.RealServer) error {
+	return t.destination("delete-destination", k, r, (*ipvs.Handle).DelDestination)
+}
+
+func (t ipvsTable) destination(op string, k dataplane.ServiceKey, r dataplane.RealServer,
+	f func(*ipvs.Handle, *ipvs.Service, *ipvs.Destination) error) error {
+	obj := stringer(k.String() + " -> " + r.AddrPort().String())
+	s, err := serviceID(k)
+	if err != nil {
+		return fmt.Errorf("ipvs %s %s: %w", op, obj, err)
+	}
+	if !r.Address.IsValid() || dataplane.FamilyOf(r.Address) != dataplane.FamilyOf(k.Address) {
+		return fmt.Errorf("ipvs %s %s: real server address not of the service's family: %w", op, obj, unix.EINVAL)
+	}
+	d := &ipvs.Destination{
+		Address:       net.IP(r.Address.Unmap().AsSlice()),
+		Port:          r.Port,
+		Weight:        r.Weight,
+		AddressFamily: s.AddressFamily,
+		// ConnectionFlags 0 is IP_VS_CONN_F_MASQ: NAT, kube-proxy's forwarding method.
+	}
+	return t.do(op, obj, func(h *ipvs.Handle) error { return f(h, s, d) })
+}
+
+var ipProtos = map[dataplane.Protocol]uint16{
+	dataplane.TCP:  unix.IPPROTO_TCP,
+	dataplane.UDP:  unix.IPPROTO_UDP,
+	dataplane.SCTP: unix.IPPROTO_SCTP,
+}
+
+// serviceID is the part of an ipvs.Service the kernel uses to find one.
+func serviceID(k dataplane.ServiceKey) (*ipvs.Service, error) {
+	proto, ok := ipProtos[k.Protocol]
+	if !ok {
+		return nil, fmt.Errorf("protocol %q: %w", k.Protocol, unix.EINVAL)
+	}
+	if !k.Address.IsValid() {
+		return nil, fmt.Errorf("no address: %w", unix.EINVAL)
+	}
+	s := &ipvs.Service{Address: net.IP(k.Address.Unmap().AsSlice()), Port: k.Port, Protocol: proto, AddressFamily: unix.AF_INET}
+	if dataplane.FamilyOf(k.Address) == dataplane.IPv6 {
+		s.AddressFamily = unix.AF_INET6
+	}
+	return s, nil
+}
+
+func toIPVSService(vs dataplane.VirtualServer) (*ipvs.Service, error) {
+	s, err := serviceID(vs.ServiceKey)
+	if err != nil {
+		return nil, err
+	}
+	s.SchedName = vs.Scheduler
+	s.Flags = uint32(vs.Flags &^ dataplane.FlagHashed)
+	s.Timeout = vs.Timeout
+	s.Netmask = vs.Netmask
+	return s, nil
+}
+
+func fromIPVSService(s *ipvs.Service) (dataplane.VirtualServer, error) {
+	var proto dataplane.Protocol
+	for p, n := range ipProtos {
+		if n == s.Protocol {
+			proto = p
+		}
+	}
+	a, ok := netip.AddrFromSlice(s.Address)
+	if !ok || proto == "" {
+		return dataplane.VirtualServer{}, fmt.Errorf("ipvs list: kernel returned service %v:%d proto %d", s.Address, s.Port, s.Protocol)
+	}
+	if s.AddressFamily == unix.AF_INET {
+		a = a.Unmap()
+	}
+	return dataplane.VirtualServer{
+		ServiceKey: dataplane.ServiceKey{Address: a, Port: s.Port, Protocol: proto},
+		Scheduler:  s.SchedName,
+		Flags:      dataplane.ServiceFlags(s.Flags),
+		Timeout:    s.Timeout,
+		Netmask:    s.Netmask,
+	}, nil
+}

@@ -1,0 +1,176 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// Run starts shared informers on client (Services, EndpointSlices, this
+// Node), creates one proxier per cfg.Families entry sharing dp (one IPVS
+// table, as kube-proxy shares one handle), each with its own
+// bounded-frequency runner, and blocks until ctx is done.
+//
+// The first sync waits, per cfg.InitialSync, either until every handler
+// registration has seen the initial list (HasSynced on the registration,
+// kube-proxy since PR #126532) or only until the informers' stores are full
+// (the legacy race: handlers may still be behind).
+func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplane, cfg Config, opts Options) error {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("proxier config: %w", err)
+	}
+	var proxiers []*Proxier
+	for _, f := range cfg.Families {
+		p, err := New(cfg, f, dp, opts)
+		if err != nil {
+			return fmt.Errorf("new %s proxier: %w", f, err)
+		}
+		proxiers = append(proxiers, p)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	factory := informers.NewSharedInformerFactory(client, 0)
+	svcInformer := factory.Core().V1().Services().Informer()
+	sliceInformer := factory.Discovery().V1().EndpointSlices().Informer()
+	// Like kube-proxy, watch only this node; the fake clientset ignores the
+	// field selector, so the handlers check the name as well.
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+	}))
+	nodeInformer := nodeFactory.Core().V1().Nodes().Informer()
+
+	slow := func() {
+		if opts.HandlerDelay > 0 {
+			time.Sleep(opts.HandlerDelay)
+		}
+	}
+	each := func(f func(p *Proxier)) {
+		slow()
+		for _, p := range proxiers {
+			f(p)
+		}
+	}
+	svcReg, err := svcInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := obj.(*v1.Service); ok {
+				each(func(p *Proxier) { p.OnServiceAdd(s) })
+			}
+		},
+		UpdateFunc: func(oldObj, obj any) {
+			o, ok1 := oldObj.(*v1.Service)
+			s, ok2 := obj.(*v1.Service)
+			if ok1 && ok2 {
+				each(func(p *Proxier) { p.OnServiceUpdate(o, s) })
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s := tombstone[*v1.Service](obj); s != nil {
+				each(func(p *Proxier) { p.OnServiceDelete(s) })
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("add service handler: %w", err)
+	}
+	sliceReg, err := sliceInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+				each(func(p *Proxier) { p.OnEndpointSliceAdd(s) })
+			}
+		},
+		UpdateFunc: func(oldObj, obj any) {
+			o, ok1 := oldObj.(*discoveryv1.EndpointSlice)
+			s, ok2 := obj.(*discoveryv1.EndpointSlice)
+			if ok1 && ok2 {
+				each(func(p *Proxier) { p.OnEndpointSliceUpdate(o, s) })
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s := tombstone[*discoveryv1.EndpointSlice](obj); s != nil {
+				each(func(p *Proxier) { p.OnEndpointSliceDelete(s) })
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("add endpointslice handler: %w", err)
+	}
+	// The fake clientset ignores field selectors, so the node handler filters by name.
+	_, err = nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok && n.Name == cfg.NodeName {
+				each(func(p *Proxier) { p.OnNodeAdd(n) })
+			}
+		},
+		UpdateFunc: func(oldObj, obj any) {
+			o, ok1 := oldObj.(*v1.Node)
+			n, ok2 := obj.(*v1.Node)
+			if ok1 && ok2 && n.Name == cfg.NodeName {
+				each(func(p *Proxier) { p.OnNodeUpdate(o, n) })
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if n := tombstone[*v1.Node](obj); n != nil && n.Name == cfg.NodeName {
+				each(func(p *Proxier) { p.OnNodeDelete(n) })
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("add node handler: %w", err)
+	}
+
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	nodeFactory.Start(ctx.Done())
+	defer nodeFactory.Shutdown()
+
+	var synced []cache.InformerSynced
+	if cfg.InitialSync == InitialSyncLegacy {
+		synced = []cache.InformerSynced{svcInformer.HasSynced, sliceInformer.HasSynced}
+	} else {
+		synced = []cache.InformerSynced{svcReg.HasSynced, sliceReg.HasSynced}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return ctx.Err()
+	}
+	var wg sync.WaitGroup
+	for _, p := range proxiers {
+		p.OnServicesSynced()
+		p.OnEndpointSlicesSynced()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.runner.Loop(ctx)
+		}()
+	}
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+// tombstone unwraps an object from a delete event, which may arrive as
+// DeletedFinalStateUnknown after a relist.
+func tombstone[T any](obj any) T {
+	if t, ok := obj.(T); ok {
+		return t
+	}
+	var zero T
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if t, ok := d.Obj.(T); ok {
+			return t
+		}
+	}
+	return zero
+}

@@ -1,0 +1,353 @@
+package proxier
+
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// Labels and annotations kube-proxy reads.
+const (
+	labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+	labelServiceName      = discoveryv1.LabelServiceName
+	annotationTriggerTime = v1.EndpointsLastChangeTriggerTime
+)
+
+// changes is what the handlers have reported since the last sync, merged per
+// object: only the latest version of each object is kept, so an add followed
+// by a delete before a sync leaves a nil that matches what the proxier
+// already knows (nothing), and the sync sees no change.
+// Objects are converted in the handler (as kube-proxy's change trackers
+// do), so a sync starts from the proxier's own types.
+type changes struct {
+	services map[types.NamespacedName]*parsedService // nil: deleted, skipped, or not of this family
+	slices   map[types.NamespacedName]*sliceChange
+	node     bool
+}
+
+type parsedService struct {
+	resourceVersion string
+	ports           []servicePort
+}
+
+type sliceChange struct {
+	endpoints sliceEndpoints // nil: deleted, or not of this family
+	service   types.NamespacedName
+	trigger   time.Time // the earliest last-change-trigger-time among the merged events
+}
+
+func newChanges() changes {
+	return changes{services: map[types.NamespacedName]*parsedService{}, slices: map[types.NamespacedName]*sliceChange{}}
+}
+
+// skipService reports whether kube-proxy ignores a service altogether.
+func skipService(svc *v1.Service) bool {
+	if _, ok := svc.Labels[labelServiceProxyName]; ok {
+		return true
+	}
+	return svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone || svc.Spec.ClusterIP == ""
+}
+
+// servicePort is one port of a service as one family's proxier sees it.
+type servicePort struct {
+	name            string // namespace/name:port
+	port            string // the port's name, to match EndpointSlice ports
+	protocol        dataplane.Protocol
+	clusterIP       netip.Addr
+	portNum         uint16
+	nodePort        uint16
+	externalIPs     []netip.Addr
+	lbIPs           []netip.Addr
+	sourceRanges    []netip.Prefix
+	affinityTimeout uint32 // 0: no session affinity
+	externalLocal   bool
+	internalLocal   bool
+	healthCheckPort uint16
+}
+
+// servicePorts converts a Service into the family's service ports, or nil
+// when the family has no cluster IP for it.
+func servicePorts(svc *v1.Service, f dataplane.Family) []servicePort {
+	if svc == nil || skipService(svc) {
+		return nil
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	var clusterIP netip.Addr
+	for _, s := range ips {
+		if a, err := netip.ParseAddr(s); err == nil && dataplane.FamilyOf(a) == f {
+			clusterIP = a.Unmap()
+			break
+		}
+	}
+	if !clusterIP.IsValid() {
+		return nil
+	}
+	base := servicePort{clusterIP: clusterIP}
+	for _, s := range svc.Spec.ExternalIPs {
+		if a, err := netip.ParseAddr(s); err == nil && dataplane.FamilyOf(a) == f {
+			base.externalIPs = append(base.externalIPs, a.Unmap())
+		}
+	}
+	if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			if ing.IP == "" || (ing.IPMode != nil && *ing.IPMode == v1.LoadBalancerIPModeProxy) {
+				continue // hostname-only or proxy-mode ingress: the load balancer does the work
+			}
+			if a, err := netip.ParseAddr(ing.IP); err == nil && dataplane.FamilyOf(a) == f {
+				base.lbIPs = append(base.lbIPs, a.Unmap())
+			}
+		}
+	}
+	for _, s := range svc.Spec.LoadBalancerSourceRanges {
+		p, err := netip.ParsePrefix(s)
+		if err != nil || dataplane.FamilyOf(p.Addr()) != f {
+			continue // other-family ranges are dropped
+		}
+		p = p.Masked()
+		if p.Bits() == 0 {
+			base.sourceRanges = nil // open to everyone: no ranges at all
+			break
+		}
+		base.sourceRanges = append(base.sourceRanges, p)
+	}
+	if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+		base.affinityTimeout = uint32(v1.DefaultClientIPServiceAffinitySeconds)
+		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			base.affinityTimeout = uint32(*c.ClientIP.TimeoutSeconds)
+		}
+	}
+	externallyFacing := svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0
+	base.externalLocal = externallyFacing && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+	base.internalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
+	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && base.externalLocal {
+		base.healthCheckPort = uint16(svc.Spec.HealthCheckNodePort)
+	}
+	out := make([]servicePort, 0, len(svc.Spec.Ports))
+	for _, p := range svc.Spec.Ports {
+		sp := base
+		sp.name = svc.Namespace + "/" + svc.Name + ":" + p.Name
+		sp.port = p.Name
+		sp.protocol = dataplane.Protocol(p.Protocol)
+		if sp.protocol == "" {
+			sp.protocol = dataplane.TCP
+		}
+		sp.portNum = uint16(p.Port)
+		if svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer {
+			sp.nodePort = uint16(p.NodePort)
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// endpoint is one address:port of a service port.
+type endpoint struct {
+	addr        netip.AddrPort
+	local       bool
+	ready       bool
+	serving     bool
+	terminating bool
+}
+
+// sliceEndpoints keeps, per port name and protocol, the endpoints one slice contributes.
+type sliceEndpoints map[string][]endpoint
+
+func portKey(name string, p dataplane.Protocol) string { return name + "/" + string(p) }
+
+// parseSlice extracts a slice's endpoints for the family; ok is false when the
+// slice is not the family's (or not kube-proxy's to read).
+func parseSlice(s *discoveryv1.EndpointSlice, f dataplane.Family, node string) (sliceEndpoints, bool) {
+	want := discoveryv1.AddressTypeIPv4
+	if f == dataplane.IPv6 {
+		want = discoveryv1.AddressTypeIPv6
+	}
+	if s.AddressType != want {
+		return nil, false
+	}
+	out := sliceEndpoints{}
+	for _, p := range s.Ports {
+		if p.Port == nil {
+			continue
+		}
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		proto := dataplane.TCP
+		if p.Protocol != nil {
+			proto = dataplane.Protocol(*p.Protocol)
+		}
+		var eps []endpoint
+		for _, e := range s.Endpoints {
+			if len(e.Addresses) == 0 {
+				continue
+			}
+			a, err := netip.ParseAddr(e.Addresses[0])
+			if err != nil || dataplane.FamilyOf(a) != f {
+				continue
+			}
+			// Unset conditions count as ready (and so serving), as the API documents.
+			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+			serving := ready
+			if e.Conditions.Serving != nil {
+				serving = *e.Conditions.Serving
+			}
+			eps = append(eps, endpoint{
+				addr:        netip.AddrPortFrom(a.Unmap(), uint16(*p.Port)),
+				local:       e.NodeName != nil && *e.NodeName == node,
+				ready:       ready,
+				serving:     serving,
+				terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+			})
+		}
+		k := portKey(name, proto)
+		out[k] = append(out[k], eps...)
+	}
+	return out, true
+}
+
+// triggerTime parses a slice's last-change-trigger-time annotation.
+func triggerTime(s *discoveryv1.EndpointSlice) time.Time {
+	v, ok := s.Annotations[annotationTriggerTime]
+	if !ok {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// namedSlice is one EndpointSlice's contribution to its service.
+type namedSlice struct {
+	name      string
+	endpoints sliceEndpoints
+}
+
+func sliceIndex(ss []namedSlice, name string) (int, bool) {
+	return slices.BinarySearchFunc(ss, name, func(s namedSlice, n string) int { return strings.Compare(s.name, n) })
+}
+
+// addSlice inserts or replaces a slice, keeping ss sorted by name.
+func addSlice(ss []namedSlice, s namedSlice) []namedSlice {
+	i, found := sliceIndex(ss, s.name)
+	if found {
+		ss[i] = s
+		return ss
+	}
+	return slices.Insert(ss, i, s)
+}
+
+func removeSlice(ss []namedSlice, name string) []namedSlice {
+	if i, found := sliceIndex(ss, name); found {
+		return slices.Delete(ss, i, i+1)
+	}
+	return ss
+}
+
+// mergeEndpoints joins a service's slices for one port, deduplicated by
+// address in slice-name order so the result does not depend on map order.
+func mergeEndpoints(ss []namedSlice, key string) []endpoint {
+	if len(ss) == 1 {
+		return dedupe(ss[0].endpoints[key])
+	}
+	var out []endpoint
+	for _, s := range ss {
+		out = append(out, s.endpoints[key]...)
+	}
+	return dedupe(out)
+}
+
+// dedupe keeps the first endpoint of each address, as kube-proxy keys endpoints by address.
+func dedupe(eps []endpoint) []endpoint {
+	if len(eps) <= 16 {
+		for i := 1; i < len(eps); i++ {
+			for j := range i {
+				if eps[j].addr == eps[i].addr {
+					return dedupeMap(eps)
+				}
+			}
+		}
+		return eps
+	}
+	return dedupeMap(eps)
+}
+
+func dedupeMap(eps []endpoint) []endpoint {
+	out := make([]endpoint, 0, len(eps))
+	seen := make(map[netip.AddrPort]bool, len(eps))
+	for _, e := range eps {
+		if !seen[e.addr] {
+			seen[e.addr] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// categorize picks the endpoints a virtual server should use: ready ones,
+// or serving terminating ones when none is ready; with a Local policy the
+// local subset, falling back to all when there is no local one.
+func categorize(eps []endpoint, local bool) []endpoint {
+	if !local && allReady(eps) {
+		return eps // the common case: nothing to filter
+	}
+	pick := func(localOnly bool) []endpoint {
+		var ready, term []endpoint
+		for _, e := range eps {
+			if localOnly && !e.local {
+				continue
+			}
+			if e.ready {
+				ready = append(ready, e)
+			} else if e.serving && e.terminating {
+				term = append(term, e)
+			}
+		}
+		if len(ready) > 0 {
+			return ready
+		}
+		return term
+	}
+	if local {
+		if l := pick(true); len(l) > 0 {
+			return l
+		}
+	}
+	return pick(false)
+}
+
+func allReady(eps []endpoint) bool {
+	for _, e := range eps {
+		if !e.ready {
+			return false
+		}
+	}
+	return true
+}
+
+func entryIPPort(a netip.Addr, p dataplane.Protocol, port uint16) string {
+	return a.String() + "," + lowerProto(p) + ":" + strconv.Itoa(int(port))
+}
+
+func lowerProto(p dataplane.Protocol) string {
+	switch p {
+	case dataplane.UDP:
+		return "udp"
+	case dataplane.SCTP:
+		return "sctp"
+	}
+	return "tcp"
+}

@@ -1,0 +1,824 @@
+package results
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// palette is Tableau 10: distinct, and readable by most colour-blind readers.
+var palette = []color.RGBA{
+	{0x4e, 0x79, 0xa7, 0xff}, {0xf2, 0x8e, 0x2b, 0xff}, {0xe1, 0x57, 0x59, 0xff}, {0x76, 0xb7, 0xb2, 0xff},
+	{0x59, 0xa1, 0x4f, 0xff}, {0xed, 0xc9, 0x48, 0xff}, {0xb0, 0x7a, 0xa1, 0xff}, {0xff, 0x9d, 0xa7, 0xff},
+	{0x9c, 0x75, 0x5f, 0xff}, {0xba, 0xb0, 0xac, 0xff},
+}
+
+func colorOf(i int) color.RGBA { return palette[i%len(palette)] }
+
+func hexColor(c color.RGBA) string { return fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B) }
+
+// chart is one figure of a report: a rendered SVG, or the reason there is none.
+type chart struct {
+	ID      string
+	Title   string
+	Caption string
+	SVG     []byte
+	NoData  string
+	Legend  []legendItem
+}
+
+type legendItem struct {
+	Label string
+	Color string
+	Style string // "line", "dashed" or "box"
+}
+
+// run is one results file as a report draws it.
+type run struct {
+	Label string
+	File  *File
+	Color color.RGBA
+	start time.Time
+}
+
+func (r *run) since(t time.Time) float64 { return t.Sub(r.start).Seconds() }
+
+const (
+	chartWidth  = 10 * vg.Inch
+	chartHeight = 3.6 * vg.Inch
+)
+
+// newPlot returns a plot with kpsim's fonts and labels. Liberation Sans is
+// metric-compatible with Arial, which the page names as its fallback, so
+// text measured here fits where a browser draws it.
+func newPlot(xLabel, yLabel string) *plot.Plot {
+	p := plot.New()
+	for _, v := range []*font.Variant{
+		&p.Title.TextStyle.Font.Variant, &p.X.Label.TextStyle.Font.Variant, &p.Y.Label.TextStyle.Font.Variant,
+		&p.X.Tick.Label.Font.Variant, &p.Y.Tick.Label.Font.Variant, &p.Legend.TextStyle.Font.Variant,
+	} {
+		*v = "Sans"
+	}
+	p.X.Label.Text, p.Y.Label.Text = xLabel, yLabel
+	p.X.Label.TextStyle.Font.Size = vg.Points(11)
+	p.Y.Label.TextStyle.Font.Size = vg.Points(11)
+	p.X.Tick.Label.Font.Size = vg.Points(9)
+	p.Y.Tick.Label.Font.Size = vg.Points(9)
+	grid := plotter.NewGrid()
+	grid.Vertical.Color = color.Gray{0xe4}
+	grid.Horizontal.Color = color.Gray{0xe4}
+	p.Add(grid)
+	return p
+}
+
+var svgProlog = regexp.MustCompile(`(?s)^<\?xml[^>]*>\s*(<!--.*?-->\s*)?`)
+
+// render draws p as inline SVG, titled for screen readers and tests.
+func render(p *plot.Plot, title string, height vg.Length) ([]byte, error) {
+	c := vgsvg.New(chartWidth, height)
+	p.Draw(draw.New(c))
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return nil, fmt.Errorf("render chart %q: %w", title, err)
+	}
+	out := svgProlog.ReplaceAll(b.Bytes(), nil)
+	// Give the SVG an accessible title right after its opening tag.
+	if i := bytes.Index(out, []byte(">")); i >= 0 {
+		var t bytes.Buffer
+		t.Write(out[:i+1])
+		fmt.Fprintf(&t, "\n<title>%s</title>", htmlEscape(title))
+		t.Write(out[i+1:])
+		out = t.Bytes()
+	}
+	return out, nil
+}
+
+func htmlEscape(s string) string {
+	var b bytes.Buffer
+	for _, r := range s {
+		switch r {
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '&':
+			b.WriteString("&amp;")
+		case '"':
+			b.WriteString("&#34;")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// useLogY switches to a log axis when values span more than a factor of 20,
+// as sync times do (milliseconds normally, seconds in an incident).
+func useLogY(p *plot.Plot, lo, hi float64) {
+	if lo > 0 && hi/lo > 20 {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Label.Text += ", log scale"
+	}
+}
+
+func addLine(p *plot.Plot, xys plotter.XYs, c color.RGBA, dashed bool, points bool) error {
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	l.Color = c
+	l.Width = vg.Points(1.2)
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	}
+	p.Add(l)
+	if points {
+		s, err := plotter.NewScatter(xys)
+		if err != nil {
+			return err
+		}
+		s.GlyphStyle.Color = c
+		s.GlyphStyle.Radius = vg.Points(2)
+		s.GlyphStyle.Shape = draw.CircleGlyph{}
+		p.Add(s)
+	}
+	return nil
+}
+
+// syncTimeline is sync duration against time since the run started, with
+// the scenario's steps marked.
+func syncTimeline(runs []*run, basis string) (chart, error) {
+	ch := chart{ID: "sync-timeline", Title: "Sync duration over time (" + basis + ")",
+		Caption: "Each dot is a sync at its start, its horizontal bar how long it ran; vertical dashed lines mark the scenario's steps. Look for spikes right after a step (a restart, a burst of changes) and for a floor that rises over the run."}
+	lo, hi := math.Inf(1), 0.0
+	maxX := 0.0
+	enough := false
+	for _, r := range runs {
+		enough = enough || len(r.File.Syncs) > 1
+		for _, s := range r.File.Syncs {
+			if s.Seconds > 0 {
+				lo = math.Min(lo, s.Seconds)
+			}
+			hi = math.Max(hi, s.Seconds)
+			maxX = math.Max(maxX, r.since(s.Start)+s.Seconds)
+		}
+	}
+	if !enough {
+		ch.NoData = noSyncs(runs, "a timeline needs at least two syncs")
+		return ch, nil
+	}
+	p := newPlot("time since run start (s)", "sync duration")
+	useLogY(p, lo, hi)
+	secondsAxis(&p.Y)
+	// Headroom above the slowest sync keeps the step labels off the data.
+	yLo, yHi := 0.0, hi*1.3
+	if _, log := p.Y.Scale.(plot.LogScale); log {
+		yLo, yHi = lo*0.8, hi*4
+	}
+	p.Y.Min, p.Y.Max = yLo, yHi
+	p.X.Min, p.X.Max = 0, maxX*1.02
+	for _, r := range runs {
+		for _, st := range r.File.Steps {
+			x := r.since(st.Start)
+			if err := addLine(p, plotter.XYs{{X: x, Y: yLo}, {X: x, Y: yHi}}, withAlpha(r.Color, 0x90), true, false); err != nil {
+				return ch, err
+			}
+		}
+		if len(runs) == 1 {
+			if err := stepLabels(p, r, yHi); err != nil {
+				return ch, err
+			}
+		}
+		// One colour per proxier generation and family (one run), or per
+		// run. Syncs are not joined by lines: the time between two syncs
+		// is not a duration of anything.
+		keys := map[string]int{}
+		for _, s := range r.File.Syncs {
+			k := fmt.Sprintf("proxier %d %s", s.Proxier, s.Family)
+			j, ok := keys[k]
+			if !ok {
+				j = len(keys)
+				keys[k] = j
+				if len(runs) == 1 {
+					ch.Legend = append(ch.Legend, legendItem{Label: k, Color: hexColor(colorOf(j)), Style: "line"})
+				}
+			}
+			c := r.Color
+			if len(runs) == 1 {
+				c = colorOf(j)
+			}
+			x, y := r.since(s.Start), math.Max(s.Seconds, lo)
+			if err := addLine(p, plotter.XYs{{X: x, Y: y}, {X: x + s.Seconds, Y: y}}, c, false, false); err != nil {
+				return ch, err
+			}
+			if err := addLine(p, plotter.XYs{{X: x, Y: y}}, c, false, true); err != nil {
+				return ch, err
+			}
+		}
+		if len(runs) > 1 {
+			ch.Legend = append(ch.Legend, legendItem{Label: r.Label, Color: hexColor(r.Color), Style: "line"})
+		}
+	}
+	var err error
+	ch.SVG, err = render(p, ch.Title, chartHeight)
+	return ch, err
+}
+
+func withAlpha(c color.RGBA, a uint8) color.RGBA {
+	// Premultiplied: scale the channels with the alpha.
+	return color.RGBA{uint8(uint16(c.R) * uint16(a) / 0xff), uint8(uint16(c.G) * uint16(a) / 0xff), uint8(uint16(c.B) * uint16(a) / 0xff), a}
+}
+
+// stepLabels writes each step's kind vertically beside its marker. Steps
+// closer together than the text's height would overlap; only the first of
+// such a cluster is labelled.
+func stepLabels(p *plot.Plot, r *run, y float64) error {
+	if len(r.File.Steps) == 0 {
+		return nil
+	}
+	var xyl plotter.XYLabels
+	minGap := (p.X.Max - p.X.Min) / 45
+	last := math.Inf(-1)
+	for _, st := range r.File.Steps {
+		x := r.since(st.Start)
+		if x-last < minGap {
+			continue
+		}
+		last = x
+		label := stepText(st)
+		xyl.XYs = append(xyl.XYs, plotter.XY{X: x, Y: y})
+		xyl.Labels = append(xyl.Labels, label)
+	}
+	l, err := plotter.NewLabels(xyl)
+	if err != nil {
+		return err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].Font.Variant = "Sans"
+		l.TextStyle[i].Font.Size = vg.Points(8)
+		l.TextStyle[i].Color = color.Gray{0x55}
+		l.TextStyle[i].Rotation = math.Pi / 2
+		l.TextStyle[i].XAlign = -1 // the text ends at the top of the plot
+		l.TextStyle[i].YAlign = 0
+	}
+	l.Offset = vg.Point{X: vg.Points(-3)}
+	p.Add(l)
+	return nil
+}
+
+// stepText names a step without repeating its kind ("sleep: sleep 300ms").
+func stepText(st Step) string {
+	switch {
+	case st.Label == "":
+		return st.Kind
+	case strings.HasPrefix(st.Label, st.Kind):
+		return st.Label
+	}
+	return st.Kind + ": " + st.Label
+}
+
+// relabel keeps another ticker's tick positions and writes their labels
+// with format: "10ms" reads better than "0.01", and far better than the
+// "9.999999999999999e-05" a log axis produces by itself.
+type relabel struct {
+	inner  plot.Ticker
+	format func(float64) string
+}
+
+func (r relabel) Ticks(min, max float64) []plot.Tick {
+	ts := r.inner.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = r.format(ts[i].Value)
+		}
+	}
+	return ts
+}
+
+// secondsAxis labels an axis of durations in their units.
+func secondsAxis(a *plot.Axis) {
+	a.Tick.Marker = relabel{inner: a.Tick.Marker, format: FormatSeconds}
+}
+
+// wholeTicks labels only whole numbers: sync 2, not sync 1.5.
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(min, max float64) []plot.Tick {
+	// The smallest of 1, 2, 5, 10, 20, 50, ... giving at most 10 ticks.
+	step := 1.0
+	for i := 0; (max-min)/step > 10; i++ {
+		step *= []float64{2, 2.5, 2}[i%3]
+	}
+	var out []plot.Tick
+	for v := math.Ceil(min/step) * step; v <= max; v += step {
+		out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+	}
+	return out
+}
+
+// countAxis labels an axis of counts as whole numbers.
+func countAxis(a *plot.Axis) {
+	a.Tick.Marker = relabel{inner: a.Tick.Marker, format: func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }}
+}
+
+func noSyncs(runs []*run, need string) string {
+	n := 0
+	for _, r := range runs {
+		n += len(r.File.Syncs)
+	}
+	switch n {
+	case 0:
+		return "No data: the run recorded no syncs."
+	case 1:
+		return fmt.Sprintf("No data: the run recorded a single sync (%s); %s.", FormatSeconds(runs[0].File.Syncs[0].Seconds), need)
+	}
+	return "No data: " + need + "."
+}
+
+// phaseNamesOf is the phase order of a set of runs.
+func phaseNamesOf(runs []*run) []string {
+	fs := make([]*File, len(runs))
+	for i, r := range runs {
+		fs[i] = r.File
+	}
+	return phaseNames(fs)
+}
+
+// phaseStack is one run's syncs as stacked bars, one segment per phase.
+func phaseStack(r *run, phases []string, multi bool, basis string) (chart, error) {
+	ch := chart{ID: "phase-stack", Title: "Phases of each sync (" + basis + ")",
+		Caption: "One bar per sync, in start order, split into its phases. Look for the phase that makes up the tall bars: that is where a slow sync spends its time."}
+	if multi {
+		ch.Caption += " Each run has its own scale."
+	}
+	if multi {
+		ch.ID += "-" + slug(r.Label)
+		ch.Title = "Phases of each sync: " + r.Label + " (" + basis + ")"
+	}
+	if len(r.File.Syncs) == 0 {
+		ch.NoData = "No data: the run recorded no syncs."
+		return ch, nil
+	}
+	n := len(r.File.Syncs)
+	p := newPlot("sync (in start order)", "duration")
+	secondsAxis(&p.Y)
+	p.X.Tick.Marker = wholeTicks{}
+	width := (chartWidth - vg.Inch) / vg.Length(n+1) * 0.8
+	width = vg.Length(math.Min(float64(width), float64(vg.Points(24))))
+	width = vg.Length(math.Max(float64(width), float64(vg.Points(0.5))))
+	var below *plotter.BarChart
+	for j, ph := range phases {
+		vals := make(plotter.Values, n)
+		for i, s := range r.File.Syncs {
+			for _, sp := range s.Phases {
+				if sp.Name == ph {
+					vals[i] += sp.Seconds
+				}
+			}
+		}
+		b, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return ch, err
+		}
+		b.Color = colorOf(j)
+		b.LineStyle.Width = 0
+		b.XMin = 1
+		if below != nil {
+			b.StackOn(below)
+		}
+		below = b
+		p.Add(b)
+		ch.Legend = append(ch.Legend, legendItem{Label: ph, Color: hexColor(colorOf(j)), Style: "box"})
+	}
+	p.X.Min, p.X.Max = 0.5, float64(n)+0.5
+	p.Y.Min = 0
+	var err error
+	ch.SVG, err = render(p, ch.Title, chartHeight)
+	return ch, err
+}
+
+// phaseBoxes is the distribution of each phase's duration, one box per
+// phase (and per run when several are overlaid).
+func phaseBoxes(runs []*run, phases []string, basis string) (chart, error) {
+	ch := chart{ID: "phase-distribution", Title: "Distribution of each phase's duration (" + basis + ")",
+		Caption: "Box: middle half of the syncs; line: median; whiskers: 1.5x the box; dots: outliers. Look for a phase whose box sits high or whose outliers reach seconds."}
+	enough := false
+	lo, hi := math.Inf(1), 0.0
+	for _, r := range runs {
+		enough = enough || len(r.File.Syncs) > 1
+		for _, s := range r.File.Syncs {
+			for _, p := range s.Phases {
+				if p.Seconds > 0 {
+					lo = math.Min(lo, p.Seconds)
+				}
+				hi = math.Max(hi, p.Seconds)
+			}
+		}
+	}
+	if !enough || len(phases) == 0 || hi == 0 {
+		ch.NoData = noSyncs(runs, "a distribution needs at least two syncs")
+		return ch, nil
+	}
+	p := newPlot("phase", "duration")
+	useLogY(p, lo, hi)
+	secondsAxis(&p.Y)
+	boxW := (chartWidth - vg.Inch) / vg.Length(len(phases)) * 0.7 / vg.Length(len(runs))
+	boxW = vg.Length(math.Min(float64(boxW), float64(vg.Points(40))))
+	for i, r := range runs {
+		for j, ph := range phases {
+			var vals plotter.Values
+			for _, s := range r.File.Syncs {
+				for _, sp := range s.Phases {
+					if sp.Name == ph {
+						// A log axis cannot place zero; draw it at the floor.
+						vals = append(vals, math.Max(sp.Seconds, lo))
+					}
+				}
+			}
+			if len(vals) == 0 {
+				continue
+			}
+			b, err := plotter.NewBoxPlot(boxW, float64(j), vals)
+			if err != nil {
+				return ch, err
+			}
+			b.Offset = (vg.Length(i) - vg.Length(len(runs)-1)/2) * boxW * 1.15
+			c := r.Color
+			if len(runs) == 1 {
+				c = colorOf(0)
+			}
+			b.FillColor = withAlpha(c, 0x60)
+			b.BoxStyle.Color = c
+			b.MedianStyle.Color = c
+			b.MedianStyle.Width = vg.Points(2)
+			b.WhiskerStyle.Color = c
+			b.GlyphStyle.Color = c
+			b.GlyphStyle.Radius = vg.Points(1.5)
+			p.Add(b)
+		}
+		if len(runs) > 1 {
+			ch.Legend = append(ch.Legend, legendItem{Label: r.Label, Color: hexColor(r.Color), Style: "box"})
+		}
+	}
+	p.NominalX(phases...)
+	if len(phases) > 6 {
+		p.X.Tick.Label.Rotation = math.Pi / 8
+		p.X.Tick.Label.XAlign = -1
+		p.X.Tick.Label.YAlign = -0.5
+	}
+	var err error
+	ch.SVG, err = render(p, ch.Title, chartHeight)
+	return ch, err
+}
+
+// programmingCDF is the cumulative distribution of network programming latency.
+func programmingCDF(runs []*run, basis string) (chart, error) {
+	ch := chart{ID: "programming-cdf", Title: "Network programming latency, cumulative (" + basis + ")",
+		Caption: "Share of EndpointSlice changes in the kernel within a given time of being made. Read p99 where the curve crosses 0.99; a long flat tail means a few changes waited for a slow sync (scale tests hold p99 to 20-30 s)."}
+	changes := 0
+	for _, r := range runs {
+		changes += len(programmedSeconds(r.File))
+	}
+	if changes == 0 {
+		ch.NoData = "No data: no sync applied an EndpointSlice change that carried a trigger time."
+		return ch, nil
+	}
+	p := newPlot("latency from change to kernel (s)", "share of changes")
+	p.Y.Min, p.Y.Max = 0, 1.02
+	p.X.Min = 0
+	for _, r := range runs {
+		xs := programmedSeconds(r.File)
+		if len(xs) == 0 {
+			continue
+		}
+		pts := cdfPoints(xs, cdfSteps)
+		if err := addLine(p, pts, r.Color, false, false); err != nil {
+			return ch, err
+		}
+		ch.Legend = append(ch.Legend, legendItem{Label: fmt.Sprintf("%s (%d changes)", r.Label, len(xs)), Color: hexColor(r.Color), Style: "line"})
+	}
+	if err := addLine(p, plotter.XYs{{X: 0, Y: 0.99}, {X: p.X.Max, Y: 0.99}}, color.RGBA{0x99, 0x99, 0x99, 0xff}, true, false); err != nil {
+		return ch, err
+	}
+	var err error
+	ch.SVG, err = render(p, ch.Title, chartHeight)
+	return ch, err
+}
+
+// cdfSteps bounds the steps drawn per CDF.
+const cdfSteps = 2000
+
+// cdfPoints is the empirical CDF of xs as a staircase of at most maxSteps
+// steps: a run with 100,000 changes would otherwise draw a path no browser
+// wants to render. Every step drawn is exact, and the last (the slowest
+// sample, reaching 1) is always drawn. xs is sorted in place.
+func cdfPoints(xs []float64, maxSteps int) plotter.XYs {
+	sort.Float64s(xs)
+	stride := max(1, (len(xs)+maxSteps-1)/maxSteps)
+	pts := plotter.XYs{{X: 0, Y: 0}}
+	y := 0.0
+	for i := stride - 1; len(xs) > 0; i += stride {
+		i = min(i, len(xs)-1)
+		next := float64(i+1) / float64(len(xs))
+		pts = append(pts, plotter.XY{X: xs[i], Y: y}, plotter.XY{X: xs[i], Y: next})
+		y = next
+		if i == len(xs)-1 {
+			break
+		}
+	}
+	return pts
+}
+
+func programmedSeconds(f *File) []float64 {
+	var xs []float64
+	for _, s := range f.Syncs {
+		for _, p := range s.Programmed {
+			xs = append(xs, p.Seconds)
+		}
+	}
+	return xs
+}
+
+// maxServiceLines bounds the per-service lines of the disruption chart;
+// the rest are summed into one line.
+const maxServiceLines = 6
+
+// disruptionTimeline is failed probe attempts per second, per service (one
+// run) or per run (several).
+func disruptionTimeline(runs []*run) (chart, error) {
+	ch := chart{ID: "disruption-timeline", Title: "Failed probes per second",
+		Caption: "Connection attempts through the dataplane that failed, per second. Any line above zero is broken service traffic; look at how long it lasts and which step it follows."}
+	var probed, failed int
+	basis := ""
+	for _, r := range runs {
+		if r.File.Probes != nil {
+			probed += r.File.Probes.Attempts
+			failed += len(r.File.Probes.Failures)
+			basis = r.File.Probes.Basis
+		}
+	}
+	ch.Title += " (" + basisOr(basis) + ")"
+	switch {
+	case probed == 0:
+		ch.NoData = "No data: this run made no probe attempts, so disruption was not measured."
+		return ch, nil
+	case failed == 0:
+		ch.NoData = fmt.Sprintf("No failed probes: all %d attempts succeeded, so there is nothing to plot.", probed)
+		return ch, nil
+	}
+	p := newPlot("time since run start (s)", "failed attempts per second")
+	maxX := 0.0
+	for _, r := range runs {
+		maxX = math.Max(maxX, r.since(r.File.End))
+		for _, st := range r.File.Steps {
+			maxX = math.Max(maxX, r.since(st.End))
+		}
+	}
+	type series struct {
+		label  string
+		times  []float64
+		color  color.RGBA
+		dashed bool
+	}
+	var all []series
+	for i, r := range runs {
+		pr := r.File.Probes
+		if pr == nil || pr.Attempts == 0 {
+			continue
+		}
+		if len(runs) > 1 {
+			// Later runs dashed, so that identical runs stay visible.
+			s := series{label: r.Label, color: r.Color, dashed: i > 0}
+			for _, fl := range pr.Failures {
+				s.times = append(s.times, r.since(fl.Time))
+			}
+			all = append(all, s)
+			continue
+		}
+		byService := map[string][]float64{}
+		for _, fl := range pr.Failures {
+			name := fmt.Sprintf("target %d", fl.Target)
+			if fl.Target >= 0 && fl.Target < len(pr.Targets) {
+				name = pr.Targets[fl.Target].Service
+			}
+			byService[name] = append(byService[name], r.since(fl.Time))
+		}
+		names := make([]string, 0, len(byService))
+		for n := range byService {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(i, j int) bool {
+			if len(byService[names[i]]) != len(byService[names[j]]) {
+				return len(byService[names[i]]) > len(byService[names[j]])
+			}
+			return names[i] < names[j]
+		})
+		var rest []float64
+		for i, n := range names {
+			if i >= maxServiceLines-1 && len(names) > maxServiceLines {
+				rest = append(rest, byService[n]...)
+				continue
+			}
+			all = append(all, series{label: n, times: byService[n], color: colorOf(i)})
+		}
+		if len(rest) > 0 {
+			all = append(all, series{label: fmt.Sprintf("%d other services", len(names)-maxServiceLines+1), times: rest, color: colorOf(maxServiceLines - 1)})
+		}
+	}
+	interval := 0.0
+	for _, r := range runs {
+		if r.File.Probes != nil {
+			interval = math.Max(interval, r.File.Probes.Interval)
+		}
+	}
+	width := bucketWidth(maxX, interval)
+	buckets := int(math.Ceil(maxX/width)) + 1
+	top := 0.0
+	for _, s := range all {
+		counts := make([]float64, buckets)
+		for _, t := range s.times {
+			i := int(math.Floor(t / width))
+			if i >= 0 && i < buckets {
+				counts[i]++
+			}
+		}
+		// Draw as steps: each bucket's rate holds across the bucket.
+		pts := make(plotter.XYs, 0, 2*buckets)
+		for i, c := range counts {
+			rate := c / width
+			pts = append(pts, plotter.XY{X: float64(i) * width, Y: rate}, plotter.XY{X: float64(i+1) * width, Y: rate})
+			top = math.Max(top, rate)
+		}
+		if err := addLine(p, pts, s.color, s.dashed, false); err != nil {
+			return ch, err
+		}
+		style := "line"
+		if s.dashed {
+			style = "dashed"
+		}
+		ch.Legend = append(ch.Legend, legendItem{Label: fmt.Sprintf("%s (%d failures)", s.label, len(s.times)), Color: hexColor(s.color), Style: style})
+	}
+	p.X.Min, p.X.Max = 0, float64(buckets)*width
+	p.Y.Min, p.Y.Max = 0, top*1.1
+	ch.Caption += fmt.Sprintf(" Counted in %s buckets.", FormatSeconds(width))
+	if len(runs) == 1 {
+		for _, st := range runs[0].File.Steps {
+			x := runs[0].since(st.Start)
+			if err := addLine(p, plotter.XYs{{X: x, Y: 0}, {X: x, Y: p.Y.Max}}, color.RGBA{0xaa, 0xaa, 0xaa, 0xff}, true, false); err != nil {
+				return ch, err
+			}
+		}
+		if err := stepLabels(p, runs[0], p.Y.Max); err != nil {
+			return ch, err
+		}
+	}
+	var err error
+	ch.SVG, err = render(p, ch.Title, chartHeight)
+	return ch, err
+}
+
+// bucketWidth picks a round bucket for a timeline of span seconds: about
+// 150 buckets, never finer than the probe interval (a finer bucket would
+// show each attempt as a spike).
+func bucketWidth(span, interval float64) float64 {
+	for _, w := range []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300} {
+		if w >= interval && span/w <= 150 {
+			return w
+		}
+	}
+	return math.Max(600, interval)
+}
+
+// opsChart is kernel write operations by kind, stacked by phase (one run)
+// or grouped by run (several).
+func opsChart(runs []*run, phases []string) (chart, error) {
+	ch := chart{ID: "kernel-ops", Title: "Kernel write operations by kind (counted)",
+		Caption: "Every write the proxier issued, by operation kind; one bar per kind split by the phase that issued it. Look for deletes matched by adds of the same kind: work undone and redone."}
+	var kinds []dataplane.Op
+	for _, op := range dataplane.AllOps() {
+		if !op.IsWrite() {
+			continue
+		}
+		for _, r := range runs {
+			if r.File.Totals.Ops[op] != 0 || phaseOpsTotal(r.File, op) != 0 {
+				kinds = append(kinds, op)
+				break
+			}
+		}
+	}
+	if len(kinds) == 0 {
+		ch.NoData = "No data: the run issued no kernel writes."
+		return ch, nil
+	}
+	// Horizontal bars: operation names are long, and read best level. The
+	// first kind goes on top, so the list reads in the usual order.
+	slices.Reverse(kinds)
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.String()
+	}
+	p := newPlot("operations", "")
+	countAxis(&p.X)
+	rowH := vg.Points(22)
+	height := rowH*vg.Length(len(kinds)) + vg.Inch
+	groupW := rowH * 0.75
+	if len(runs) == 1 {
+		r := runs[0]
+		var below *plotter.BarChart
+		for j, ph := range phases {
+			vals := make(plotter.Values, len(kinds))
+			for i, k := range kinds {
+				for _, s := range r.File.Syncs {
+					for _, sp := range s.Phases {
+						if sp.Name == ph {
+							vals[i] += float64(sp.Ops[k])
+						}
+					}
+				}
+			}
+			b, err := plotter.NewBarChart(vals, groupW)
+			if err != nil {
+				return ch, err
+			}
+			b.Horizontal = true
+			b.Color = colorOf(j)
+			b.LineStyle.Width = 0
+			if below != nil {
+				b.StackOn(below)
+			}
+			below = b
+			p.Add(b)
+			ch.Legend = append(ch.Legend, legendItem{Label: ph, Color: hexColor(colorOf(j)), Style: "box"})
+		}
+	} else {
+		w := groupW / vg.Length(len(runs))
+		for i, r := range runs {
+			vals := make(plotter.Values, len(kinds))
+			for j, k := range kinds {
+				vals[j] = float64(r.File.Totals.Ops[k])
+			}
+			b, err := plotter.NewBarChart(vals, w)
+			if err != nil {
+				return ch, err
+			}
+			b.Horizontal = true
+			b.Color = r.Color
+			b.LineStyle.Width = 0
+			// Top to bottom in run order.
+			b.Offset = (vg.Length(len(runs)-1)/2 - vg.Length(i)) * w
+			p.Add(b)
+			ch.Legend = append(ch.Legend, legendItem{Label: r.Label, Color: hexColor(r.Color), Style: "box"})
+		}
+		ch.Caption = "Every write each run issued, by operation kind, one bar per run. Look for kinds where one run issues far more: deletes and re-adds a better proxier avoids."
+	}
+	p.NominalY(names...)
+	top := 0.0
+	for _, r := range runs {
+		for _, k := range kinds {
+			top = math.Max(top, float64(max(r.File.Totals.Ops[k], phaseOpsTotal(r.File, k))))
+		}
+	}
+	p.X.Min, p.X.Max = 0, top*1.05
+	var err error
+	ch.SVG, err = render(p, ch.Title, height)
+	return ch, err
+}
+
+func phaseOpsTotal(f *File, op dataplane.Op) int64 {
+	var n int64
+	for _, s := range f.Syncs {
+		for _, p := range s.Phases {
+			n += p.Ops[op]
+		}
+	}
+	return n
+}
+
+var nonSlug = regexp.MustCompile(`[^a-z0-9]+`)
+
+func slug(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return nonSlug.ReplaceAllString(string(b), "-")
+}

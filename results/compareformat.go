@@ -1,0 +1,215 @@
+package results
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// FormatValue prints a metric value in its unit.
+func FormatValue(v float64, unit string) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case unit == "s":
+		return FormatSeconds(v)
+	case unit == "bytes":
+		return FormatBytes(int64(v))
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}
+
+// interval prints an estimate's confidence interval as ±percent of its center.
+func (e Estimate) interval() string {
+	switch {
+	case e.N == 0 || math.IsNaN(e.Center):
+		return ""
+	case e.Lo == e.Hi && e.Lo == e.Center:
+		return "±0%"
+	case math.IsInf(e.Lo, 0) || math.IsInf(e.Hi, 0):
+		return "" // too few runs for an interval; the method line says so
+	case e.Center == 0:
+		return "±?"
+	}
+	return fmt.Sprintf("±%.0f%%", 100*math.Max(e.Hi/e.Center-1, 1-e.Lo/e.Center))
+}
+
+func (m *MetricComparison) value(e Estimate) string {
+	s := FormatValue(e.Center, m.Unit)
+	if iv := e.interval(); iv != "" && m.Class == Timing {
+		s += " " + iv
+	}
+	return s
+}
+
+func (m *MetricComparison) delta() string {
+	switch {
+	case math.IsNaN(m.DeltaPct):
+		return "new"
+	case m.DeltaPct == 0:
+		return "0%"
+	}
+	return fmt.Sprintf("%+.1f%%", m.DeltaPct)
+}
+
+func (m *MetricComparison) pValue() string {
+	if math.IsNaN(m.P) {
+		return "exact"
+	}
+	if m.Class == Exact {
+		return fmt.Sprintf("%.3f (varies)", m.P)
+	}
+	return fmt.Sprintf("%.3f", m.P)
+}
+
+// changed reports whether the row deserves a line in a short summary.
+func (m *MetricComparison) changed() bool {
+	return m.Verdict == Regressed || m.Verdict == Improved || m.Verdict == Different
+}
+
+// describe is a one-line account of a changed row, naming the metric (and
+// so the phase), the change and how sure it is.
+func (m *MetricComparison) describe() string {
+	if m.Class == Exact && math.IsNaN(m.P) {
+		return fmt.Sprintf("%s %s -> %s (%s, counted exactly)", m.Name, m.value(m.Base), m.value(m.Head), m.delta())
+	}
+	if m.Class == Exact {
+		return fmt.Sprintf("%s median %s (%s..%s) -> %s (%s..%s) (p=%s: counts vary between runs)", m.Name,
+			m.value(m.Base), FormatValue(m.Base.Lo, m.Unit), FormatValue(m.Base.Hi, m.Unit),
+			m.value(m.Head), FormatValue(m.Head.Lo, m.Unit), FormatValue(m.Head.Hi, m.Unit), m.pValue())
+	}
+	return fmt.Sprintf("%s %s -> %s (%s, p=%s over %s samples, %s)", m.Name,
+		FormatValue(m.Base.Center, m.Unit), FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(), m.Samples, basisOr(m.Basis))
+}
+
+func (c *Comparison) method() string {
+	per := "each file is one sample"
+	if c.PerSync {
+		per = "one file per side: sync and phase quantiles use the U test over per-sync samples, other timing metrics cannot reach significance"
+	}
+	ci := fmt.Sprintf("%g%% confidence intervals of the median (shown with 6 or more runs per side)", 100*c.Options.Confidence)
+	return fmt.Sprintf("Mann-Whitney U test, alpha %g, threshold %g%% and %s; %s; %s; kernel operation counts compared exactly",
+		c.Options.Alpha, c.Options.Threshold, FormatSeconds(c.Options.MinDeltaSeconds), ci, per)
+}
+
+// WriteText writes the comparison as an aligned table followed by the changes.
+func (c *Comparison) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "base: %s\nhead: %s\n%s\n", strings.Join(c.Base, ", "), strings.Join(c.Head, ", "), c.method())
+	for _, n := range c.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "metric\tbasis\tbase\thead\tchange\tp\tverdict")
+	for i := range c.Metrics {
+		m := &c.Metrics[i]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, basisOr(m.Basis), m.value(m.Base), m.value(m.Head), m.delta(), m.pValue(), m.Verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	changed := false
+	for i := range c.Metrics {
+		if m := &c.Metrics[i]; m.changed() {
+			changed = true
+			fmt.Fprintf(w, "%s: %s\n", strings.ToUpper(string(m.Verdict)), m.describe())
+		}
+	}
+	if !changed {
+		fmt.Fprintln(w, "no significant change")
+	}
+	return nil
+}
+
+// WriteMarkdown writes a summary that fits a pull-request comment: the
+// changes first, then every metric folded away.
+func (c *Comparison) WriteMarkdown(w io.Writer, title string) error {
+	fmt.Fprintf(w, "### %s\n\n", title)
+	fmt.Fprintf(w, "**base:** %s  \n**head:** %s\n\n", mdEscape(strings.Join(c.Base, ", ")), mdEscape(strings.Join(c.Head, ", ")))
+	for _, n := range c.Notes {
+		fmt.Fprintf(w, "> note: %s\n\n", mdEscape(n))
+	}
+	var changed []*MetricComparison
+	for i := range c.Metrics {
+		if m := &c.Metrics[i]; m.changed() {
+			changed = append(changed, m)
+		}
+	}
+	row := func(m *MetricComparison) {
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s |\n", m.Name, basisOr(m.Basis), m.value(m.Base), m.value(m.Head), m.delta(), m.pValue(), verdictMark(m.Verdict))
+	}
+	header := "| metric | basis | base | head | change | p | verdict |\n|---|---|---:|---:|---:|---:|---|\n"
+	if len(changed) == 0 {
+		fmt.Fprintf(w, "No significant change in %d metrics.\n\n", len(c.Metrics))
+	} else {
+		fmt.Fprintf(w, "%d of %d metrics changed:\n\n%s", len(changed), len(c.Metrics), header)
+		for _, m := range changed {
+			row(m)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "<details><summary>All metrics</summary>\n\n%s", header)
+	for i := range c.Metrics {
+		row(&c.Metrics[i])
+	}
+	fmt.Fprintf(w, "\n%s.\n\n</details>\n", c.method())
+	return nil
+}
+
+func verdictMark(v Verdict) string {
+	switch v {
+	case Regressed, Different:
+		return "**" + string(v) + "**"
+	case Improved:
+		return "_" + string(v) + "_"
+	}
+	return string(v)
+}
+
+// mdEscape keeps file names from turning into Markdown emphasis or tables.
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "`", "\\`").Replace(s)
+}
+
+// WriteBenchstat writes one line per metric per file in Go's benchmark
+// format, preceded by a "kpsim-side: SIDE" configuration line, so that
+// `benchstat -col kpsim-side FILE` (or two separate outputs) tabulates it.
+// Seconds become ns/op; other units are kept.
+func WriteBenchstat(w io.Writer, side string, files []*File) error {
+	defs := Catalog(files)
+	fmt.Fprintf(w, "kpsim-side: %s\n", side)
+	for _, f := range files {
+		name := benchName(ScenarioName(f))
+		for _, d := range defs {
+			v, unit := d.Value(f), d.Unit
+			switch unit {
+			case "s":
+				v, unit = v*1e9, "ns/op"
+			case "bytes":
+				unit = "B"
+			}
+			if _, err := fmt.Fprintf(w, "BenchmarkKpsim/%s/%s 1 %.6g %s\n", name, d.Name, v, unit); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// benchName makes a scenario name safe inside a benchmark name (no spaces).
+func benchName(s string) string {
+	if s == "" {
+		return "run"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' {
+			return '-'
+		}
+		return r
+	}, s)
+}

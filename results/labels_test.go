@@ -1,0 +1,41 @@
+package results_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/results"
+)
+
+func TestRunLabels(t *testing.T) {
+	file := func(name, ipset, initial string) *results.File {
+		b, err := json.Marshal(map[string]any{"name": name, "proxier": map[string]any{"ipset": ipset, "initialSync": initial, "families": []string{"IPv4"}}})
+		require.NoError(t, err)
+		return &results.File{Scenario: b}
+	}
+	tests := []struct {
+		name  string
+		paths []string
+		files []*results.File
+		want  []string
+	}{
+		{"single", []string{"out/smoke.json"}, []*results.File{file("smoke", "netlink", "handlers")}, []string{"smoke"}},
+		{"incident modes", []string{"a.json", "b.json"},
+			[]*results.File{file("restart-stale-ipsets", "exec", "legacy"), file("restart-stale-ipsets", "netlink", "handlers")},
+			[]string{"initialSync=legacy ipset=exec", "initialSync=handlers ipset=netlink"}},
+		{"different scenarios", []string{"a.json", "b.json"},
+			[]*results.File{file("smoke", "netlink", "handlers"), file("churn-endpoints", "netlink", "handlers")},
+			[]string{"smoke", "churn-endpoints"}},
+		{"repetitions fall back to file names", []string{"out/base-smoke-1.json", "out/base-smoke-2.json"},
+			[]*results.File{file("smoke", "netlink", "handlers"), file("smoke", "netlink", "handlers")},
+			[]string{"base-smoke-1", "base-smoke-2"}},
+		{"no scenario", []string{"x/r.json"}, []*results.File{{}}, []string{"r"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, results.RunLabels(tt.paths, tt.files))
+		})
+	}
+}

@@ -1,0 +1,233 @@
+package results
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Names of the histograms that CheckHistograms can compare with the raw
+// samples. The first two are kube-proxy's own; the per-phase one is kpsim's.
+// Each may carry an ip_family label (IPv4, IPv6) and the phase one a phase label.
+const (
+	MetricSyncDuration       = "kubeproxy_sync_proxy_rules_duration_seconds"
+	MetricNetworkProgramming = "kubeproxy_network_programming_duration_seconds"
+	MetricSyncPhaseDuration  = "kpsim_sync_phase_duration_seconds"
+	LabelFamily              = "ip_family"
+	LabelPhase               = "phase"
+)
+
+// Histograms returns every classic histogram g exports, as they stand: the
+// final state a results file records so that the histogram a dashboard would
+// have drawn can be checked against the raw samples later.
+func Histograms(g prometheus.Gatherer) ([]Metric, error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	var out []Metric
+	for _, mf := range mfs {
+		if mf.GetType() != dto.MetricType_HISTOGRAM {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			if h == nil {
+				continue
+			}
+			mt := Metric{Name: mf.GetName(), Count: h.GetSampleCount(), Sum: h.GetSampleSum(), Buckets: []Bucket{}}
+			if len(m.GetLabel()) > 0 {
+				mt.Labels = map[string]string{}
+				for _, lp := range m.GetLabel() {
+					mt.Labels[lp.GetName()] = lp.GetValue()
+				}
+			}
+			for _, b := range h.GetBucket() {
+				// The +Inf bucket equals Count and cannot be encoded in JSON.
+				if math.IsInf(b.GetUpperBound(), +1) {
+					continue
+				}
+				mt.Buckets = append(mt.Buckets, Bucket{UpperBound: b.GetUpperBound(), Count: b.GetCumulativeCount()})
+			}
+			out = append(out, mt)
+		}
+	}
+	return out, nil
+}
+
+// HistogramCheck is the verdict on one recorded histogram.
+type HistogramCheck struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Consistent is true when every check below passed.
+	Consistent bool `json:"consistent"`
+	// Samples names the raw samples the histogram was compared with
+	// ("sync seconds, IPv4"), or is empty when kpsim has none for it.
+	Samples string `json:"samples,omitempty"`
+	// Checks lists what was verified, each with its outcome.
+	Checks []string `json:"checks"`
+	// Problems lists each failed check; empty when Consistent.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// CheckHistograms settles whether each recorded histogram can be trusted
+// (one check per f.Metrics entry, in its order): cumulative buckets never
+// decrease and never exceed the count
+// (the incident's dashboard showed larger buckets with smaller counts), and,
+// where the file holds the raw samples the histogram observed, count, sum and
+// every bucket agree with them. Sync durations are matched against the
+// syncs' Seconds, and failing that their wall time, since a histogram may
+// observe either; the check says which one matched.
+func CheckHistograms(f *File) []HistogramCheck {
+	out := make([]HistogramCheck, 0, len(f.Metrics))
+	for _, m := range f.Metrics {
+		c := HistogramCheck{Name: m.Name, Labels: m.Labels}
+		c.internal(m)
+		if candidates := rawSamples(f, m); len(candidates) > 0 {
+			c.againstSamples(m, candidates)
+		}
+		c.Consistent = len(c.Problems) == 0
+		out = append(out, c)
+	}
+	return out
+}
+
+func (c *HistogramCheck) fail(format string, a ...any) {
+	c.Problems = append(c.Problems, fmt.Sprintf(format, a...))
+}
+
+func (c *HistogramCheck) internal(m Metric) {
+	ok := true
+	for i := 1; i < len(m.Buckets); i++ {
+		prev, b := m.Buckets[i-1], m.Buckets[i]
+		if b.UpperBound <= prev.UpperBound {
+			c.fail("bucket bounds not increasing: le=%g after le=%g", b.UpperBound, prev.UpperBound)
+			ok = false
+		}
+		if b.Count < prev.Count {
+			c.fail("cumulative count falls: le=%g has %d, le=%g has %d", b.UpperBound, b.Count, prev.UpperBound, prev.Count)
+			ok = false
+		}
+	}
+	c.Checks = append(c.Checks, verdictText("buckets monotonic non-decreasing", ok))
+	ok = true
+	if n := len(m.Buckets); n > 0 && m.Buckets[n-1].Count > m.Count {
+		c.fail("largest finite bucket le=%g holds %d, more than count %d (the +Inf bucket)", m.Buckets[n-1].UpperBound, m.Buckets[n-1].Count, m.Count)
+		ok = false
+	}
+	if m.Count == 0 && m.Sum != 0 {
+		c.fail("count is 0 but sum is %g", m.Sum)
+		ok = false
+	}
+	c.Checks = append(c.Checks, verdictText("+Inf bucket (count) covers every finite bucket", ok))
+}
+
+// sampleSet is one candidate set of raw samples a histogram may have observed.
+type sampleSet struct {
+	what string
+	xs   []float64
+}
+
+func (c *HistogramCheck) againstSamples(m Metric, candidates []sampleSet) {
+	// Pick the first candidate whose count and sum agree; report against the
+	// first when none does.
+	chosen := candidates[0]
+	for _, s := range candidates {
+		if uint64(len(s.xs)) == m.Count && closeTo(m.Sum, sum(s.xs)) {
+			chosen = s
+			break
+		}
+	}
+	c.Samples = chosen.what
+	n := uint64(len(chosen.xs))
+	if n != m.Count {
+		c.fail("count %d, but the file holds %d raw samples (%s)", m.Count, n, chosen.what)
+	}
+	c.Checks = append(c.Checks, verdictText(fmt.Sprintf("count equals %d raw samples", n), n == m.Count))
+	s := sum(chosen.xs)
+	if !closeTo(m.Sum, s) {
+		c.fail("sum %g, but the raw samples sum to %g (%s)", m.Sum, s, chosen.what)
+	}
+	c.Checks = append(c.Checks, verdictText("sum equals the raw samples' sum", closeTo(m.Sum, s)))
+	sorted := append([]float64(nil), chosen.xs...)
+	sort.Float64s(sorted)
+	ok := true
+	for _, b := range m.Buckets {
+		// Prometheus counts an observation v in every bucket with v <= le.
+		want := uint64(sort.Search(len(sorted), func(i int) bool { return sorted[i] > b.UpperBound }))
+		if want != b.Count {
+			c.fail("bucket le=%g holds %d, the raw samples put %d there", b.UpperBound, b.Count, want)
+			ok = false
+		}
+	}
+	c.Checks = append(c.Checks, verdictText("every bucket equals the raw samples at or below its bound", ok))
+}
+
+// rawSamples returns the candidate raw samples for m, or nil if kpsim does
+// not record what m observed.
+func rawSamples(f *File, m Metric) []sampleSet {
+	family, hasFamily := m.Labels[LabelFamily]
+	suffix := ""
+	if hasFamily {
+		suffix = ", " + family
+	}
+	keep := func(s *Sync) bool { return !hasFamily || string(s.Family) == family }
+	var seconds, wall []float64
+	switch m.Name {
+	case MetricSyncDuration:
+		for i := range f.Syncs {
+			if s := &f.Syncs[i]; keep(s) {
+				seconds = append(seconds, s.Seconds)
+				wall = append(wall, s.Wall)
+			}
+		}
+		return []sampleSet{{"sync seconds" + suffix, seconds}, {"sync wall seconds" + suffix, wall}}
+	case MetricSyncPhaseDuration:
+		phase := m.Labels[LabelPhase]
+		for i := range f.Syncs {
+			if s := &f.Syncs[i]; keep(s) {
+				for _, p := range s.Phases {
+					if p.Name == phase {
+						seconds = append(seconds, p.Seconds)
+						wall = append(wall, p.Wall)
+					}
+				}
+			}
+		}
+		what := "phase " + phase + " seconds" + suffix
+		return []sampleSet{{what, seconds}, {"phase " + phase + " wall seconds" + suffix, wall}}
+	case MetricNetworkProgramming:
+		for i := range f.Syncs {
+			if s := &f.Syncs[i]; keep(s) {
+				for _, p := range s.Programmed {
+					seconds = append(seconds, p.Seconds)
+				}
+			}
+		}
+		return []sampleSet{{"network programming seconds" + suffix, seconds}}
+	}
+	return nil
+}
+
+func verdictText(check string, ok bool) string {
+	if ok {
+		return check + ": ok"
+	}
+	return check + ": FAILED"
+}
+
+func sum(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// closeTo tolerates the rounding of summing float64s in a different order.
+func closeTo(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-9+1e-9*math.Max(math.Abs(a), math.Abs(b))
+}

@@ -1,0 +1,488 @@
+package results
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// Report is what `kpsim report` shows for one or more results files: the
+// same sections whether it is written as HTML or Markdown.
+type Report struct {
+	runs   []*run
+	phases []string
+}
+
+// NewReport prepares a report of files (read from paths, which name them).
+// The files' summaries are recomputed, so a report never trusts a stored
+// headline over the raw samples.
+func NewReport(paths []string, files []*File) (*Report, error) {
+	if len(files) == 0 || len(paths) != len(files) {
+		return nil, fmt.Errorf("report: want one path per file and at least one file, got %d paths and %d files", len(paths), len(files))
+	}
+	labels := RunLabels(paths, files)
+	r := &Report{}
+	for i, f := range files {
+		Summarize(f)
+		start := f.Start
+		if start.IsZero() && len(f.Syncs) > 0 {
+			start = f.Syncs[0].Start
+		}
+		r.runs = append(r.runs, &run{Label: labels[i], File: f, Color: colorOf(i), start: start})
+	}
+	r.phases = phaseNamesOf(r.runs)
+	return r, nil
+}
+
+// durationBasis is the runs' common basis for durations, or "mixed".
+func (r *Report) durationBasis() string {
+	fs := make([]*File, len(r.runs))
+	for i, rn := range r.runs {
+		fs[i] = rn.File
+	}
+	return basisOr(timingBasis(fs))
+}
+
+func (r *Report) charts() ([]chart, error) {
+	basis := r.durationBasis()
+	var out []chart
+	add := func(c chart, err error) error {
+		if err != nil {
+			return fmt.Errorf("chart %s: %w", c.ID, err)
+		}
+		out = append(out, c)
+		return nil
+	}
+	if err := add(syncTimeline(r.runs, basis)); err != nil {
+		return nil, err
+	}
+	for _, rn := range r.runs {
+		if err := add(phaseStack(rn, r.phases, len(r.runs) > 1, basis)); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []func() (chart, error){
+		func() (chart, error) { return phaseBoxes(r.runs, r.phases, basis) },
+		func() (chart, error) { return programmingCDF(r.runs, basis) },
+		func() (chart, error) { return disruptionTimeline(r.runs) },
+		func() (chart, error) { return opsChart(r.runs, r.phases) },
+	} {
+		if err := add(f()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// cell is one value of a table, with how it was obtained.
+type cell struct {
+	Text  string
+	Basis string // measured, modeled, counted, or empty
+	Note  string
+}
+
+// row is a labelled table row, one cell per run.
+type row struct {
+	Label string
+	Cells []cell
+}
+
+func (r *Report) rowOf(label string, f func(*run) cell) row {
+	rw := row{Label: label}
+	for _, rn := range r.runs {
+		rw.Cells = append(rw.Cells, f(rn))
+	}
+	return rw
+}
+
+// scenarioInfo is the part of the recorded scenario a reader needs first.
+type scenarioInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Seed        *int64 `json:"seed"`
+}
+
+func scenarioOf(f *File) scenarioInfo {
+	var s scenarioInfo
+	if len(f.Scenario) > 0 {
+		_ = json.Unmarshal(f.Scenario, &s) // a scenario we cannot read leaves the fields empty
+	}
+	return s
+}
+
+func (r *Report) environment() []row {
+	text := func(get func(*run) string) func(*run) cell {
+		return func(rn *run) cell { return cell{Text: orDash(get(rn))} }
+	}
+	rows := []row{
+		r.rowOf("scenario", text(func(rn *run) string { return scenarioOf(rn.File).Name })),
+		r.rowOf("what it asks", text(func(rn *run) string { return scenarioOf(rn.File).Description })),
+		r.rowOf("seed", text(func(rn *run) string {
+			if s := scenarioOf(rn.File).Seed; s != nil {
+				return fmt.Sprint(*s)
+			}
+			return ""
+		})),
+		r.rowOf("proxier", text(func(rn *run) string {
+			s := proxierSettings(rn.File)
+			keys := make([]string, 0, len(s))
+			for k := range s {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = k + "=" + s[k]
+			}
+			return strings.Join(parts, " ")
+		})),
+		r.rowOf("backend", text(func(rn *run) string { return rn.File.Backend })),
+		r.rowOf("durations", func(rn *run) cell { return cell{Text: "", Basis: basisOr(rn.File.Basis)} }),
+		r.rowOf("cost profile", text(func(rn *run) string {
+			if p := rn.File.CostProfile; p != nil {
+				return fmt.Sprintf("%s (time scale %g; from %s)", p.Name, p.TimeScale, p.Source)
+			}
+			return ""
+		})),
+		r.rowOf("started", text(func(rn *run) string {
+			if rn.File.Start.IsZero() {
+				return ""
+			}
+			return rn.File.Start.UTC().Format(time.RFC3339) + ", ran " + FormatSeconds(rn.File.End.Sub(rn.File.Start).Seconds())
+		})),
+		r.rowOf("kpsim", text(func(rn *run) string {
+			return strings.TrimSpace(rn.File.Kpsim.Version + " " + rn.File.Kpsim.Commit)
+		})),
+		r.rowOf("machine", text(func(rn *run) string {
+			e := rn.File.Environment
+			return fmt.Sprintf("%s %s, %s, %d CPUs, %s", e.OS, e.Kernel, e.CPU, e.CPUs, e.GoVersion)
+		})),
+	}
+	for _, rn := range r.runs {
+		if rn.File.Interrupted || rn.File.Error != "" {
+			rows = append(rows, r.rowOf("ended early", text(func(rn *run) string {
+				switch {
+				case rn.File.Error != "":
+					return "failed: " + rn.File.Error
+				case rn.File.Interrupted:
+					return "interrupted before the timeline finished"
+				}
+				return ""
+			})))
+			break
+		}
+	}
+	return rows
+}
+
+func (r *Report) headline() []row {
+	dur := func(rn *run, v float64, note string) cell {
+		return cell{Text: FormatSeconds(v), Basis: basisOr(rn.File.Basis), Note: note}
+	}
+	return []row{
+		r.rowOf("slowest sync", func(rn *run) cell {
+			sl := rn.File.Summary.Slowest
+			if sl == nil {
+				return cell{Text: "no syncs"}
+			}
+			return dur(rn, sl.Seconds, fmt.Sprintf("proxier %d %s sync #%d; slowest phase %s %s",
+				sl.Proxier, sl.Family, sl.Seq, orDash(sl.Phase), FormatSeconds(sl.PhaseSeconds)))
+		}),
+		r.rowOf("p99 sync", func(rn *run) cell {
+			s := rn.File.Summary
+			if s.Syncs == 0 {
+				return cell{Text: "no syncs"}
+			}
+			return dur(rn, s.Sync.P99, fmt.Sprintf("%d syncs, p50 %s", s.Syncs, FormatSeconds(s.Sync.P50)))
+		}),
+		r.rowOf("p99 network programming", func(rn *run) cell {
+			p := rn.File.Summary.Programming
+			if p.N == 0 {
+				return cell{Text: "no changes with a trigger time"}
+			}
+			return dur(rn, p.P99, fmt.Sprintf("%d changes, p50 %s", p.N, FormatSeconds(p.P50)))
+		}),
+		r.rowOf("disruption", func(rn *run) cell {
+			d := rn.File.Summary.Disruption
+			if d.Attempts == 0 {
+				return cell{Text: "not measured (no probes)"}
+			}
+			return cell{Text: FormatSeconds(d.Seconds), Basis: basisOr(d.Basis),
+				Note: fmt.Sprintf("longest window %s, %d services, %d of %d attempts failed", FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts)}
+		}),
+		r.rowOf("kernel writes", func(rn *run) cell {
+			return cell{Text: fmt.Sprint(rn.File.Totals.Ops.Writes()), Basis: "counted", Note: strings.TrimPrefix(topOps(rn.File.Totals.Ops, 3), ": ")}
+		}),
+		r.rowOf("deleted then re-added", func(rn *run) cell {
+			return cell{Text: fmt.Sprint(sumOps(rn.File.Totals.Readded)), Basis: "counted", Note: strings.TrimPrefix(topOps(rn.File.Totals.Readded, 3), ": ")}
+		}),
+	}
+}
+
+// phaseRows are per-phase quantiles: one row per phase and statistic.
+func (r *Report) phaseTable() (header []string, rows []row) {
+	header = []string{"phase"}
+	for _, rn := range r.runs {
+		header = append(header, rn.Label)
+	}
+	for _, ph := range append([]string{"whole sync"}, r.phases...) {
+		rows = append(rows, r.rowOf(ph, func(rn *run) cell {
+			d := rn.File.Summary.Sync
+			if ph != "whole sync" {
+				d = rn.File.Summary.Phases[ph]
+			}
+			if d.N == 0 {
+				return cell{Text: "-"}
+			}
+			return cell{Text: fmt.Sprintf("p50 %s · p99 %s · max %s", FormatSeconds(d.P50), FormatSeconds(d.P99), FormatSeconds(d.Max))}
+		}))
+	}
+	return header, rows
+}
+
+// opsRows count every operation kind (reads too) that any run issued.
+func (r *Report) opsRows() []row {
+	var rows []row
+	for _, op := range dataplane.AllOps() {
+		used := false
+		for _, rn := range r.runs {
+			used = used || rn.File.Totals.Ops[op] != 0
+		}
+		if !used {
+			continue
+		}
+		label := op.String()
+		switch {
+		case op == dataplane.OpIPTablesRestoreBytes:
+			label += " (payload size)"
+		case !op.IsWrite():
+			label += " (read)"
+		}
+		rows = append(rows, r.rowOf(label, func(rn *run) cell {
+			c := cell{Text: fmt.Sprint(rn.File.Totals.Ops[op])}
+			if n := rn.File.Totals.Readded[op]; n != 0 {
+				c.Note = fmt.Sprintf("%d re-added after a delete", n)
+			}
+			return c
+		}))
+	}
+	return rows
+}
+
+// maxWindows bounds the disruption windows listed per run.
+const maxWindows = 15
+
+type windowRow struct {
+	Run, Service, Start, Length string
+	Failures                    int
+}
+
+func (r *Report) windows() (rows []windowRow, more int) {
+	for _, rn := range r.runs {
+		ws := append([]Window(nil), rn.File.Summary.Disruption.Windows...)
+		sort.SliceStable(ws, func(i, j int) bool { return ws[i].End.Sub(ws[i].Start) > ws[j].End.Sub(ws[j].Start) })
+		for i, w := range ws {
+			if i == maxWindows {
+				more += len(ws) - maxWindows
+				break
+			}
+			rows = append(rows, windowRow{Run: rn.Label, Service: orDash(w.Service), Start: fmt.Sprintf("%.2f s", rn.since(w.Start)),
+				Length: FormatSeconds(w.End.Sub(w.Start).Seconds()), Failures: w.Failures})
+		}
+	}
+	return rows, more
+}
+
+type histRow struct {
+	Run, Metric, Labels, Samples string
+	Count                        uint64
+	Consistent                   bool
+	Checks, Problems             []string
+}
+
+func (r *Report) histograms() []histRow {
+	var out []histRow
+	for _, rn := range r.runs {
+		for i, c := range CheckHistograms(rn.File) {
+			out = append(out, histRow{Run: rn.Label, Metric: c.Name, Labels: labelText(c.Labels), Samples: orDash(c.Samples),
+				Count: rn.File.Metrics[i].Count, Consistent: c.Consistent, Checks: c.Checks, Problems: c.Problems})
+		}
+	}
+	return out
+}
+
+func labelText(l map[string]string) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, l[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+type htmlRun struct {
+	Label, Color, Scenario string
+}
+
+type htmlChart struct {
+	chart
+	SVGHTML template.HTML
+}
+
+// WriteHTML writes the report as one self-contained HTML page: inline
+// CSS and SVG, no scripts, nothing fetched.
+func (r *Report) WriteHTML(w io.Writer) error {
+	charts, err := r.charts()
+	if err != nil {
+		return err
+	}
+	data := struct {
+		Title       string
+		Runs        []htmlRun
+		Environment []row
+		Headline    []row
+		Charts      []htmlChart
+		PhaseHeader []string
+		Phases      []row
+		Ops         []row
+		Windows     []windowRow
+		MoreWindows int
+		Histograms  []histRow
+		Generated   string
+	}{Title: "kpsim report: " + strings.Join(r.labels(), " vs "), Environment: r.environment(), Headline: r.headline(),
+		Ops: r.opsRows(), Histograms: r.histograms()}
+	for _, rn := range r.runs {
+		js, _ := json.MarshalIndent(json.RawMessage(rn.File.Scenario), "", "  ")
+		if len(rn.File.Scenario) == 0 {
+			js = []byte("(not recorded)")
+		}
+		data.Runs = append(data.Runs, htmlRun{Label: rn.Label, Color: hexColor(rn.Color), Scenario: string(js)})
+	}
+	for _, c := range charts {
+		// The SVG is drawn by gonum/plot from numbers, with every text
+		// escaped by its writer; it is trusted markup.
+		data.Charts = append(data.Charts, htmlChart{chart: c, SVGHTML: template.HTML(c.SVG)})
+	}
+	data.PhaseHeader, data.Phases = r.phaseTable()
+	data.Windows, data.MoreWindows = r.windows()
+	var b bytes.Buffer
+	if err := reportTemplate.Execute(&b, data); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	_, err = w.Write(b.Bytes())
+	return err
+}
+
+func (r *Report) labels() []string {
+	out := make([]string, len(r.runs))
+	for i, rn := range r.runs {
+		out[i] = rn.Label
+	}
+	return out
+}
+
+var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+body { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif; color: #222; margin: 2em auto; max-width: 1000px; padding: 0 1em; line-height: 1.4; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.3em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
+h3 { font-size: 1.05em; margin: 0 0 0.3em; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.92em; }
+th, td { border: 1px solid #ddd; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f5f5f5; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #666; font-size: 0.88em; }
+.basis { display: inline-block; font-size: 0.75em; border-radius: 3px; padding: 0 0.4em; margin-left: 0.3em; border: 1px solid; }
+.basis.modeled { color: #8a5a00; border-color: #e0b060; background: #fff6e0; }
+.basis.measured { color: #14602a; border-color: #7cc08a; background: #eaf7ed; }
+.basis.counted { color: #334e7a; border-color: #9ab0d6; background: #eef3fb; }
+figure { margin: 1.5em 0; padding: 0.8em; border: 1px solid #e4e4e4; border-radius: 4px; }
+figure svg { width: 100%; height: auto; display: block; }
+figure svg text { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif !important; }
+figcaption { color: #444; font-size: 0.92em; margin-top: 0.4em; }
+.nodata { padding: 2em 1em; text-align: center; color: #555; background: #fafafa; border: 1px dashed #ccc; }
+ul.legend { list-style: none; padding: 0; margin: 0.3em 0 0; display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; font-size: 0.88em; }
+ul.legend span { display: inline-block; width: 1.4em; height: 0.7em; margin-right: 0.35em; vertical-align: middle; }
+ul.legend span.line { height: 3px; }
+ul.legend span.dashed { height: 0; border-top: 3px dashed; background: none !important; }
+.ok { color: #14602a; font-weight: bold; }
+.bad { color: #b00020; font-weight: bold; }
+pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
+</style>
+</head>
+<body>
+<h1>{{.Title}}</h1>
+<p class="note">Runs:{{range .Runs}} <span style="color:{{.Color}}">&#9632;</span> {{.Label}}{{end}}.
+Durations are <span class="basis modeled">modeled</span> on the in-memory kernel (proxier time measured, kernel time from the cost profile) and <span class="basis measured">measured</span> on a real kernel; kernel operations are <span class="basis counted">counted</span>.</p>
+
+<h2 id="environment">Scenario and environment</h2>
+<table>
+<tr><th></th>{{range .Runs}}<th>{{.Label}}</th>{{end}}</tr>
+{{range .Environment}}<tr><th>{{.Label}}</th>{{range .Cells}}<td>{{template "cell" .}}</td>{{end}}</tr>
+{{end}}</table>
+<details><summary>Scenario as run (after defaults)</summary>
+{{range .Runs}}<h3>{{.Label}}</h3><pre>{{.Scenario}}</pre>{{end}}
+</details>
+
+<h2 id="headline">Headline</h2>
+<table>
+<tr><th></th>{{range .Runs}}<th>{{.Label}}</th>{{end}}</tr>
+{{range .Headline}}<tr><th>{{.Label}}</th>{{range .Cells}}<td>{{template "cell" .}}</td>{{end}}</tr>
+{{end}}</table>
+
+<h2 id="charts">Charts</h2>
+{{range .Charts}}<figure class="chart" id="{{.ID}}">
+<h3>{{.Title}}</h3>
+{{if .NoData}}<div class="nodata">{{.NoData}}</div>{{else}}{{.SVGHTML}}
+{{if .Legend}}<ul class="legend">{{range .Legend}}<li><span class="{{.Style}}" style="background:{{.Color}};border-color:{{.Color}}"></span>{{.Label}}</li>{{end}}</ul>{{end}}{{end}}
+<figcaption>{{.Caption}}</figcaption>
+</figure>
+{{end}}
+
+<h2 id="phases">Phases</h2>
+<table>
+<tr>{{range .PhaseHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .Phases}}<tr><th>{{.Label}}</th>{{range .Cells}}<td>{{template "cell" .}}</td>{{end}}</tr>
+{{end}}</table>
+
+<h2 id="kernel-operations">Kernel operations <span class="basis counted">counted</span></h2>
+{{if .Ops}}<table>
+<tr><th>operation</th>{{range .Runs}}<th>{{.Label}}</th>{{end}}</tr>
+{{range .Ops}}<tr><th>{{.Label}}</th>{{range .Cells}}<td class="num">{{template "cell" .}}</td>{{end}}</tr>
+{{end}}</table>{{else}}<p class="nodata">No data: no kernel operations were recorded.</p>{{end}}
+
+<h2 id="disruption">Disruption windows</h2>
+{{if .Windows}}<p class="note">Consecutive failed probes of one target form a window; it ends one probe interval after its last failure. Longest first.</p>
+<table>
+<tr><th>run</th><th>service</th><th>start (s since run start)</th><th>length</th><th>failed attempts</th></tr>
+{{range .Windows}}<tr><td>{{.Run}}</td><td>{{.Service}}</td><td class="num">{{.Start}}</td><td class="num">{{.Length}}</td><td class="num">{{.Failures}}</td></tr>
+{{end}}</table>{{if .MoreWindows}}<p class="note">and {{.MoreWindows}} shorter windows.</p>{{end}}
+{{else}}<p class="nodata">No data: no probe failed (or no probes ran).</p>{{end}}
+
+<h2 id="histograms">Histogram consistency</h2>
+<p class="note">Each histogram the run exported, as it stood at the end. Checked: cumulative buckets never decrease; the +Inf bucket (the count) covers every finite bucket; and where kpsim kept the raw samples the histogram observed, the count, the sum and every bucket agree with them.</p>
+{{if .Histograms}}<table>
+<tr><th>run</th><th>histogram</th><th>observations</th><th>compared with raw samples</th><th>verdict</th></tr>
+{{range .Histograms}}<tr><td>{{.Run}}</td><td><code>{{.Metric}}{{if .Labels}}{{"{"}}{{.Labels}}{{"}"}}{{end}}</code></td><td class="num">{{.Count}}</td><td>{{.Samples}}</td>
+<td>{{if .Consistent}}<span class="ok" title="{{range .Checks}}{{.}}&#10;{{end}}">consistent</span>{{else}}<span class="bad">inconsistent</span>{{range .Problems}}<div class="note bad">{{.}}</div>{{end}}{{end}}</td></tr>
+{{end}}</table>{{else}}<p class="nodata">No data: the run recorded no histograms (metrics were off).</p>{{end}}
+</body>
+</html>
+{{define "cell"}}{{.Text}}{{if .Basis}}<span class="basis {{.Basis}}">{{.Basis}}</span>{{end}}{{if .Note}}<div class="note">{{.Note}}</div>{{end}}{{end}}
+`))

@@ -1,0 +1,246 @@
+package results_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/html"
+
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/resultstest"
+)
+
+// figure is one chart of a rendered report, as a reader's browser sees it.
+type figure struct {
+	id, title, caption, noData, svgTitle string
+	svgShapes                            int // path, line, circle, rect and text elements
+	legend                               []string
+}
+
+func parseReport(t *testing.T, page []byte) (map[string]figure, *html.Node) {
+	t.Helper()
+	doc, err := html.Parse(bytes.NewReader(page))
+	require.NoError(t, err)
+	figs := map[string]figure{}
+	var walk func(n *html.Node, fig *figure)
+	walk = func(n *html.Node, fig *figure) {
+		if n.Type == html.ElementNode {
+			switch {
+			case n.Data == "figure":
+				f := figure{id: attr(n, "id")}
+				for c := n.FirstChild; c != nil; c = c.NextSibling {
+					walk(c, &f)
+				}
+				require.NotContains(t, figs, f.id, "duplicate chart id")
+				figs[f.id] = f
+				return
+			case fig != nil && n.Data == "h3":
+				fig.title = text(n)
+			case fig != nil && n.Data == "figcaption":
+				fig.caption = text(n)
+			case fig != nil && n.Data == "div" && attr(n, "class") == "nodata":
+				fig.noData = text(n)
+			case fig != nil && n.Data == "title":
+				fig.svgTitle = text(n)
+			case fig != nil && n.Data == "li":
+				fig.legend = append(fig.legend, text(n))
+			case fig != nil && (n.Data == "path" || n.Data == "text" || n.Data == "line" || n.Data == "circle" || n.Data == "rect"):
+				fig.svgShapes++
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c, fig)
+		}
+	}
+	walk(doc, nil)
+	return figs, doc
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+func text(n *html.Node) string {
+	var b strings.Builder
+	var f func(*html.Node)
+	f = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			b.WriteString(n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			f(c)
+		}
+	}
+	f(n)
+	return strings.TrimSpace(b.String())
+}
+
+// selfContained fails if the page would fetch anything or run code.
+func selfContained(t *testing.T, doc *html.Node) {
+	t.Helper()
+	var f func(*html.Node)
+	f = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			require.NotContains(t, []string{"script", "link", "img", "iframe", "object", "embed"}, n.Data)
+			for _, a := range n.Attr {
+				if a.Key == "src" || a.Key == "href" || a.Key == "xlink:href" {
+					require.True(t, strings.HasPrefix(a.Val, "#"), "external reference %s=%q", a.Key, a.Val)
+				}
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			f(c)
+		}
+	}
+	f(doc)
+}
+
+func renderHTML(t *testing.T, paths []string, files ...*results.File) []byte {
+	t.Helper()
+	r, err := results.NewReport(paths, files)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, r.WriteHTML(&b))
+	return b.Bytes()
+}
+
+func TestReportHTML(t *testing.T) {
+	full := resultstest.Options{Name: "smoke", Seed: 1, Syncs: 30, Services: 300, Probes: true, Metrics: true, Noise: 0.1, DualStack: true}
+	noProbes := full
+	noProbes.Probes = false
+	single := full
+	single.Syncs, single.DualStack = 1, false
+	exec := full
+	exec.IPSetExec = true
+	all := []string{"sync-timeline", "phase-stack", "phase-distribution", "programming-cdf", "disruption-timeline", "kernel-ops"}
+
+	tests := []struct {
+		name   string
+		paths  []string
+		files  []*results.File
+		charts []string
+		noData map[string]string // chart id -> text its "no data" message must contain
+		legend map[string][]string
+	}{
+		{name: "full run", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(full)}, charts: all,
+			legend: map[string][]string{"sync-timeline": {"proxier 0 IPv4", "proxier 0 IPv6", "proxier 1 IPv4", "proxier 1 IPv6"},
+				"phase-stack": resultstest.Phases}},
+		{name: "zero probes", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(noProbes)}, charts: all,
+			noData: map[string]string{"disruption-timeline": "made no probe attempts"}},
+		{name: "single sync", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(single)}, charts: all,
+			noData: map[string]string{"sync-timeline": "single sync", "phase-distribution": "single sync",
+				"programming-cdf": "no sync applied", "disruption-timeline": "all 50 attempts succeeded"}},
+		{name: "two runs overlaid", paths: []string{"out/exec.json", "out/netlink.json"},
+			files:  []*results.File{resultstest.File(exec), resultstest.File(full)},
+			charts: []string{"sync-timeline", "phase-stack-ipset-exec", "phase-stack-ipset-netlink", "phase-distribution", "programming-cdf", "disruption-timeline", "kernel-ops"},
+			legend: map[string][]string{"sync-timeline": {"ipset=exec", "ipset=netlink"}, "phase-distribution": {"ipset=exec", "ipset=netlink"},
+				"kernel-ops": {"ipset=exec", "ipset=netlink"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			page := renderHTML(t, tt.paths, tt.files...)
+			figs, doc := parseReport(t, page)
+			selfContained(t, doc)
+			require.Len(t, figs, len(tt.charts))
+			for _, id := range tt.charts {
+				f, ok := figs[id]
+				require.True(t, ok, "chart %s missing", id)
+				require.NotEmpty(t, f.title, id)
+				require.NotEmpty(t, f.caption, id)
+				if want, ok := tt.noData[id]; ok {
+					require.Contains(t, f.noData, want, id)
+					require.Zero(t, f.svgShapes, "%s: a no-data chart draws nothing", id)
+					continue
+				}
+				require.Empty(t, f.noData, id)
+				require.Equal(t, f.title, f.svgTitle, id)
+				require.Greater(t, f.svgShapes, 20, "%s: SVG nearly empty", id)
+				if strings.Contains(f.title, "(counted)") {
+					continue
+				}
+				require.Regexp(t, `\((modeled|measured)\)`, f.title, "%s: every timing chart says its basis", id)
+			}
+			for id, want := range tt.legend {
+				for _, w := range want {
+					require.Contains(t, strings.Join(figs[id].legend, "\n"), w, id)
+				}
+			}
+			s := string(page)
+			for _, section := range []string{`id="environment"`, `id="headline"`, `id="phases"`, `id="kernel-operations"`, `id="disruption"`, `id="histograms"`} {
+				require.Contains(t, s, section)
+			}
+			require.Contains(t, s, `<span class="basis modeled">modeled</span>`)
+			require.Contains(t, s, "consistent")
+		})
+	}
+}
+
+func TestReportFlagsInconsistentHistogram(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 2, Syncs: 10, Metrics: true})
+	f.Metrics[0].Buckets[len(f.Metrics[0].Buckets)-1].Count = 0
+	page := string(renderHTML(t, []string{"r.json"}, f))
+	require.Contains(t, page, `<span class="bad">inconsistent</span>`)
+	require.Contains(t, page, "cumulative count falls")
+
+	r, err := results.NewReport([]string{"r.json"}, []*results.File{f})
+	require.NoError(t, err)
+	var md bytes.Buffer
+	require.NoError(t, r.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "1 of ")
+	require.Contains(t, md.String(), "histograms are inconsistent")
+}
+
+func TestReportMarkdown(t *testing.T) {
+	exec := resultstest.File(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 12, Probes: true, Metrics: true, IPSetExec: true})
+	netlink := resultstest.File(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 12, Probes: true, Metrics: true})
+	r, err := results.NewReport([]string{"a.json", "b.json"}, []*results.File{exec, netlink})
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, r.WriteMarkdown(&b))
+	md := b.String()
+	for _, want := range []string{
+		"### kpsim report: ipset=exec vs ipset=netlink",
+		"|  | ipset=exec | ipset=netlink |",
+		"| slowest sync |", "slowest phase ipset-entries", "_(modeled)_", "_(counted)_",
+		"| p99 network programming |", "| disruption |", "| deleted then re-added |",
+		"| ipset-entries | p50", "**Disruption windows**", "all 18 exported histograms are internally consistent",
+	} {
+		require.Contains(t, md, want)
+	}
+	require.NotContains(t, md, "<svg")
+	require.NotContains(t, md, "![")
+	// Every table row has as many cells as its header.
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "|  | ") {
+			require.Equal(t, 4, strings.Count(line, "|"), line)
+		}
+	}
+
+	_, err = results.NewReport(nil, nil)
+	require.Error(t, err)
+}
+
+// TestReportOfWrittenFile renders a file that went through Write and Read,
+// so the report reads only what the JSON keeps.
+func TestReportOfWrittenFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "smoke.json")
+	require.NoError(t, results.Write(p, resultstest.File(resultstest.Options{Name: "smoke", Seed: 4, Syncs: 8, Probes: true})))
+	f, err := results.Read(p)
+	require.NoError(t, err)
+	figs, _ := parseReport(t, renderHTML(t, []string{p}, f))
+	require.Empty(t, figs["disruption-timeline"].noData)
+	require.Greater(t, figs["disruption-timeline"].svgShapes, 20)
+	if out := os.Getenv("KPSIM_REPORT_OUT"); out != "" {
+		require.NoError(t, os.WriteFile(out, renderHTML(t, []string{p}, f), 0o644))
+	}
+}

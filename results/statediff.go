@@ -1,0 +1,248 @@
+package results
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// StateDiff is one difference between two dumps, A and B.
+type StateDiff struct {
+	// Kind: virtual-server, destination, ipset, ipset-entry, address, chain, rule, family.
+	Kind string `json:"kind"`
+	// Object names what differs: "10.96.0.10:53/UDP", "KUBE-CLUSTER-IP",
+	// "IPv4 nat KUBE-SERVICES".
+	Object string `json:"object"`
+	Change string `json:"change"` // "only in A", "only in B", "differs"
+	Detail string `json:"detail,omitempty"`
+}
+
+func (d StateDiff) String() string {
+	s := fmt.Sprintf("%s %s: %s", d.Kind, d.Object, d.Change)
+	if d.Detail != "" {
+		s += ": " + d.Detail
+	}
+	return s
+}
+
+const (
+	onlyA   = "only in A"
+	onlyB   = "only in B"
+	differs = "differs"
+)
+
+// DiffStates lists how B differs from A, grouped as a reader looks for it:
+// virtual servers (and within one, scheduler, flags, timeout, each
+// destination), ipsets and their entries, kube-ipvs0 addresses, then iptables
+// chains and rules per family and table. Empty means equal.
+func DiffStates(a, b *State) []StateDiff {
+	var out []StateDiff
+	add := func(kind, object, change, detail string) {
+		out = append(out, StateDiff{Kind: kind, Object: object, Change: change, Detail: detail})
+	}
+
+	fa, fb := familyNames(a.Families), familyNames(b.Families)
+	for _, x := range minus(fa, fb) {
+		add("family", x, onlyA, "")
+	}
+	for _, x := range minus(fb, fa) {
+		add("family", x, onlyB, "")
+	}
+
+	va, vb := byKey(a.VirtualServers, StateVS.Key), byKey(b.VirtualServers, StateVS.Key)
+	for _, k := range unionKeys(va, vb) {
+		x, inA := va[k]
+		y, inB := vb[k]
+		switch {
+		case !inB:
+			add("virtual-server", k, onlyA, vsSummary(x))
+		case !inA:
+			add("virtual-server", k, onlyB, vsSummary(y))
+		default:
+			if x.Scheduler != y.Scheduler {
+				add("virtual-server", k, differs, fmt.Sprintf("scheduler %s in A, %s in B", x.Scheduler, y.Scheduler))
+			}
+			if !slices.Equal(x.Flags, y.Flags) {
+				add("virtual-server", k, differs, fmt.Sprintf("flags [%s] in A, [%s] in B", strings.Join(x.Flags, ","), strings.Join(y.Flags, ",")))
+			}
+			if x.Timeout != y.Timeout {
+				add("virtual-server", k, differs, fmt.Sprintf("timeout %d in A, %d in B", x.Timeout, y.Timeout))
+			}
+			da, db := byKey(x.Destinations, StateDest.key), byKey(y.Destinations, StateDest.key)
+			for _, dk := range unionKeys(da, db) {
+				p, inA := da[dk]
+				q, inB := db[dk]
+				obj := k + " -> " + dk
+				switch {
+				case !inB:
+					add("destination", obj, onlyA, fmt.Sprintf("weight %d", p.Weight))
+				case !inA:
+					add("destination", obj, onlyB, fmt.Sprintf("weight %d", q.Weight))
+				case p.Weight != q.Weight:
+					add("destination", obj, differs, fmt.Sprintf("weight %d in A, %d in B", p.Weight, q.Weight))
+				}
+			}
+		}
+	}
+
+	sa, sb := byKey(a.IPSets, func(s StateIPSet) string { return s.Name }), byKey(b.IPSets, func(s StateIPSet) string { return s.Name })
+	for _, k := range unionKeys(sa, sb) {
+		x, inA := sa[k]
+		y, inB := sb[k]
+		switch {
+		case !inB:
+			add("ipset", k, onlyA, fmt.Sprintf("%s, %d entries", x.Type, len(x.Entries)))
+			continue
+		case !inA:
+			add("ipset", k, onlyB, fmt.Sprintf("%s, %d entries", y.Type, len(y.Entries)))
+			continue
+		case x.Type != y.Type:
+			add("ipset", k, differs, fmt.Sprintf("type %s in A, %s in B", x.Type, y.Type))
+		}
+		for _, e := range minus(x.Entries, y.Entries) {
+			add("ipset-entry", k+" "+e, onlyA, "")
+		}
+		for _, e := range minus(y.Entries, x.Entries) {
+			add("ipset-entry", k+" "+e, onlyB, "")
+		}
+	}
+
+	for _, x := range minus(a.Addresses, b.Addresses) {
+		add("address", IPVSLink+" "+x, onlyA, "")
+	}
+	for _, x := range minus(b.Addresses, a.Addresses) {
+		add("address", IPVSLink+" "+x, onlyB, "")
+	}
+
+	for _, f := range unionStrings(fa, fb) {
+		ta, tb := a.IPTables[dataplane.Family(f)], b.IPTables[dataplane.Family(f)]
+		for _, table := range StateTables {
+			out = append(out, diffTable(f+" "+table, *ta.table(table), *tb.table(table))...)
+		}
+	}
+	return out
+}
+
+// diffTable compares two normalised tables chain by chain. Within a chain,
+// rules present on one side only are listed; if both sides hold the same
+// rules in another order, that is one difference (order decides which rule matches).
+func diffTable(object string, a, b []string) []StateDiff {
+	var out []StateDiff
+	ca, ra := splitTable(a)
+	cb, rb := splitTable(b)
+	for _, x := range minus(ca, cb) {
+		out = append(out, StateDiff{Kind: "chain", Object: object + " " + x, Change: onlyA})
+	}
+	for _, x := range minus(cb, ca) {
+		out = append(out, StateDiff{Kind: "chain", Object: object + " " + x, Change: onlyB})
+	}
+	for _, chain := range unionKeys(ra, rb) {
+		x, y := ra[chain], rb[chain]
+		if slices.Equal(x, y) {
+			continue
+		}
+		obj := object + " " + chain
+		extraA, extraB := minus(x, y), minus(y, x)
+		for _, r := range extraA {
+			out = append(out, StateDiff{Kind: "rule", Object: obj, Change: onlyA, Detail: r})
+		}
+		for _, r := range extraB {
+			out = append(out, StateDiff{Kind: "rule", Object: obj, Change: onlyB, Detail: r})
+		}
+		if len(extraA) == 0 && len(extraB) == 0 {
+			out = append(out, StateDiff{Kind: "rule", Object: obj, Change: differs,
+				Detail: fmt.Sprintf("same %d rules in another order", len(x))})
+		}
+	}
+	return out
+}
+
+// splitTable separates chain declarations (":NAME POLICY") from rules by chain.
+func splitTable(lines []string) ([]string, map[string][]string) {
+	var decls []string
+	rules := map[string][]string{}
+	for _, l := range lines {
+		if strings.HasPrefix(l, ":") {
+			decls = append(decls, l[1:])
+			continue
+		}
+		f := strings.SplitN(l, " ", 3)
+		if len(f) >= 2 {
+			rules[f[1]] = append(rules[f[1]], l)
+		}
+	}
+	return decls, rules
+}
+
+func (d StateDest) key() string { return formatAddrPort(d.Address, d.Port) }
+
+func formatAddrPort(a string, p uint16) string {
+	if strings.Contains(a, ":") {
+		return fmt.Sprintf("[%s]:%d", a, p)
+	}
+	return fmt.Sprintf("%s:%d", a, p)
+}
+
+func vsSummary(v StateVS) string {
+	s := fmt.Sprintf("%s, %d destinations", v.Scheduler, len(v.Destinations))
+	if len(v.Flags) > 0 {
+		s += fmt.Sprintf(", flags [%s], timeout %d", strings.Join(v.Flags, ","), v.Timeout)
+	}
+	return s
+}
+
+func familyNames(fs []dataplane.Family) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = string(f)
+	}
+	return out
+}
+
+func byKey[T any](xs []T, key func(T) string) map[string]T {
+	m := make(map[string]T, len(xs))
+	for _, x := range xs {
+		m[key(x)] = x
+	}
+	return m
+}
+
+func unionKeys[T any](a, b map[string]T) []string {
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func unionStrings(a, b []string) []string {
+	out := append(slices.Clone(a), minus(b, a)...)
+	slices.Sort(out)
+	return out
+}
+
+// minus returns the elements of a not in b, counting duplicates (a rule
+// written twice on one side and once on the other is a difference), in a's order.
+func minus(a, b []string) []string {
+	count := make(map[string]int, len(b))
+	for _, x := range b {
+		count[x]++
+	}
+	var out []string
+	for _, x := range a {
+		if count[x] > 0 {
+			count[x]--
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}

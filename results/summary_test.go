@@ -1,0 +1,225 @@
+package results_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/resultstest"
+)
+
+func TestNewDist(t *testing.T) {
+	tests := []struct {
+		name string
+		xs   []float64
+		want results.Dist
+	}{
+		{"empty", nil, results.Dist{}},
+		{"one", []float64{2}, results.Dist{N: 1, Mean: 2, P50: 2, P90: 2, P99: 2, Max: 2}},
+		{"unsorted hundred", hundred(), results.Dist{N: 100, Mean: 50.5, P50: 50, P90: 90, P99: 99, Max: 100}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, results.NewDist(tt.xs))
+		})
+	}
+}
+
+func hundred() []float64 {
+	xs := make([]float64, 100)
+	for i := range xs {
+		xs[i] = float64((i*37)%100 + 1)
+	}
+	return xs
+}
+
+func TestSummarizeSlowest(t *testing.T) {
+	f := &results.File{Syncs: []results.Sync{
+		{Proxier: 0, Family: dataplane.IPv4, Seq: 1, Seconds: 1, Phases: []results.Phase{{Name: "a", Seconds: 0.2}, {Name: "b", Seconds: 0.8}}},
+		{Proxier: 1, Family: dataplane.IPv4, Seq: 1, Seconds: 15.4, Phases: []results.Phase{{Name: "ipset-entries", Seconds: 13.3}, {Name: "b", Seconds: 2.1}},
+			Programmed: []results.Programmed{{Object: "ns/a", Seconds: 27.5}}},
+		{Proxier: 1, Family: dataplane.IPv4, Seq: 2, Seconds: 0.4, Phases: []results.Phase{{Name: "a", Seconds: 0.4}}},
+	}}
+	results.Summarize(f)
+	require.Equal(t, 3, f.Summary.Syncs)
+	require.Equal(t, &results.SlowestSync{Proxier: 1, Family: dataplane.IPv4, Seq: 1, Seconds: 15.4, Phase: "ipset-entries", PhaseSeconds: 13.3}, f.Summary.Slowest)
+	require.Equal(t, 2, f.Summary.Phases["a"].N)
+	require.Equal(t, 0.4, f.Summary.Phases["a"].Max)
+	require.Equal(t, 1, f.Summary.Programming.N)
+	require.Equal(t, 27.5, f.Summary.Programming.P99)
+	require.Equal(t, 15.4, f.Summary.Sync.Max)
+}
+
+func TestDisrupt(t *testing.T) {
+	t0 := resultstest.Epoch
+	at := func(target int, ms int) results.Failure {
+		return results.Failure{Target: target, Time: t0.Add(time.Duration(ms) * time.Millisecond), Outcome: "refused"}
+	}
+	targets := []results.Target{{Service: "ns/a:http"}, {Service: "ns/b:http"}, {Service: "ns/a:https"}}
+	tests := []struct {
+		name     string
+		failures []results.Failure
+		interval float64
+		windows  int
+		seconds  float64
+		longest  float64
+		services int
+	}{
+		{name: "no failures", interval: 0.1},
+		{name: "one failure is one interval", failures: []results.Failure{at(0, 0)}, interval: 0.1, windows: 1, seconds: 0.1, longest: 0.1, services: 1},
+		{name: "consecutive failures one window", failures: []results.Failure{at(0, 0), at(0, 100), at(0, 200)}, interval: 0.1, windows: 1, seconds: 0.3, longest: 0.3, services: 1},
+		{name: "jittered attempts still consecutive", failures: []results.Failure{at(0, 0), at(0, 140), at(0, 260)}, interval: 0.1, windows: 1, seconds: 0.36, longest: 0.36, services: 1},
+		{name: "a gap means a success in between", failures: []results.Failure{at(0, 0), at(0, 100), at(0, 400)}, interval: 0.1, windows: 2, seconds: 0.3, longest: 0.2, services: 1},
+		{name: "overlapping targets union", failures: []results.Failure{at(0, 0), at(0, 100), at(1, 100), at(1, 200), at(1, 300)}, interval: 0.1, windows: 2, seconds: 0.4, longest: 0.3, services: 2},
+		{name: "unsorted input", failures: []results.Failure{at(2, 200), at(2, 0), at(2, 100)}, interval: 0.1, windows: 1, seconds: 0.3, longest: 0.3, services: 1},
+		{name: "unknown interval joins everything", failures: []results.Failure{at(0, 0), at(0, 5000)}, windows: 1, seconds: 5, longest: 5, services: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &results.Probes{Basis: results.Modeled, Interval: tt.interval, Targets: targets, Attempts: 100, Failures: tt.failures}
+			d := results.Disrupt(p)
+			require.Len(t, d.Windows, tt.windows)
+			require.InDelta(t, tt.seconds, d.Seconds, 1e-9)
+			require.InDelta(t, tt.longest, d.LongestGap, 1e-9)
+			require.Equal(t, tt.services, d.ServicesAffected)
+			require.Equal(t, len(tt.failures), d.FailedAttempts)
+			require.Equal(t, results.Modeled, d.Basis)
+			total := 0
+			for _, w := range d.Windows {
+				total += w.Failures
+			}
+			require.Equal(t, len(tt.failures), total)
+		})
+	}
+	require.Equal(t, results.Disruption{Windows: []results.Window{}}, results.Disrupt(nil))
+}
+
+func TestWriteRead(t *testing.T) {
+	dir := t.TempDir()
+	f := resultstest.File(resultstest.Options{Seed: 1, Syncs: 6, Probes: true, Metrics: true, Noise: 0.05})
+	path := filepath.Join(dir, "sub", "r.json")
+	require.NoError(t, results.Write(path, f))
+	g, err := results.Read(path)
+	require.NoError(t, err)
+	require.Equal(t, f.Syncs, g.Syncs)
+	require.Equal(t, f.Summary.Sync, g.Summary.Sync)
+	require.Equal(t, f.Totals, g.Totals)
+	require.Equal(t, f.Metrics, g.Metrics)
+	left, err := filepath.Glob(filepath.Join(dir, "sub", ".*"))
+	require.NoError(t, err)
+	require.Empty(t, left, "temporary files left behind")
+
+	tests := []struct{ name, body, errContains string }{
+		{"newer schema", `{"schemaVersion": 99}`, "schemaVersion 99, this kpsim reads version 1"},
+		{"no schema", `{"syncs": []}`, "no schemaVersion"},
+		{"not json", `<html>`, "not a kpsim results file"},
+		{"bad op name", `{"schemaVersion": 1, "totals": {"ops": {"teleport": 1}}}`, `unknown kernel operation "teleport"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(dir, tt.name+".json")
+			require.NoError(t, os.WriteFile(p, []byte(tt.body), 0o644))
+			_, err := results.Read(p)
+			require.ErrorContains(t, err, tt.errContains)
+			require.ErrorContains(t, err, p)
+		})
+	}
+	_, err = results.Read(filepath.Join(dir, "missing.json"))
+	require.ErrorContains(t, err, "missing.json")
+}
+
+func TestPrintSummary(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 8, Probes: true, IPSetExec: true, Metrics: true})
+	var b bytes.Buffer
+	require.NoError(t, results.PrintSummary(&b, f))
+	out := b.String()
+	for _, want := range []string{"kpsim smoke", "syncs", "8: p50", "(modeled)", "slowest phase ipset-entries",
+		"kernel writes", "ipset-add", "(counted)", "deleted, re-added  33", "net programming", "disruption",
+		"of 400 attempts failed", "2 services", "(measured)", "histograms         9 exported, all consistent"} {
+		require.Contains(t, out, want)
+	}
+
+	empty := &results.File{Basis: results.Measured, Backend: "kernel"}
+	results.Summarize(empty)
+	b.Reset()
+	require.NoError(t, results.PrintSummary(&b, empty))
+	require.Contains(t, b.String(), "syncs              none")
+	require.Contains(t, b.String(), "no probes ran")
+	require.Contains(t, b.String(), "no changes with a trigger time")
+}
+
+func TestHistogramsAndChecks(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Seed: 3, Syncs: 10, DualStack: true, Metrics: true, Noise: 0.1})
+	require.NotEmpty(t, f.Metrics)
+	checks := results.CheckHistograms(f)
+	require.Len(t, checks, len(f.Metrics))
+	for _, c := range checks {
+		require.True(t, c.Consistent, "%s %v: %v", c.Name, c.Labels, c.Problems)
+		require.NotEmpty(t, c.Samples, "%s should be matched with raw samples", c.Name)
+		require.Len(t, c.Checks, 5)
+	}
+
+	// Break the file the ways the incident's dashboard looked broken.
+	idx := func(name, family, phase string) int {
+		for i, m := range f.Metrics {
+			if m.Name == name && m.Labels[results.LabelFamily] == family && m.Labels[results.LabelPhase] == phase {
+				return i
+			}
+		}
+		t.Fatalf("no metric %s %s %s", name, family, phase)
+		return -1
+	}
+	tests := []struct {
+		name    string
+		mutate  func(m *results.Metric)
+		problem string
+	}{
+		{"non-monotonic buckets", func(m *results.Metric) { m.Buckets[len(m.Buckets)-2].Count = m.Count + 3 }, "cumulative count falls"},
+		{"count beyond +Inf", func(m *results.Metric) { m.Count-- }, "count"},
+		{"sum disagrees", func(m *results.Metric) { m.Sum += 16 }, "sum"},
+		{"bucket shifted", func(m *results.Metric) { m.Buckets[0].Count++ }, "the raw samples put"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := *f
+			g.Metrics = append([]results.Metric(nil), f.Metrics...)
+			i := idx(results.MetricSyncDuration, "IPv6", "")
+			m := g.Metrics[i]
+			m.Buckets = append([]results.Bucket(nil), m.Buckets...)
+			tt.mutate(&m)
+			g.Metrics[i] = m
+			cs := results.CheckHistograms(&g)
+			require.False(t, cs[i].Consistent)
+			require.NotEmpty(t, cs[i].Problems)
+			require.Contains(t, strings.Join(cs[i].Problems, "\n"), tt.problem)
+			for j, c := range cs {
+				if j != i {
+					require.True(t, c.Consistent)
+				}
+			}
+		})
+	}
+
+	// A histogram kpsim has no raw samples for is checked internally only.
+	reg := prometheus.NewRegistry()
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "other_seconds", Buckets: []float64{1, 2}})
+	reg.MustRegister(h, prometheus.NewCounter(prometheus.CounterOpts{Name: "not_a_histogram_total"}))
+	h.Observe(0.5)
+	h.Observe(3)
+	ms, err := results.Histograms(reg)
+	require.NoError(t, err)
+	require.Equal(t, []results.Metric{{Name: "other_seconds", Count: 2, Sum: 3.5,
+		Buckets: []results.Bucket{{UpperBound: 1, Count: 1}, {UpperBound: 2, Count: 1}}}}, ms)
+	cs := results.CheckHistograms(&results.File{Metrics: ms})
+	require.True(t, cs[0].Consistent)
+	require.Empty(t, cs[0].Samples)
+	require.Len(t, cs[0].Checks, 2)
+}

@@ -1,0 +1,417 @@
+package scenarios
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/scenarios/objects"
+)
+
+const (
+	nodePortMin = 30000
+	nodePortMax = 32767
+	// managedBy is the EndpointSlice controller's value for the managed-by label.
+	managedBy = "endpointslice-controller.k8s.io"
+)
+
+// ipAlloc hands out addresses of one CIDR in order, skipping those in use.
+type ipAlloc struct {
+	prefix netip.Prefix
+	next   netip.Addr
+	used   map[netip.Addr]bool
+}
+
+func newIPAlloc(p netip.Prefix) *ipAlloc {
+	return &ipAlloc{prefix: p, next: p.Addr().Next(), used: map[netip.Addr]bool{}}
+}
+
+func (a *ipAlloc) take() (netip.Addr, error) {
+	for ; a.next.IsValid() && a.prefix.Contains(a.next); a.next = a.next.Next() {
+		if a.used[a.next] {
+			continue
+		}
+		if a.next.Is4() && !a.prefix.Contains(a.next.Next()) {
+			break // the IPv4 broadcast address
+		}
+		ip := a.next
+		a.used[ip] = true
+		a.next = a.next.Next()
+		return ip, nil
+	}
+	return netip.Addr{}, fmt.Errorf("CIDR %s has no free address left", a.prefix)
+}
+
+// generator builds the scenario's cluster and keeps allocating from the
+// same pools when the timeline adds services or replaces endpoints, so that
+// every object of a run is a function of the seed.
+type generator struct {
+	c         *Cluster
+	fams      []dataplane.Family // cluster families, the primary first
+	rng       *rand.Rand
+	svcIPs    map[dataplane.Family]*ipAlloc
+	podIPs    map[dataplane.Family]*ipAlloc
+	extIPs    map[dataplane.Family]*ipAlloc
+	nodePorts map[int32]bool
+	nextPort  int32
+	nextSvc   int
+	nodes     []string // nodes[0] is the proxier's node
+}
+
+func newGenerator(s *Scenario) *generator {
+	c := &s.Cluster
+	g := &generator{
+		c:         c,
+		rng:       rand.New(rand.NewPCG(uint64(s.Seed), 0x6b7073696d)),
+		svcIPs:    map[dataplane.Family]*ipAlloc{},
+		podIPs:    map[dataplane.Family]*ipAlloc{},
+		extIPs:    map[dataplane.Family]*ipAlloc{},
+		nodePorts: map[int32]bool{},
+		nextPort:  nodePortMin,
+	}
+	for _, f := range s.Proxier.Families {
+		g.fams = append(g.fams, dataplane.Family(f))
+	}
+	for list, m := range map[*[]string]map[dataplane.Family]*ipAlloc{&c.ServiceCIDRs: g.svcIPs, &c.PodCIDRs: g.podIPs, &c.ExternalCIDRs: g.extIPs} {
+		for _, cidr := range *list {
+			if p, err := netip.ParsePrefix(cidr); err == nil {
+				m[dataplane.FamilyOf(p.Addr())] = newIPAlloc(p.Masked())
+			}
+		}
+	}
+	g.nodes = append(g.nodes, c.Node.Name)
+	for i := 1; i < c.Nodes; i++ {
+		g.nodes = append(g.nodes, fmt.Sprintf("peer-node-%d", i))
+	}
+	return g
+}
+
+// reserve marks every address and node port of existing objects as taken.
+func (g *generator) reserve(set *objects.Set) {
+	mark := func(m map[dataplane.Family]*ipAlloc, s string) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			if al := m[dataplane.FamilyOf(a)]; al != nil {
+				al.used[a.Unmap()] = true
+			}
+		}
+	}
+	for _, svc := range set.Services {
+		for _, ip := range svc.Spec.ClusterIPs {
+			mark(g.svcIPs, ip)
+		}
+		for _, ip := range svc.Spec.ExternalIPs {
+			mark(g.extIPs, ip)
+		}
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			mark(g.extIPs, in.IP)
+		}
+		for _, p := range svc.Spec.Ports {
+			g.nodePorts[p.NodePort] = true
+		}
+		g.nodePorts[svc.Spec.HealthCheckNodePort] = true
+	}
+	for _, eps := range set.EndpointSlices {
+		for _, ep := range eps.Endpoints {
+			for _, a := range ep.Addresses {
+				mark(g.podIPs, a)
+			}
+		}
+	}
+}
+
+func (g *generator) nodePort() (int32, error) {
+	for ; g.nextPort <= nodePortMax; g.nextPort++ {
+		if !g.nodePorts[g.nextPort] {
+			g.nodePorts[g.nextPort] = true
+			return g.nextPort, nil
+		}
+	}
+	return 0, fmt.Errorf("node port range %d-%d exhausted", nodePortMin, nodePortMax)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// service generates the next service and its EndpointSlices.
+func (g *generator) service() (*v1.Service, []*discoveryv1.EndpointSlice, error) {
+	c := g.c
+	i := g.nextSvc
+	g.nextSvc++
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("svc-%05d", i),
+			Namespace: fmt.Sprintf("ns-%03d", i%max(c.Namespaces, 1)),
+		},
+	}
+	fams := g.fams[:1]
+	if len(g.fams) > 1 && g.rng.Float64() < c.DualStack {
+		fams = g.fams
+	}
+	sp := &svc.Spec
+	sp.Type = v1.ServiceTypeClusterIP
+	external := false
+	switch r := g.rng.Float64(); {
+	case r < c.Types.NodePort:
+		sp.Type = v1.ServiceTypeNodePort
+	case r < c.Types.NodePort+c.Types.LoadBalancer:
+		sp.Type = v1.ServiceTypeLoadBalancer
+		sp.AllocateLoadBalancerNodePorts = ptr(true)
+	case r < c.Types.NodePort+c.Types.LoadBalancer+c.Types.ExternalIPs:
+		external = true
+	}
+	policy := v1.IPFamilyPolicySingleStack
+	if len(fams) > 1 {
+		policy = v1.IPFamilyPolicyRequireDualStack
+	}
+	sp.IPFamilyPolicy = &policy
+	sp.InternalTrafficPolicy = ptr(v1.ServiceInternalTrafficPolicyCluster)
+	sp.SessionAffinity = v1.ServiceAffinityNone
+	if g.rng.Float64() < c.SessionAffinity {
+		sp.SessionAffinity = v1.ServiceAffinityClientIP
+		sp.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr(int32(objects.DefaultAffinityTimeout))}}
+	}
+	for _, f := range fams {
+		ip, err := g.svcIPs[f].take()
+		if err != nil {
+			return nil, nil, fmt.Errorf("cluster.serviceCIDRs: %w", err)
+		}
+		sp.ClusterIPs = append(sp.ClusterIPs, ip.String())
+		sp.IPFamilies = append(sp.IPFamilies, v1.IPFamily(f))
+		if external || sp.Type == v1.ServiceTypeLoadBalancer {
+			ext, err := g.extIPs[f].take()
+			if err != nil {
+				return nil, nil, fmt.Errorf("cluster.externalCIDRs: %w", err)
+			}
+			if external {
+				sp.ExternalIPs = append(sp.ExternalIPs, ext.String())
+			} else {
+				svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress,
+					v1.LoadBalancerIngress{IP: ext.String(), IPMode: ptr(v1.LoadBalancerIPModeVIP)})
+			}
+		}
+	}
+	sp.ClusterIP = sp.ClusterIPs[0]
+	nodePorts := sp.Type == v1.ServiceTypeNodePort || sp.Type == v1.ServiceTypeLoadBalancer
+	if nodePorts {
+		sp.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
+		if g.rng.Float64() < c.ExternalTrafficPolicyLocal {
+			sp.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+		}
+	}
+	for j := 0; j < c.PortsPerService; j++ {
+		p := v1.ServicePort{
+			Name:       fmt.Sprintf("p%d", j),
+			Protocol:   v1.ProtocolTCP,
+			Port:       int32(80 + j),
+			TargetPort: intstr.FromInt32(int32(8080 + j)),
+		}
+		switch r := g.rng.Float64(); {
+		case r < c.UDP:
+			p.Protocol = v1.ProtocolUDP
+		case r < c.UDP+c.SCTP:
+			p.Protocol = v1.ProtocolSCTP
+		}
+		if nodePorts {
+			np, err := g.nodePort()
+			if err != nil {
+				return nil, nil, fmt.Errorf("cluster.types: %w", err)
+			}
+			p.NodePort = np
+		}
+		sp.Ports = append(sp.Ports, p)
+	}
+	if sp.Type == v1.ServiceTypeLoadBalancer && sp.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
+		hc, err := g.nodePort()
+		if err != nil {
+			return nil, nil, fmt.Errorf("cluster.types: %w", err)
+		}
+		sp.HealthCheckNodePort = hc
+	}
+	slices, err := g.slices(svc, c.EndpointsPerService)
+	return svc, slices, err
+}
+
+// slices generates one EndpointSlice per family of svc with n ready endpoints.
+func (g *generator) slices(svc *v1.Service, n int) ([]*discoveryv1.EndpointSlice, error) {
+	var out []*discoveryv1.EndpointSlice
+	for _, f := range svc.Spec.IPFamilies {
+		eps := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      fmt.Sprintf("%s-%s", svc.Name, strings.ToLower(string(f))),
+				Namespace: svc.Namespace,
+				Labels: map[string]string{
+					discoveryv1.LabelServiceName: svc.Name,
+					discoveryv1.LabelManagedBy:   managedBy,
+				},
+			},
+			AddressType: discoveryv1.AddressType(f),
+		}
+		for _, p := range svc.Spec.Ports {
+			eps.Ports = append(eps.Ports, discoveryv1.EndpointPort{
+				Name:     ptr(p.Name),
+				Protocol: ptr(p.Protocol),
+				Port:     ptr(p.TargetPort.IntVal),
+			})
+		}
+		for k := 0; k < n; k++ {
+			ep, err := g.endpoint(dataplane.Family(f))
+			if err != nil {
+				return nil, err
+			}
+			eps.Endpoints = append(eps.Endpoints, ep)
+		}
+		out = append(out, eps)
+	}
+	return out, nil
+}
+
+// endpoint generates a ready endpoint with a fresh pod address on a random node.
+func (g *generator) endpoint(f dataplane.Family) (discoveryv1.Endpoint, error) {
+	al := g.podIPs[f]
+	if al == nil {
+		return discoveryv1.Endpoint{}, fmt.Errorf("cluster.podCIDRs: no %s CIDR", f)
+	}
+	ip, err := al.take()
+	if err != nil {
+		return discoveryv1.Endpoint{}, fmt.Errorf("cluster.podCIDRs: %w", err)
+	}
+	return discoveryv1.Endpoint{
+		Addresses:  []string{ip.String()},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
+		NodeName:   ptr(g.nodes[g.rng.IntN(len(g.nodes))]),
+	}, nil
+}
+
+// kubeDNS generates kube-system/kube-dns at the service CIDR's tenth address.
+func (g *generator) kubeDNS() (*v1.Service, []*discoveryv1.EndpointSlice, error) {
+	f := g.fams[0]
+	al := g.svcIPs[f]
+	ip := al.prefix.Addr()
+	for i := 0; i < 10; i++ {
+		ip = ip.Next()
+	}
+	if !al.prefix.Contains(ip) || al.used[ip] {
+		return nil, nil, fmt.Errorf("cluster.serviceCIDRs: no room for kube-dns at %s", ip)
+	}
+	al.used[ip] = true
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
+		Spec: v1.ServiceSpec{
+			Type:                  v1.ServiceTypeClusterIP,
+			ClusterIP:             ip.String(),
+			ClusterIPs:            []string{ip.String()},
+			IPFamilies:            []v1.IPFamily{v1.IPFamily(f)},
+			IPFamilyPolicy:        ptr(v1.IPFamilyPolicySingleStack),
+			InternalTrafficPolicy: ptr(v1.ServiceInternalTrafficPolicyCluster),
+			SessionAffinity:       v1.ServiceAffinityNone,
+			Ports: []v1.ServicePort{
+				{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(53)},
+				{Name: "dns-tcp", Protocol: v1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(53)},
+				{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9153, TargetPort: intstr.FromInt32(9153)},
+			},
+		},
+	}
+	slices, err := g.slices(svc, max(g.c.EndpointsPerService, 2))
+	return svc, slices, err
+}
+
+// node returns the proxier's Node object.
+func (g *generator) node() *v1.Node {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:   g.c.Node.Name,
+		Labels: map[string]string{v1.LabelHostname: g.c.Node.Name},
+	}}
+	for _, a := range g.c.Node.Addresses {
+		if p, err := netip.ParsePrefix(a); err == nil {
+			n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: p.Addr().String()})
+		}
+	}
+	return n
+}
+
+// build generates (or loads) the cluster and checks what depends on it:
+// probe and churn services named in the scenario must exist.
+func (s *Scenario) build(v *validator) error {
+	g := newGenerator(s)
+	set := &objects.Set{}
+	c := &s.Cluster
+	if c.FromFile != "" {
+		path := c.FromFile
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(filepath.Dir(s.file), path) // relative to the scenario file
+		}
+		loaded, err := objects.Load(path)
+		if err != nil {
+			v.errf("cluster.fromFile", "%v", err)
+			return v.errs.orNil()
+		}
+		set = loaded
+		g.reserve(set)
+	} else {
+		if c.KubeDNS {
+			svc, eps, err := g.kubeDNS()
+			if err != nil {
+				v.errf("cluster.kubeDNS", "%v", err)
+				return v.errs.orNil()
+			}
+			set.Services = append(set.Services, svc)
+			set.EndpointSlices = append(set.EndpointSlices, eps...)
+		}
+		for i := 0; i < c.Services; i++ {
+			svc, eps, err := g.service()
+			if err != nil {
+				path, msg, _ := strings.Cut(err.Error(), ": ")
+				v.errf(path, "%s (after %d of %d services)", msg, i, c.Services)
+				return v.errs.orNil()
+			}
+			set.Services = append(set.Services, svc)
+			set.EndpointSlices = append(set.EndpointSlices, eps...)
+		}
+	}
+	if !slices.ContainsFunc(set.Nodes, func(n *v1.Node) bool { return n.Name == c.Node.Name }) {
+		set.Nodes = append(set.Nodes, g.node())
+	}
+	s.set, s.gen = set, g
+
+	names := map[string]bool{}
+	for _, svc := range set.Services {
+		names[svc.Namespace+"/"+svc.Name] = true
+	}
+	checkNames := func(path string, sel Selector) {
+		for i, n := range sel.Names {
+			if !names[n] {
+				v.errf(fmt.Sprintf("%s[%d]", path, i), "no service %s in the cluster", n)
+			}
+		}
+		if sel.Count > len(set.Services) {
+			v.errf(path, "%d services asked for, the cluster has %d", sel.Count, len(set.Services))
+		}
+	}
+	checkNames("probes.services", s.Probes.Services)
+	var walk func(steps []Step, path string)
+	walk = func(steps []Step, path string) {
+		for i := range steps {
+			sp := fmt.Sprintf("%s[%d]", path, i)
+			if ch := steps[i].ChurnEndpoints; ch != nil {
+				checkNames(sp+".churnEndpoints.services", ch.Services)
+			}
+			if r := steps[i].Repeat; r != nil {
+				walk(r.Steps, sp+".repeat.steps")
+			}
+		}
+	}
+	walk(s.Timeline, "timeline")
+	return nil
+}
+
+// ClusterObjects returns the scenario's cluster as built by Parse: the
+// objects a createCluster step creates. Callers must not modify it.
+func (s *Scenario) ClusterObjects() *objects.Set { return s.set }

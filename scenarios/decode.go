@@ -1,0 +1,296 @@
+package scenarios
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Error is one problem with a scenario, located by file and line (or by the
+// --set override that introduced the value) and by field path.
+type Error struct {
+	File string
+	Line int    // 0 when the field has no position (a missing field of an absent block)
+	Set  string // the --set key=value the value came from, if any
+	Path string // e.g. timeline[3].churnEndpoints.rate
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	where := e.File
+	switch {
+	case e.Set != "":
+		where = "--set " + e.Set
+	case e.Line > 0:
+		where = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Path == "" {
+		return where + ": " + e.Msg
+	}
+	return where + ": " + e.Path + ": " + e.Msg
+}
+
+// Errors are every problem found in one scenario, in file order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n")
+}
+
+// orNil returns es as an error, or nil when there are none.
+func (es Errors) orNil() error {
+	if len(es) == 0 {
+		return nil
+	}
+	sort.SliceStable(es, func(i, j int) bool {
+		if (es[i].Set == "") != (es[j].Set == "") {
+			return es[i].Set == ""
+		}
+		return es[i].Line < es[j].Line
+	})
+	return es
+}
+
+// position is where a value came from.
+type position struct {
+	line int
+	set  string
+}
+
+// decoder maps a yaml.Node tree onto the scenario types by reflection. It
+// exists, rather than yaml.v3's own decoding, so that every error can name
+// the field path as well as the line, and so that later validation can find
+// the line of any field it rejects.
+type decoder struct {
+	file   string
+	pos    map[string]position   // field path -> position of its value
+	origin map[*yaml.Node]string // nodes created by --set -> "key=value"
+}
+
+// nodeDecoder is implemented by types with their own YAML form.
+type nodeDecoder interface {
+	decodeNode(d *decoder, n *yaml.Node, path string) error
+}
+
+func newDecoder(file string) *decoder {
+	return &decoder{file: file, pos: map[string]position{}, origin: map[*yaml.Node]string{}}
+}
+
+// errAt returns an error located at n. The error is returned rather than
+// collected; decodeStruct and the slice loop collect.
+func (d *decoder) errAt(n *yaml.Node, path, format string, a ...any) error {
+	return &Error{File: d.file, Line: n.Line, Set: d.origin[n], Path: path, Msg: fmt.Sprintf(format, a...)}
+}
+
+// errPath returns an error located at the closest recorded position of path
+// or of one of its parents.
+func (d *decoder) errPath(path, format string, a ...any) *Error {
+	e := &Error{File: d.file, Path: path, Msg: fmt.Sprintf(format, a...)}
+	for p := path; ; p = parentPath(p) {
+		if pos, ok := d.pos[p]; ok {
+			e.Line, e.Set = pos.line, pos.set
+			return e
+		}
+		if p == "" {
+			return e
+		}
+	}
+}
+
+// present reports whether the scenario gave a value for path.
+func (d *decoder) present(path string) bool {
+	_, ok := d.pos[path]
+	return ok
+}
+
+func parentPath(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// describe names a node's type for error messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	switch n.Tag {
+	case "!!null":
+		return "nothing"
+	case "!!str":
+		return fmt.Sprintf("the string %q", n.Value)
+	case "!!int", "!!float":
+		return "the number " + n.Value
+	case "!!bool":
+		return n.Value
+	}
+	return fmt.Sprintf("%s %q", n.Tag, n.Value)
+}
+
+// decode decodes n into out, a pointer.
+func (d *decoder) decode(n *yaml.Node, out any, path string) error {
+	return d.value(n, reflect.ValueOf(out).Elem(), path)
+}
+
+func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) error {
+	if n.Kind == yaml.AliasNode {
+		return d.errAt(n, path, "YAML aliases are not supported; write the value out")
+	}
+	d.pos[path] = position{n.Line, d.origin[n]}
+	if nd, ok := v.Addr().Interface().(nodeDecoder); ok {
+		return nd.decodeNode(d, n, path)
+	}
+	isNull := n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+	switch v.Kind() {
+	case reflect.Pointer:
+		nv := reflect.New(v.Type().Elem())
+		if isNull && nv.Elem().Kind() == reflect.Struct {
+			v.Set(nv) // "waitSynced:" with no arguments
+			return nil
+		}
+		err := d.value(n, nv.Elem(), path)
+		v.Set(nv)
+		return err
+	case reflect.Struct:
+		return d.decodeStruct(n, v.Addr().Interface(), path)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return d.errAt(n, path, "must be a list, got %s", describe(n))
+		}
+		var errs Errors
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, c := range n.Content {
+			if err := d.value(c, s.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				errs = appendErr(errs, err)
+			}
+		}
+		v.Set(s)
+		return errs.orNil()
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+			return d.errAt(n, path, "must be a string, got %s", describe(n))
+		}
+		v.SetString(n.Value)
+	case reflect.Int, reflect.Int64:
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+			return d.errAt(n, path, "must be a whole number, got %s", describe(n))
+		}
+		var i int64
+		if err := n.Decode(&i); err != nil {
+			return d.errAt(n, path, "must be a whole number that fits in 64 bits: %s", n.Value)
+		}
+		v.SetInt(i)
+	case reflect.Float64:
+		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
+			return d.errAt(n, path, "must be a number, got %s", describe(n))
+		}
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		if err != nil {
+			if err := n.Decode(&f); err != nil {
+				return d.errAt(n, path, "must be a number: %s", n.Value)
+			}
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return d.errAt(n, path, "must be a finite number, got %s", n.Value)
+		}
+		v.SetFloat(f)
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+			return d.errAt(n, path, "must be true or false, got %s", describe(n))
+		}
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return d.errAt(n, path, "must be true or false: %s", n.Value)
+		}
+		v.SetBool(b)
+	default:
+		// A programming error in the scenario types, not bad input.
+		return d.errAt(n, path, "internal error: cannot decode into %s", v.Type())
+	}
+	return nil
+}
+
+func appendErr(errs Errors, err error) Errors {
+	switch e := err.(type) {
+	case Errors:
+		return append(errs, e...)
+	case *Error:
+		return append(errs, e)
+	}
+	return append(errs, &Error{Msg: err.Error()})
+}
+
+// fields maps a struct type's YAML keys to field indexes.
+func fields(t reflect.Type) (map[string]int, []string) {
+	m := map[string]int{}
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("yaml")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		m[tag] = i
+		names = append(names, tag)
+	}
+	return m, names
+}
+
+// decodeStruct decodes a mapping into the struct out points to. An absent
+// (null) block leaves the zero value; an unknown or repeated key is an error.
+func (d *decoder) decodeStruct(n *yaml.Node, out any, path string) error {
+	v := reflect.ValueOf(out).Elem()
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return d.errAt(n, path, "must be a mapping, got %s", describe(n))
+	}
+	byName, names := fields(v.Type())
+	seen := map[string]bool{}
+	var errs Errors
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
+			errs = appendErr(errs, d.errAt(k, path, "keys must be field names, got %s", describe(k)))
+			continue
+		}
+		fp := joinPath(path, k.Value)
+		idx, ok := byName[k.Value]
+		if !ok {
+			errs = appendErr(errs, d.errAt(k, fp, "unknown field (known: %s)", strings.Join(names, ", ")))
+			continue
+		}
+		if seen[k.Value] {
+			errs = appendErr(errs, d.errAt(k, fp, "given twice"))
+			continue
+		}
+		seen[k.Value] = true
+		if err := d.value(val, v.Field(idx), fp); err != nil {
+			errs = appendErr(errs, err)
+		}
+	}
+	return errs.orNil()
+}

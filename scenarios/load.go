@@ -1,0 +1,172 @@
+package scenarios
+
+import (
+	"bufio"
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The shipped scenarios, embedded so that the binary can list and run them
+// from anywhere.
+//
+//go:embed *.yaml
+var shipped embed.FS
+
+// Shipped describes one shipped scenario.
+type Shipped struct {
+	Name    string
+	Purpose string // the first comment line of the file: the question it answers
+}
+
+// ShippedScenarios lists the shipped scenarios by name.
+func ShippedScenarios() ([]Shipped, error) {
+	entries, err := fs.ReadDir(shipped, ".")
+	if err != nil {
+		return nil, fmt.Errorf("list shipped scenarios: %w", err)
+	}
+	var out []Shipped
+	for _, e := range entries {
+		data, err := shipped.ReadFile(e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read shipped scenario %s: %w", e.Name(), err)
+		}
+		out = append(out, Shipped{Name: strings.TrimSuffix(e.Name(), ".yaml"), Purpose: purpose(data)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// purpose returns the text of the leading comment block, joined into one line.
+func purpose(data []byte) string {
+	var parts []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		if t := strings.TrimSpace(strings.TrimPrefix(line, "#")); t != "" {
+			parts = append(parts, t)
+		} else if len(parts) > 0 {
+			break // the first paragraph only
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// Read returns a scenario's file name and contents: nameOrPath is a file, or
+// the name of a shipped scenario ("smoke", "smoke.yaml", "scenarios/smoke.yaml"
+// when no such file exists).
+func Read(nameOrPath string) (file string, data []byte, err error) {
+	data, err = os.ReadFile(nameOrPath)
+	if err == nil {
+		return nameOrPath, data, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", nil, fmt.Errorf("read scenario: %w", err)
+	}
+	name := strings.TrimSuffix(filepath.Base(nameOrPath), ".yaml")
+	if d, serr := shipped.ReadFile(name + ".yaml"); serr == nil {
+		return "scenarios/" + name + ".yaml", d, nil
+	}
+	var names []string
+	if list, lerr := ShippedScenarios(); lerr == nil {
+		for _, s := range list {
+			names = append(names, s.Name)
+		}
+	}
+	return "", nil, fmt.Errorf("scenario %q: no such file, and not a shipped scenario (%s)", nameOrPath, strings.Join(names, ", "))
+}
+
+// Load reads, overrides, defaults and validates a scenario (see Parse).
+func Load(nameOrPath string, sets []string) (*Scenario, error) {
+	file, data, err := Read(nameOrPath)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(file, data, sets)
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parseYAML parses one YAML document. The parser is third-party code fed
+// user input, so a panic in it becomes an error rather than a crash.
+func parseYAML(file string, data []byte) (root *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = nil, &Error{File: file, Msg: fmt.Sprintf("YAML parser failed: %v", r)}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: file, Msg: "empty scenario"}
+		}
+		return nil, yamlError(file, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, yamlError(file, err)
+		}
+		return nil, &Error{File: file, Line: extra.Line, Msg: "a second YAML document; a scenario file holds one"}
+	}
+	if len(doc.Content) == 0 {
+		return nil, &Error{File: file, Msg: "empty scenario"}
+	}
+	return doc.Content[0], nil
+}
+
+func yamlError(file string, err error) error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: file, Line: line, Msg: m[2]}
+	}
+	return &Error{File: file, Msg: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// Parse decodes a scenario, applies the --set overrides (key=value, the key
+// a field path such as proxier.initialSync or timeline[2].sleep), fills the
+// defaults, validates everything and builds the cluster. Every problem is
+// reported, each with the file and line (or the override) and the field path;
+// the error is then an Errors.
+func Parse(file string, data []byte, sets []string) (*Scenario, error) {
+	root, err := parseYAML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	d := newDecoder(file)
+	for _, kv := range sets {
+		if err := d.applySet(root, kv); err != nil {
+			return nil, err
+		}
+	}
+	s := &Scenario{file: file}
+	if err := d.decodeStruct(root, s, ""); err != nil {
+		return nil, err
+	}
+	s.defaults(d.present)
+	v := &validator{d: d}
+	s.validate(v)
+	if err := v.errs.orNil(); err != nil {
+		return nil, err
+	}
+	if err := s.build(v); err != nil {
+		return nil, err
+	}
+	return s, v.errs.orNil()
+}

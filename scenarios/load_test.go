@@ -1,0 +1,323 @@
+package scenarios
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+)
+
+// base is a valid scenario; tests append to it or replace parts of it.
+const base = `name: t
+description: a test scenario
+seed: 3
+cluster:
+  services: 10
+  types: {nodePort: 0.5}
+probes:
+  services: 2
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced
+  - probes: on
+  - churnEndpoints: {rate: 5, duration: 1s, share: 0.5}
+`
+
+func TestParseValid(t *testing.T) {
+	s, err := Parse("x.yaml", []byte(base), nil)
+	require.NoError(t, err)
+	require.Equal(t, "sim", s.Backend)
+	require.Equal(t, "host", s.Sim.Profile)
+	require.Equal(t, []string{"IPv4"}, s.Proxier.Families)
+	require.Equal(t, "handlers", s.Proxier.InitialSync)
+	require.Equal(t, string(DefaultIPSetStrategy), s.Proxier.IPSet)
+	require.Equal(t, time.Second, s.Proxier.MinSyncPeriod.D())
+	require.Equal(t, 30*time.Second, s.Proxier.SyncPeriod.D())
+	require.Equal(t, 5*time.Minute, s.Timeline[2].WaitSynced.Timeout.D(), "waitSynced default timeout")
+	require.True(t, bool(*s.Timeline[3].Probes))
+	require.Equal(t, 1, s.Cluster.PortsPerService)
+	require.Len(t, s.set.Services, 10)
+	require.Len(t, s.set.EndpointSlices, 10)
+	require.Len(t, s.set.Nodes, 1)
+	np := 0
+	for _, svc := range s.set.Services {
+		if svc.Spec.Type == v1.ServiceTypeNodePort {
+			np++
+			require.GreaterOrEqual(t, svc.Spec.Ports[0].NodePort, int32(nodePortMin))
+		}
+	}
+	require.Positive(t, np)
+}
+
+// TestParseErrors checks every kind of error, each located by file, line
+// and field path.
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		sets       []string
+		want       []string // each must appear in the error text
+	}{
+		{"unknown field", strings.Replace(base, "  services: 10", "  services: 10\n  servcies: 4", 1), nil,
+			[]string{"x.yaml:6: cluster.servcies: unknown field (known: fromFile, services,"}},
+		{"unknown top-level field", base + "extra: 1\n", nil, []string{"x.yaml:15: extra: unknown field"}},
+		{"wrong type int", strings.Replace(base, "services: 10", "services: many", 1), nil,
+			[]string{`x.yaml:5: cluster.services: must be a whole number, got the string "many"`}},
+		{"wrong type float for int", strings.Replace(base, "services: 10", "services: 1.5", 1), nil,
+			[]string{"x.yaml:5: cluster.services: must be a whole number, got the number 1.5"}},
+		{"wrong type mapping", strings.Replace(base, "seed: 3", "seed: {a: 1}", 1), nil,
+			[]string{"x.yaml:3: seed: must be a whole number, got a mapping"}},
+		{"wrong type bool", base + "proxier: {masqueradeAll: yes}\n", nil,
+			[]string{`x.yaml:15: proxier.masqueradeAll: must be true or false, got the string "yes"`}},
+		{"impossible rate", strings.Replace(base, "rate: 5", "rate: 0", 1), nil,
+			[]string{"x.yaml:14: timeline[4].churnEndpoints.rate: must be > 0"}},
+		{"impossible share", strings.Replace(base, "nodePort: 0.5", "nodePort: 1.5", 1), nil,
+			[]string{"x.yaml:6: cluster.types.nodePort: must be a share between 0 and 1, got 1.5"}},
+		{"shares over one", strings.Replace(base, "nodePort: 0.5", "nodePort: 0.5, loadBalancer: 0.6", 1), nil,
+			[]string{"x.yaml:6: cluster.types: shares add up to 1.1, more than 1"}},
+		{"bad duration", strings.Replace(base, "duration: 1s", "duration: 1 second", 1), nil,
+			[]string{`x.yaml:14: timeline[4].churnEndpoints.duration: must be a duration such as "500ms" or "2m": "1 second"`}},
+		{"duration as number", strings.Replace(base, "duration: 1s", "duration: 5", 1), nil,
+			[]string{`x.yaml:14: timeline[4].churnEndpoints.duration: must be a duration such as "500ms" or "2m", got the number 5`}},
+		{"negative duration", base + "  - sleep: -1s\n", nil, []string{"x.yaml:15: timeline[5].sleep: must not be negative"}},
+		{"zero sleep", base + "  - sleep: 0s\n", nil, []string{"x.yaml:15: timeline[5].sleep: must be > 0"}},
+		{"duplicate key", strings.Replace(base, "seed: 3", "seed: 3\nseed: 4", 1), nil,
+			[]string{"x.yaml:4: seed: given twice"}},
+		{"syntax error", "name: t\ncluster:\n  services: [1,\n", nil, []string{"x.yaml:"}},
+		{"unknown step", base + "  - explode: {}\n", nil, []string{"x.yaml:15: timeline[5].explode: unknown field"}},
+		{"two kinds in one step", base + "  - sleep: 1s\n    probes: off\n", nil,
+			[]string{"x.yaml:15: timeline[5]: a step has exactly one kind (one key), got 2"}},
+		{"step not a mapping", base + "  - [1, 2]\n", nil, []string{"x.yaml:15: timeline[5]: a step must be a step name"}},
+		{"bare step needs a value", base + "  - sleep\n", nil, []string{"x.yaml:15: timeline[5].sleep: must be a duration"}},
+		{"probes switch", base + "  - probes: maybe\n", nil, []string{`x.yaml:15: timeline[5].probes: must be on or off, got the string "maybe"`}},
+		{"alias", strings.Replace(base, "seed: 3", "seed: &s 3\nx: *s", 1), nil, []string{"x.yaml:4: x: unknown field"}},
+		{"alias value", strings.Replace(base, "description: a test scenario", "description: &d hello\nname2: *d", 1), nil, []string{"x.yaml:3: name2"}},
+		{"second document", base + "---\nname: u\n", nil, []string{"x.yaml:15: a second YAML document"}},
+		{"empty", "", nil, []string{"x.yaml: empty scenario"}},
+		{"not a mapping", "- a\n- b\n", nil, []string{"x.yaml:1: must be a mapping, got a list"}},
+		{"missing name and description", strings.Replace(strings.Replace(base, "name: t\n", "", 1), "description: a test scenario\n", "", 1), nil,
+			[]string{"x.yaml: name: required", "x.yaml: description: required"}},
+		{"bad cidr", base + "  # comment\nproxier:\n  excludeCIDRs: [10.0.0.0/33]\n", nil,
+			[]string{`x.yaml:17: proxier.excludeCIDRs[0]: not a CIDR: "10.0.0.0/33"`}},
+		{"unknown backend", base + "backend: vm\n", nil, []string{`x.yaml:15: backend: "vm" is not one of sim, kernel`}},
+		{"unknown profile", base + "sim: {profile: nope}\n", nil, []string{`x.yaml:15: sim.profile: cost profile "nope"`}},
+		{"time scale", base + "sim: {timeScale: 2}\n", nil, []string{"x.yaml:15: sim.timeScale: must be between 0"}},
+		{"dual-stack needs two families", base + "  # x\n", []string{"cluster.dualStack=0.5", "proxier.families=[IPv4]"},
+			[]string{"--set cluster.dualStack=0.5: cluster.dualStack: dual-stack services need proxier.families [IPv4, IPv6]"}},
+		{"restart before start", strings.Replace(base, "  - createCluster\n", "  - createCluster\n  - restartProxier\n", 1), nil,
+			[]string{"x.yaml:11: timeline[1]: restartProxier before startProxier"}},
+		{"wait before start", strings.Replace(base, "  - startProxier\n  - waitSynced\n", "  - waitSynced\n  - startProxier\n", 1), nil,
+			[]string{"x.yaml:11: timeline[1]: waitSynced before startProxier"}},
+		{"probes without services", strings.Replace(base, "  services: 2\n", "  interval: 1s\n", 1), nil,
+			[]string{"x.yaml:13: timeline[3]: probes on, but probes.services selects nothing"}},
+		{"probe interval", strings.Replace(base, "  services: 2\n", "  services: 2\n  interval: 1ms\n", 1), nil,
+			[]string{"x.yaml:9: probes.interval: must be at least 10ms"}},
+		{"probe service missing", strings.Replace(base, "  services: 2\n", "  services: [ns-000/nope]\n", 1), nil,
+			[]string{"x.yaml:8: probes.services[0]: no service ns-000/nope in the cluster"}},
+		{"probe service name form", strings.Replace(base, "  services: 2\n", "  services: [justname]\n", 1), nil,
+			[]string{`x.yaml:8: probes.services[0]: must be namespace/name, got "justname"`}},
+		{"churn needs a target", strings.Replace(base, ", share: 0.5", "", 1), nil,
+			[]string{"x.yaml:14: timeline[4].churnEndpoints: give share (of the cluster's services) or services"}},
+		{"repeat", base + "  - repeat: {times: 0, steps: []}\n", nil,
+			[]string{"x.yaml:15: timeline[5].repeat.times: must be between 1 and 1000, got 0", "x.yaml:15: timeline[5].repeat.steps: required"}},
+		{"repeat inner step", base + "  - repeat:\n      times: 2\n      steps:\n        - sleep: 0s\n", nil,
+			[]string{"x.yaml:18: timeline[5].repeat.steps[0].sleep: must be > 0"}},
+		{"too many services", strings.Replace(base, "services: 10", "services: 1000000", 1), nil,
+			[]string{"x.yaml:5: cluster.services: must be between 0 and 50000, got 1000000"}},
+		{"node ports exhausted", strings.Replace(base, "services: 10", "services: 6000", 1), nil,
+			[]string{"x.yaml:6: cluster.types: node port range 30000-32767 exhausted"}},
+		{"service CIDR too small", base + "  # x\n", []string{"cluster.serviceCIDRs=[10.96.0.0/29]"},
+			[]string{"--set cluster.serviceCIDRs=[10.96.0.0/29]: cluster.serviceCIDRs: CIDR 10.96.0.0/29 has no free address left (after 6 of 10 services)"}},
+		{"fromFile excludes generator", base + "  # x\n", []string{"cluster.fromFile=nowhere.json"},
+			[]string{"x.yaml:5: cluster.services: not allowed with cluster.fromFile", "x.yaml:6: cluster.types: not allowed with cluster.fromFile"}},
+		{"fromFile missing", strings.Replace(base, "  services: 10\n  types: {nodePort: 0.5}\n", "  fromFile: nowhere.json\n", 1), nil,
+			[]string{"x.yaml:5: cluster.fromFile: load objects:"}},
+		{"several errors reported together", strings.Replace(strings.Replace(base, "rate: 5", "rate: -1", 1), "seed: 3", "seed: x", 1), nil,
+			[]string{`x.yaml:3: seed: must be a whole number`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(tc.yaml), tc.sets)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestErrorsAreListed(t *testing.T) {
+	y := strings.Replace(strings.Replace(base, "rate: 5", "rate: 0", 1), "nodePort: 0.5", "nodePort: -1", 1)
+	_, err := Parse("x.yaml", []byte(y), nil)
+	var es Errors
+	require.True(t, errors.As(err, &es))
+	require.Len(t, es, 2)
+	require.Equal(t, 6, es[0].Line, "sorted by line")
+	require.Equal(t, "cluster.types.nodePort", es[0].Path)
+	require.Equal(t, 14, es[1].Line)
+	require.Equal(t, "timeline[4].churnEndpoints.rate", es[1].Path)
+}
+
+func TestSetOverrides(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sets  []string
+		check func(t *testing.T, s *Scenario)
+	}{
+		{"string", []string{"proxier.initialSync=legacy", "proxier.ipset=exec"}, func(t *testing.T, s *Scenario) {
+			require.Equal(t, "legacy", s.Proxier.InitialSync)
+			require.Equal(t, "exec", s.Proxier.IPSet)
+		}},
+		{"number into an existing field", []string{"cluster.services=25"}, func(t *testing.T, s *Scenario) {
+			require.Equal(t, 25, s.Cluster.Services)
+			require.Len(t, s.set.Services, 25)
+		}},
+		{"a block the file does not have", []string{"sim.timeScale=1", "sim.profile=incident"}, func(t *testing.T, s *Scenario) {
+			require.Equal(t, 1.0, s.Sim.TimeScale)
+			require.Equal(t, "incident", s.Sim.Profile)
+		}},
+		{"a list", []string{"proxier.families=[IPv4, IPv6]", "cluster.dualStack=1"}, func(t *testing.T, s *Scenario) {
+			require.Equal(t, []string{"IPv4", "IPv6"}, s.Proxier.Families)
+			require.Len(t, s.set.EndpointSlices, 20)
+		}},
+		{"inside the timeline", []string{"timeline[4].churnEndpoints.rate=9"}, func(t *testing.T, s *Scenario) {
+			require.Equal(t, 9.0, s.Timeline[4].ChurnEndpoints.Rate)
+		}},
+		{"replace a step", []string{"timeline[3]={sleep: 2s}"}, func(t *testing.T, s *Scenario) {
+			require.Equal(t, 2*time.Second, s.Timeline[3].Sleep.D())
+		}},
+		{"last one wins", []string{"seed=1", "seed=2"}, func(t *testing.T, s *Scenario) {
+			require.Equal(t, int64(2), s.Seed)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse("x.yaml", []byte(base), tc.sets)
+			require.NoError(t, err)
+			tc.check(t, s)
+		})
+	}
+}
+
+func TestSetErrors(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"proxier.initialsync=legacy", "--set proxier.initialsync=legacy: proxier.initialsync: unknown field (known: families, initialSync,"},
+		{"proxier.ipset=bogus", `--set proxier.ipset=bogus: proxier.ipset: "bogus" is not one of exec, restore, netlink`},
+		{"cluster.services=lots", `--set cluster.services=lots: cluster.services: must be a whole number, got the string "lots"`},
+		{"sim.timeScale=-1", "--set sim.timeScale=-1: sim.timeScale: must be between 0 (no waiting) and 1 (real time), got -1"},
+		{"proxier.minSyncPeriod=fast", `--set proxier.minSyncPeriod=fast: proxier.minSyncPeriod: must be a duration such as "500ms" or "2m": "fast"`},
+		{"noequals", "--set noequals: must be key=value"},
+		{"=x", "--set =x: empty key"},
+		{"a..b=1", `--set a..b=1: empty field name in "a..b"`},
+		{"timeline[99].sleep=1s", "--set timeline[99].sleep=1s: timeline[99]: the list has 5 items"},
+		{"timeline[x]=1", `--set timeline[x]=1: list index "x" in "timeline[x]": must be a number >= 0`},
+		{"name.first=x", `--set name.first=x: name: is the string "t", not a mapping`},
+		{"cluster[0]=x", "--set cluster[0]=x: cluster: is not a list"},
+		{"seed=[1", "--set seed=[1: value is not valid YAML"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(base), []string{tc.set})
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestShippedScenarios(t *testing.T) {
+	list, err := ShippedScenarios()
+	require.NoError(t, err)
+	var names []string
+	for _, s := range list {
+		names = append(names, s.Name)
+		require.NotEmpty(t, s.Purpose, "%s: the file must open with a comment saying what question it answers", s.Name)
+		require.True(t, strings.HasSuffix(strings.TrimSpace(s.Purpose), "?") || strings.Contains(s.Purpose, "?"), "%s: purpose %q asks no question", s.Name, s.Purpose)
+		sc, err := Load(s.Name, nil)
+		require.NoError(t, err, s.Name)
+		require.Equal(t, s.Name, sc.Name, "the name field matches the file name")
+		// The embedded copy is the file in the source tree.
+		disk, err := os.ReadFile(s.Name + ".yaml")
+		require.NoError(t, err)
+		_, embedded, err := Read(s.Name)
+		if _, statErr := os.Stat(s.Name); statErr != nil {
+			require.NoError(t, err)
+			require.Equal(t, string(disk), string(embedded))
+		}
+	}
+	for _, want := range []string{"smoke", "scale-10k", "restart-stale-ipsets", "churn-endpoints", "coredns-restart", "dual-stack"} {
+		require.Contains(t, names, want)
+	}
+	_, err = Load("no-such-scenario", nil)
+	require.ErrorContains(t, err, `scenario "no-such-scenario": no such file, and not a shipped scenario (churn-endpoints, coredns-restart`)
+}
+
+func TestReadPrefersFiles(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "smoke.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(base), 0o644))
+	file, data, err := Read(p)
+	require.NoError(t, err)
+	require.Equal(t, p, file)
+	require.Equal(t, base, string(data))
+	file, _, err = Read(filepath.Join(dir, "nothere", "smoke.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, "scenarios/smoke.yaml", file, "a missing path named like a shipped scenario falls back to it")
+}
+
+func TestGeneratorIsAFunctionOfTheSeed(t *testing.T) {
+	sets := []string{"cluster.services=200", "cluster.dualStack=0.5", "proxier.families=[IPv4, IPv6]", "cluster.udp=0.3",
+		"cluster.sessionAffinity=0.2", "cluster.types={nodePort: 0.2, loadBalancer: 0.2, externalIPs: 0.2}", "cluster.kubeDNS=true"}
+	a, err := Parse("x.yaml", []byte(base), sets)
+	require.NoError(t, err)
+	b, err := Parse("x.yaml", []byte(base), sets)
+	require.NoError(t, err)
+	require.Equal(t, a.set, b.set)
+	c, err := Parse("x.yaml", []byte(base), append(sets, "seed=4"))
+	require.NoError(t, err)
+	require.NotEqual(t, a.set.EndpointSlices, c.set.EndpointSlices)
+
+	seen := map[string]bool{}
+	kinds := map[string]int{}
+	for _, svc := range a.set.Services {
+		for _, ip := range svc.Spec.ClusterIPs {
+			require.False(t, seen[ip], "cluster IP %s handed out twice", ip)
+			seen[ip] = true
+		}
+		kinds[string(svc.Spec.Type)]++
+		if len(svc.Spec.ExternalIPs) > 0 {
+			kinds["external"]++
+		}
+		if len(svc.Spec.IPFamilies) == 2 {
+			kinds["dual"]++
+		}
+	}
+	for _, k := range []string{"ClusterIP", "NodePort", "LoadBalancer", "external", "dual"} {
+		require.Positive(t, kinds[k], k)
+	}
+	require.Equal(t, "10.96.0.10", a.set.Services[0].Spec.ClusterIP, "kube-dns at the service CIDR's tenth address")
+}
+
+// FuzzParse feeds arbitrary bytes and overrides to the loader: it must
+// return a scenario or an error, never panic.
+func FuzzParse(f *testing.F) {
+	list, err := ShippedScenarios()
+	require.NoError(f, err)
+	for _, s := range list {
+		_, data, err := Read(s.Name)
+		require.NoError(f, err)
+		f.Add(data, "cluster.services=3")
+	}
+	f.Add([]byte(base), "timeline[0]=x")
+	f.Add([]byte("a: &x [*x]\n"), "a.b=1")
+	f.Add([]byte("timeline:\n  - repeat: {times: 1000, steps: [{repeat: {times: 1000, steps: [sleep: 1s]}}]}\n"), "seed=1")
+	f.Fuzz(func(t *testing.T, data []byte, set string) {
+		s, err := Parse("f.yaml", data, []string{set})
+		if err == nil {
+			require.NotNil(t, s.set)
+		}
+	})
+}

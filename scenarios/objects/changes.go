@@ -1,0 +1,180 @@
+package objects
+
+import (
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// AnnotationDelete marks an object in a changes file as deleted: the object
+// needs only kind, namespace and name, and is not validated. kubectl output
+// with the annotation added is the easiest way to write one.
+const AnnotationDelete = "kpsim.io/delete"
+
+// Deletion is an object a changes file deletes.
+type Deletion struct {
+	Kind      string // Service, EndpointSlice or Node
+	Namespace string // empty for Node
+	Name      string
+}
+
+// Op is what happened to an object.
+type Op string
+
+const (
+	Add    Op = "add"
+	Update Op = "update"
+	Delete Op = "delete"
+)
+
+// Event is one informer event a changes set implies against a base set:
+// exactly the calls kube-proxy's handlers would see. Old is set for updates
+// and deletes, New for adds and updates.
+type Event struct {
+	Op       Op
+	Service  struct{ Old, New *v1.Service }
+	Slice    struct{ Old, New *discoveryv1.EndpointSlice }
+	Node     struct{ Old, New *v1.Node }
+	Kind     string // Service, EndpointSlice or Node
+	ObjectID string // namespace/name
+}
+
+// Apply returns the set after changes and the events that lead there, in
+// order: services, then slices, then nodes, each sorted by name. An object in
+// changes replaces the base object of that name (an update) or is new (an
+// add). An object marked with AnnotationDelete is deleted; so is a base
+// object whose new version kube-proxy ignores (it gained the
+// service-proxy-name label, became headless or ExternalName, lost its
+// service-name label): kube-proxy's informer filter turns such an update into
+// a delete, and its proxier drops a service it skips. Deleting what the base
+// does not hold is not an event.
+func (s *Set) Apply(changes *Set) (*Set, []Event) {
+	deleted := map[string]bool{}
+	for _, d := range changes.Deletions {
+		deleted[d.Kind+"/"+joinName(d.Namespace, d.Name)] = true
+	}
+	for _, ig := range changes.Ignored {
+		deleted[ig.Kind+"/"+ig.Object] = true
+	}
+	out := &Set{Notes: append([]string(nil), s.Notes...)}
+	redefined := map[string]bool{}
+	for _, svc := range changes.Services {
+		redefined["Service/"+joinName(svc.Namespace, svc.Name)] = true
+	}
+	for _, eps := range changes.EndpointSlices {
+		redefined["EndpointSlice/"+joinName(eps.Namespace, eps.Name)] = true
+	}
+	for _, ig := range s.Ignored {
+		if k := ig.Kind + "/" + ig.Object; !redefined[k] && !deleted[k] {
+			out.Ignored = append(out.Ignored, ig)
+		}
+	}
+	out.Ignored = append(out.Ignored, changes.Ignored...)
+	var events []Event
+
+	newSvc := map[string]*v1.Service{}
+	for _, svc := range changes.Services {
+		newSvc[joinName(svc.Namespace, svc.Name)] = svc
+	}
+	for _, svc := range s.Services {
+		id := joinName(svc.Namespace, svc.Name)
+		switch n, ok := newSvc[id]; {
+		case ok:
+			events = append(events, serviceEvent(Update, svc, n))
+			out.Services = append(out.Services, n)
+			delete(newSvc, id)
+		case deleted["Service/"+id]:
+			events = append(events, serviceEvent(Delete, svc, nil))
+		default:
+			out.Services = append(out.Services, svc)
+		}
+	}
+	for _, svc := range changes.Services {
+		if _, ok := newSvc[joinName(svc.Namespace, svc.Name)]; ok {
+			events = append(events, serviceEvent(Add, nil, svc))
+			out.Services = append(out.Services, svc)
+		}
+	}
+
+	newSlice := map[string]*discoveryv1.EndpointSlice{}
+	for _, eps := range changes.EndpointSlices {
+		newSlice[joinName(eps.Namespace, eps.Name)] = eps
+	}
+	for _, eps := range s.EndpointSlices {
+		id := joinName(eps.Namespace, eps.Name)
+		switch n, ok := newSlice[id]; {
+		case ok:
+			events = append(events, sliceEvent(Update, eps, n))
+			out.EndpointSlices = append(out.EndpointSlices, n)
+			delete(newSlice, id)
+		case deleted["EndpointSlice/"+id]:
+			events = append(events, sliceEvent(Delete, eps, nil))
+		default:
+			out.EndpointSlices = append(out.EndpointSlices, eps)
+		}
+	}
+	for _, eps := range changes.EndpointSlices {
+		if _, ok := newSlice[joinName(eps.Namespace, eps.Name)]; ok {
+			events = append(events, sliceEvent(Add, nil, eps))
+			out.EndpointSlices = append(out.EndpointSlices, eps)
+		}
+	}
+
+	newNode := map[string]*v1.Node{}
+	for _, n := range changes.Nodes {
+		newNode[n.Name] = n
+	}
+	for _, n := range s.Nodes {
+		switch nn, ok := newNode[n.Name]; {
+		case ok:
+			events = append(events, nodeEvent(Update, n, nn))
+			out.Nodes = append(out.Nodes, nn)
+			delete(newNode, n.Name)
+		case deleted["Node/"+n.Name]:
+			events = append(events, nodeEvent(Delete, n, nil))
+		default:
+			out.Nodes = append(out.Nodes, n)
+		}
+	}
+	for _, n := range changes.Nodes {
+		if _, ok := newNode[n.Name]; ok {
+			events = append(events, nodeEvent(Add, nil, n))
+			out.Nodes = append(out.Nodes, n)
+		}
+	}
+	out.sort()
+	return out, events
+}
+
+func serviceEvent(op Op, old, new *v1.Service) Event {
+	e := Event{Op: op, Kind: "Service"}
+	e.Service.Old, e.Service.New = old, new
+	if x := pick(old, new); x != nil {
+		e.ObjectID = joinName(x.Namespace, x.Name)
+	}
+	return e
+}
+
+func sliceEvent(op Op, old, new *discoveryv1.EndpointSlice) Event {
+	e := Event{Op: op, Kind: "EndpointSlice"}
+	e.Slice.Old, e.Slice.New = old, new
+	if x := pick(old, new); x != nil {
+		e.ObjectID = joinName(x.Namespace, x.Name)
+	}
+	return e
+}
+
+func nodeEvent(op Op, old, new *v1.Node) Event {
+	e := Event{Op: op, Kind: "Node"}
+	e.Node.Old, e.Node.New = old, new
+	if x := pick(old, new); x != nil {
+		e.ObjectID = x.Name
+	}
+	return e
+}
+
+func pick[T any](old, new *T) *T {
+	if new != nil {
+		return new
+	}
+	return old
+}

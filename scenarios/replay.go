@@ -1,0 +1,447 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/scenarios/objects"
+)
+
+// clearActionsEvery bounds the fake clientset's action log, which otherwise
+// keeps every request of the run.
+const clearActionsEvery = 2000
+
+// liveService is a service as the replay last wrote it.
+type liveService struct {
+	svc    *v1.Service
+	slices []*discoveryv1.EndpointSlice
+}
+
+// expectation is what a fully synced proxier of one family knows: its
+// sync records count service ports and their endpoints.
+type expectation struct{ ports, endpoints int }
+
+// replay is the API side of a run: a fake clientset the proxier's informers
+// watch, and the replay's own record of every object it wrote. All writes
+// come from the timeline goroutine; probes read the ready set concurrently.
+type replay struct {
+	client *fake.Clientset
+	hub    *watchHub
+	gen    *generator
+	fams   []dataplane.Family
+
+	mu        sync.RWMutex
+	services  map[string]*liveService // namespace/name
+	order     []string                // live services in creation order
+	ready     map[string]map[netip.AddrPort]bool
+	lastWrite time.Time
+	writes    int
+	// expected caches expect's answer per family, valid while writes is expectedAt.
+	expected   map[dataplane.Family]expectation
+	expectedAt int
+}
+
+func newReplay(s *Scenario) *replay {
+	raiseWatchChanSize.Do(func() {
+		if watch.DefaultChanSize < watchChanSize {
+			watch.DefaultChanSize = watchChanSize
+		}
+	})
+	// NewSimpleClientset, not NewClientset: the latter applies objects
+	// through managed fields and is some forty times slower per write.
+	cs := fake.NewSimpleClientset() //nolint:staticcheck // see above
+	r := &replay{
+		client:   cs,
+		hub:      newWatchHub(),
+		gen:      s.gen,
+		services: map[string]*liveService{},
+		ready:    map[string]map[netip.AddrPort]bool{},
+	}
+	for _, f := range s.Proxier.Families {
+		r.fams = append(r.fams, dataplane.Family(f))
+	}
+	r.hub.install(cs)
+	return r
+}
+
+func key(ns, name string) string { return ns + "/" + name }
+
+// wrote accounts one API write.
+func (r *replay) wrote() {
+	r.mu.Lock()
+	r.lastWrite = time.Now()
+	r.writes++
+	trim := r.writes%clearActionsEvery == 0
+	r.mu.Unlock()
+	if trim {
+		r.client.ClearActions()
+	}
+}
+
+// stamp records when a slice changed, as the EndpointSlice controller does,
+// so the proxier can report network programming latency per change.
+func stamp(eps *discoveryv1.EndpointSlice) {
+	if eps.Annotations == nil {
+		eps.Annotations = map[string]string{}
+	}
+	eps.Annotations[v1.EndpointsLastChangeTriggerTime] = time.Now().Format(time.RFC3339Nano)
+}
+
+// createNodes creates the nodes of the set (the proxier reads its own node's addresses and labels).
+func (r *replay) createNodes(ctx context.Context, set *objects.Set) error {
+	for _, n := range set.Nodes {
+		if _, err := r.client.CoreV1().Nodes().Create(ctx, n.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create node %s: %w", n.Name, err)
+		}
+		r.wrote()
+	}
+	return nil
+}
+
+// createService creates a service and then its slices.
+func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*discoveryv1.EndpointSlice) error {
+	svc = svc.DeepCopy()
+	if _, err := r.client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	r.wrote()
+	ls := &liveService{svc: svc}
+	for _, s := range eps {
+		s = s.DeepCopy()
+		stamp(s)
+		if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		r.wrote()
+		ls.slices = append(ls.slices, s)
+	}
+	k := key(svc.Namespace, svc.Name)
+	r.mu.Lock()
+	r.services[k] = ls
+	r.order = append(r.order, k)
+	r.mu.Unlock()
+	r.updateReady(k)
+	return nil
+}
+
+// createOrphan creates a slice that belong to no service of the set (an
+// export may hold them); they are written but not modelled.
+func (r *replay) createOrphan(ctx context.Context, s *discoveryv1.EndpointSlice) error {
+	s = s.DeepCopy()
+	stamp(s)
+	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	r.wrote()
+	return nil
+}
+
+// updateSlice writes a changed slice of a live service.
+func (r *replay) updateSlice(ctx context.Context, svcKey string, i int, s *discoveryv1.EndpointSlice) error {
+	stamp(s)
+	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	r.wrote()
+	r.mu.Lock()
+	r.services[svcKey].slices[i] = s
+	r.mu.Unlock()
+	r.updateReady(svcKey)
+	return nil
+}
+
+// deleteService deletes a service, then its slices (the garbage collector's order).
+func (r *replay) deleteService(ctx context.Context, k string) error {
+	r.mu.Lock()
+	ls := r.services[k]
+	delete(r.services, k)
+	r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == k })
+	delete(r.ready, k)
+	r.mu.Unlock()
+	if ls == nil {
+		return fmt.Errorf("delete service %s: not live", k)
+	}
+	if err := r.client.CoreV1().Services(ls.svc.Namespace).Delete(ctx, ls.svc.Name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete service %s: %w", k, err)
+	}
+	r.wrote()
+	for _, s := range ls.slices {
+		if err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete endpointslice %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		r.wrote()
+	}
+	return nil
+}
+
+// createCluster creates the set: nodes, then each service followed by its
+// slices, at rate services per second (0: as fast as the fake takes them).
+func (r *replay) createCluster(ctx context.Context, set *objects.Set, rate float64) error {
+	if err := r.createNodes(ctx, set); err != nil {
+		return err
+	}
+	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	known := map[string]bool{}
+	for _, svc := range set.Services {
+		known[key(svc.Namespace, svc.Name)] = true
+	}
+	var orphans []*discoveryv1.EndpointSlice
+	for _, s := range set.EndpointSlices {
+		k := key(s.Namespace, s.Labels[discoveryv1.LabelServiceName])
+		if known[k] {
+			bySvc[k] = append(bySvc[k], s)
+		} else {
+			orphans = append(orphans, s)
+		}
+	}
+	pace := newPacer(rate)
+	for _, svc := range set.Services {
+		if err := pace.wait(ctx); err != nil {
+			return err
+		}
+		if err := r.createService(ctx, svc, bySvc[key(svc.Namespace, svc.Name)]); err != nil {
+			return err
+		}
+	}
+	for _, s := range orphans {
+		if err := r.createOrphan(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// updateReady recomputes which endpoints of a service the API calls ready.
+func (r *replay) updateReady(k string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ls := r.services[k]
+	if ls == nil {
+		return
+	}
+	ready := map[netip.AddrPort]bool{}
+	for _, s := range ls.slices {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
+				continue
+			}
+			a, err := netip.ParseAddr(ep.Addresses[0])
+			if err != nil {
+				continue
+			}
+			for _, p := range s.Ports {
+				if p.Port != nil {
+					ready[netip.AddrPortFrom(a.Unmap(), uint16(*p.Port))] = true
+				}
+			}
+		}
+	}
+	r.ready[k] = ready
+}
+
+// readyFunc answers, for one service, whether an endpoint is ready in the
+// API right now: the truth a probe's endpoint must agree with to answer.
+func (r *replay) readyFunc(svcKey string) func(netip.AddrPort) bool {
+	return func(ap netip.AddrPort) bool {
+		r.mu.RLock()
+		defer r.mu.RUnlock()
+		return r.ready[svcKey][ap]
+	}
+}
+
+// expect computes what a synced proxier of family f reports: service ports
+// with a cluster IP of the family, and their endpoints (every address of
+// the family, ready or not, deduplicated per port as the proxier merges slices).
+func (r *replay) expect(f dataplane.Family) expectation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.expectedAt != r.writes || r.expected == nil {
+		r.expected, r.expectedAt = map[dataplane.Family]expectation{}, r.writes
+	}
+	if e, ok := r.expected[f]; ok {
+		return e
+	}
+	var e expectation
+	for _, ls := range r.services {
+		if !hasClusterIP(ls.svc, f) {
+			continue
+		}
+		for _, sp := range ls.svc.Spec.Ports {
+			e.ports++
+			seen := map[netip.AddrPort]bool{}
+			for _, s := range ls.slices {
+				if string(s.AddressType) != string(f) {
+					continue
+				}
+				for _, p := range s.Ports {
+					if p.Port == nil || p.Name == nil || *p.Name != sp.Name || p.Protocol == nil || *p.Protocol != sp.Protocol {
+						continue
+					}
+					for _, ep := range s.Endpoints {
+						if len(ep.Addresses) == 0 {
+							continue
+						}
+						if a, err := netip.ParseAddr(ep.Addresses[0]); err == nil && dataplane.FamilyOf(a) == f {
+							seen[netip.AddrPortFrom(a.Unmap(), uint16(*p.Port))] = true
+						}
+					}
+				}
+			}
+			e.endpoints += len(seen)
+		}
+	}
+	r.expected[f] = e
+	return e
+}
+
+func hasClusterIP(svc *v1.Service, f dataplane.Family) bool {
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == v1.ClusterIPNone || svc.Spec.Type == v1.ServiceTypeExternalName {
+		return false
+	}
+	for _, s := range svc.Spec.ClusterIPs {
+		if a, err := netip.ParseAddr(s); err == nil && dataplane.FamilyOf(a) == f {
+			return true
+		}
+	}
+	return false
+}
+
+// settled reports when the API last changed and whether every watch event
+// has reached the informers.
+func (r *replay) settled() (lastWrite time.Time, delivered bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lastWrite, r.hub.undelivered() == 0
+}
+
+// liveKeys returns the live services in creation order.
+func (r *replay) liveKeys() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.order)
+}
+
+func (r *replay) service(k string) *liveService {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.services[k]
+}
+
+// pick chooses services by a selector: names as given, or a count (or a
+// share of the live services) drawn from the generator's random source,
+// leaving out the keys in exclude.
+func (r *replay) pick(sel Selector, share float64, exclude []string) ([]string, error) {
+	live := r.liveKeys()
+	if len(sel.Names) > 0 {
+		for _, n := range sel.Names {
+			if !slices.Contains(live, n) {
+				return nil, fmt.Errorf("service %s is not live", n)
+			}
+		}
+		return slices.Clone(sel.Names), nil
+	}
+	live = slices.DeleteFunc(live, func(k string) bool { return slices.Contains(exclude, k) })
+	n := sel.Count
+	if share > 0 {
+		n = max(1, int(share*float64(len(live))+0.5))
+	}
+	n = min(n, len(live))
+	idx := r.gen.rng.Perm(len(live))[:n]
+	sort.Ints(idx)
+	out := make([]string, n)
+	for i, j := range idx {
+		out[i] = live[j]
+	}
+	return out, nil
+}
+
+// roll is one step of a rolling restart of a service's pods, in each of its
+// slices: the endpoint left terminating by the previous visit goes away, the
+// oldest ready endpoint starts terminating (not ready, still serving), and a
+// new ready endpoint appears.
+func (r *replay) roll(ctx context.Context, k string) error {
+	ls := r.service(k)
+	if ls == nil {
+		return fmt.Errorf("churn %s: service is not live", k)
+	}
+	r.mu.RLock()
+	current := slices.Clone(ls.slices)
+	r.mu.RUnlock()
+	for i, old := range current {
+		f := dataplane.Family(old.AddressType)
+		if r.gen.podIPs[f] == nil {
+			continue // a slice of a family the cluster has no pod CIDR for
+		}
+		s := old.DeepCopy()
+		kept := s.Endpoints[:0]
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Terminating == nil || !*ep.Conditions.Terminating {
+				kept = append(kept, ep)
+			}
+		}
+		s.Endpoints = kept
+		for j := range s.Endpoints {
+			c := &s.Endpoints[j].Conditions
+			if c.Ready == nil || *c.Ready {
+				c.Ready, c.Serving, c.Terminating = ptr(false), ptr(true), ptr(true)
+				break
+			}
+		}
+		ep, err := r.gen.endpoint(f)
+		if err != nil {
+			return fmt.Errorf("churn %s: %w", k, err)
+		}
+		s.Endpoints = append(s.Endpoints, ep)
+		if err := r.updateSlice(ctx, k, i, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pacer spaces actions at a rate per second; rate 0 does not wait.
+type pacer struct {
+	interval time.Duration
+	next     time.Time
+}
+
+func newPacer(rate float64) *pacer {
+	p := &pacer{}
+	if rate > 0 {
+		p.interval = time.Duration(float64(time.Second) / rate)
+	}
+	return p
+}
+
+func (p *pacer) wait(ctx context.Context) error {
+	if p.interval == 0 {
+		return ctx.Err()
+	}
+	now := time.Now()
+	if p.next.IsZero() {
+		p.next = now
+	}
+	if d := p.next.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	p.next = p.next.Add(p.interval)
+	return nil
+}

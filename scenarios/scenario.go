@@ -1,0 +1,369 @@
+// Package scenarios loads, validates and replays kpsim scenarios: a cluster,
+// a proxier configuration, a backend and a timeline of API changes, proxier
+// restarts and faults. The replay drives a client-go fake clientset that the
+// proxier's informers watch, and measures every sync, kernel operation and
+// probe into a results file.
+package scenarios
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/kpsim/kpsim/scenarios/objects"
+)
+
+// Scenario is one scenario file. Field names are the YAML keys; the JSON form
+// (the same names) is what a results file records as "the scenario as run".
+type Scenario struct {
+	Name string `yaml:"name" json:"name"`
+	// Description is the question the scenario answers, in a sentence or two.
+	Description string  `yaml:"description" json:"description"`
+	Seed        int64   `yaml:"seed" json:"seed"`
+	Backend     string  `yaml:"backend" json:"backend"` // sim (default) or kernel
+	Sim         Sim     `yaml:"sim" json:"sim"`
+	Cluster     Cluster `yaml:"cluster" json:"cluster"`
+	Proxier     Proxier `yaml:"proxier" json:"proxier"`
+	Probes      Probes  `yaml:"probes" json:"probes"`
+	Timeline    []Step  `yaml:"timeline" json:"timeline"`
+
+	file string       // where it was read from, for relative paths
+	set  *objects.Set // the cluster, built by Parse
+	gen  *generator   // allocates from the cluster's pools as the timeline runs
+	ran  bool         // a scenario's generator state is consumed by one run
+}
+
+// Sim configures the in-memory kernel.
+type Sim struct {
+	// Profile is an embedded cost profile name or a profile file.
+	Profile string `yaml:"profile" json:"profile"`
+	// TimeScale is the share of modeled kernel cost spent as wall time: 0
+	// runs as fast as possible (durations still report the modeled cost), 1
+	// makes the proxier, and the probes, feel the kernel in real time.
+	TimeScale float64 `yaml:"timeScale" json:"timeScale"`
+}
+
+// Cluster describes the generated cluster, or names an export to load.
+type Cluster struct {
+	// FromFile loads Services and EndpointSlices from a kubectl export
+	// (`kubectl get services,endpointslices -A -o json`) instead of
+	// generating them; the generator's other fields are then not allowed.
+	FromFile string `yaml:"fromFile" json:"fromFile,omitempty"`
+
+	Services int `yaml:"services" json:"services"`
+	// Types are shares of Services by type; the rest are ClusterIP.
+	Types               ServiceTypes `yaml:"types" json:"types"`
+	PortsPerService     int          `yaml:"portsPerService" json:"portsPerService"`
+	EndpointsPerService int          `yaml:"endpointsPerService" json:"endpointsPerService"`
+	Namespaces          int          `yaml:"namespaces" json:"namespaces"`
+	// Nodes is the cluster's node count; endpoints are spread over them and
+	// 1/Nodes of them are local to the proxier's node (they matter for
+	// KUBE-LOOP-BACK and externalTrafficPolicy Local).
+	Nodes int `yaml:"nodes" json:"nodes"`
+	// Shares of services (each drawn independently from the seed).
+	DualStack       float64 `yaml:"dualStack" json:"dualStack"`
+	UDP             float64 `yaml:"udp" json:"udp"`   // share of service ports
+	SCTP            float64 `yaml:"sctp" json:"sctp"` // share of service ports
+	SessionAffinity float64 `yaml:"sessionAffinity" json:"sessionAffinity"`
+	// ExternalTrafficPolicyLocal is the share of NodePort and LoadBalancer
+	// services with externalTrafficPolicy Local.
+	ExternalTrafficPolicyLocal float64 `yaml:"externalTrafficPolicyLocal" json:"externalTrafficPolicyLocal"`
+	// KubeDNS adds kube-system/kube-dns (dns UDP 53, dns-tcp TCP 53) as
+	// every cluster has it, so scenarios can churn and probe it by name.
+	KubeDNS bool `yaml:"kubeDNS" json:"kubeDNS"`
+
+	ServiceCIDRs []string `yaml:"serviceCIDRs" json:"serviceCIDRs"` // one per family
+	PodCIDRs     []string `yaml:"podCIDRs" json:"podCIDRs"`         // one per family
+	// ExternalCIDRs hold load-balancer ingress IPs and external IPs, one per family.
+	ExternalCIDRs []string `yaml:"externalCIDRs" json:"externalCIDRs"`
+	Node          Node     `yaml:"node" json:"node"`
+}
+
+// ServiceTypes are shares of services by type.
+type ServiceTypes struct {
+	NodePort     float64 `yaml:"nodePort" json:"nodePort"`
+	LoadBalancer float64 `yaml:"loadBalancer" json:"loadBalancer"`
+	// ExternalIPs are ClusterIP services that also carry one external IP.
+	ExternalIPs float64 `yaml:"externalIPs" json:"externalIPs"`
+}
+
+// Node is the node the proxier runs on.
+type Node struct {
+	Name      string   `yaml:"name" json:"name"`
+	Addresses []string `yaml:"addresses" json:"addresses"` // with prefix length, e.g. 192.168.0.10/24
+}
+
+// Proxier is the proxier's configuration (proxier.Config) plus the ipset
+// strategy, which belongs to the dataplane but is chosen with the proxier.
+type Proxier struct {
+	Families                 []string `yaml:"families" json:"families"` // IPv4, IPv6
+	InitialSync              string   `yaml:"initialSync" json:"initialSync"`
+	IPSet                    string   `yaml:"ipset" json:"ipset"`
+	MinSyncPeriod            Duration `yaml:"minSyncPeriod" json:"minSyncPeriod"`
+	SyncPeriod               Duration `yaml:"syncPeriod" json:"syncPeriod"`
+	Scheduler                string   `yaml:"scheduler" json:"scheduler"`
+	NodePortAddresses        []string `yaml:"nodePortAddresses" json:"nodePortAddresses"`
+	MasqueradeAll            bool     `yaml:"masqueradeAll" json:"masqueradeAll"`
+	ClusterCIDRs             []string `yaml:"clusterCIDRs" json:"clusterCIDRs"`
+	ExcludeCIDRs             []string `yaml:"excludeCIDRs" json:"excludeCIDRs"`
+	StrictARP                bool     `yaml:"strictARP" json:"strictARP"`
+	GracefulTerminationRetry Duration `yaml:"gracefulTerminationRetry" json:"gracefulTerminationRetry"`
+}
+
+// Probes configure connection attempts through the dataplane. Probing runs
+// between `probes: on` and `probes: off` steps.
+type Probes struct {
+	// Interval between rounds; each round makes one attempt per target.
+	Interval Duration `yaml:"interval" json:"interval"`
+	// Services to probe: a count (chosen from the seed) or namespace/name list.
+	Services Selector `yaml:"services" json:"services"`
+	// Kinds of address probed per service: clusterip, nodeport, external, loadbalancer.
+	Kinds []string `yaml:"kinds" json:"kinds"`
+}
+
+// Selector picks services: either a count drawn from the seed, or names.
+type Selector struct {
+	Count int
+	Names []string // namespace/name
+}
+
+// Empty reports whether the selector selects nothing.
+func (s Selector) Empty() bool { return s.Count == 0 && len(s.Names) == 0 }
+
+func (s Selector) MarshalJSON() ([]byte, error) {
+	if len(s.Names) > 0 {
+		return json.Marshal(s.Names)
+	}
+	return json.Marshal(s.Count)
+}
+
+func (s *Selector) decodeNode(d *decoder, n *yaml.Node, path string) error {
+	if n.Kind == yaml.SequenceNode {
+		return d.decode(n, &s.Names, path)
+	}
+	return d.decode(n, &s.Count, path)
+}
+
+// Step is one timeline entry: exactly one of the fields is set. In YAML a
+// step is a one-key mapping (`- sleep: 2s`) or, for steps without
+// arguments, a bare name (`- createCluster`).
+type Step struct {
+	CreateCluster  *CreateCluster `yaml:"createCluster" json:"createCluster,omitempty"`
+	StartProxier   *StartProxier  `yaml:"startProxier" json:"startProxier,omitempty"`
+	WaitSynced     *WaitSynced    `yaml:"waitSynced" json:"waitSynced,omitempty"`
+	ChurnEndpoints *Churn         `yaml:"churnEndpoints" json:"churnEndpoints,omitempty"`
+	AddServices    *ServiceRate   `yaml:"addServices" json:"addServices,omitempty"`
+	DeleteServices *ServiceRate   `yaml:"deleteServices" json:"deleteServices,omitempty"`
+	RestartProxier *StartProxier  `yaml:"restartProxier" json:"restartProxier,omitempty"`
+	APIFault       *APIFault      `yaml:"apiFault" json:"apiFault,omitempty"`
+	Probes         *Switch        `yaml:"probes" json:"probes,omitempty"`
+	Sleep          *Duration      `yaml:"sleep" json:"sleep,omitempty"`
+	Repeat         *Repeat        `yaml:"repeat" json:"repeat,omitempty"`
+}
+
+// CreateCluster creates the cluster's Services and EndpointSlices. Before
+// the proxier starts, they are what its informers list; afterwards they
+// arrive as watch events.
+type CreateCluster struct {
+	Rate float64 `yaml:"rate" json:"rate,omitempty"` // services per second; 0: at once
+}
+
+// StartProxier starts the proxier (startProxier) or stops it and starts a
+// new generation on the same kernel (restartProxier).
+type StartProxier struct {
+	// SlowInitialList makes every informer event handler of the new
+	// generation take this long per event, so handlers lag behind the
+	// informers' stores as in the incident.
+	SlowInitialList Duration `yaml:"slowInitialList" json:"slowInitialList,omitempty"`
+}
+
+// WaitSynced waits until every family's proxier has synced the API's current state.
+type WaitSynced struct {
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+}
+
+// Churn is a rolling restart of a set of services' endpoints: on each
+// visit to a service, its terminating endpoint goes away, its oldest ready
+// endpoint becomes terminating and a new ready endpoint appears.
+type Churn struct {
+	// Rate is service visits per second; a visit updates each of the
+	// service's EndpointSlices once.
+	Rate     float64  `yaml:"rate" json:"rate"`
+	Duration Duration `yaml:"duration" json:"duration"`
+	// Share of the cluster's services churned (drawn from the seed), or Services.
+	Share    float64  `yaml:"share" json:"share,omitempty"`
+	Services Selector `yaml:"services" json:"services,omitempty"`
+}
+
+// ServiceRate adds or deletes Count services at Rate per second (0: at once).
+type ServiceRate struct {
+	Count int     `yaml:"count" json:"count"`
+	Rate  float64 `yaml:"rate" json:"rate,omitempty"`
+}
+
+// APIFault changes how the fake API delivers watch events from now on.
+type APIFault struct {
+	// WatchDelay delays every watch event by this much (0 restores prompt delivery).
+	WatchDelay Duration `yaml:"watchDelay" json:"watchDelay"`
+	// DropWatch ends every open watch with "resource version too old",
+	// which makes the informers relist.
+	DropWatch bool `yaml:"dropWatch" json:"dropWatch,omitempty"`
+}
+
+// Repeat runs Steps Times times.
+type Repeat struct {
+	Times int    `yaml:"times" json:"times"`
+	Steps []Step `yaml:"steps" json:"steps"`
+}
+
+// Switch is on or off; YAML accepts on/off and true/false.
+type Switch bool
+
+func (s Switch) MarshalJSON() ([]byte, error) {
+	if s {
+		return []byte(`"on"`), nil
+	}
+	return []byte(`"off"`), nil
+}
+
+func (s *Switch) decodeNode(d *decoder, n *yaml.Node, path string) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		switch n.Value {
+		case "on":
+			*s = true
+			return nil
+		case "off":
+			*s = false
+			return nil
+		}
+	}
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		return d.errAt(n, path, "must be on or off, got %s", describe(n))
+	}
+	if err := n.Decode(&b); err != nil {
+		return d.errAt(n, path, "must be on or off: %v", err)
+	}
+	*s = Switch(b)
+	return nil
+}
+
+// Duration is a time.Duration written as a Go duration string ("500ms").
+type Duration time.Duration
+
+// D returns the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) decodeNode(dec *decoder, n *yaml.Node, path string) error {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\", got %s", describe(n))
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\": %q", n.Value)
+	}
+	if v < 0 {
+		return dec.errAt(n, path, "must not be negative")
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// stepKind names the set field of a step, as the YAML key spells it.
+func (s *Step) kind() string {
+	switch {
+	case s.CreateCluster != nil:
+		return "createCluster"
+	case s.StartProxier != nil:
+		return "startProxier"
+	case s.WaitSynced != nil:
+		return "waitSynced"
+	case s.ChurnEndpoints != nil:
+		return "churnEndpoints"
+	case s.AddServices != nil:
+		return "addServices"
+	case s.DeleteServices != nil:
+		return "deleteServices"
+	case s.RestartProxier != nil:
+		return "restartProxier"
+	case s.APIFault != nil:
+		return "apiFault"
+	case s.Probes != nil:
+		return "probes"
+	case s.Sleep != nil:
+		return "sleep"
+	case s.Repeat != nil:
+		return "repeat"
+	}
+	return ""
+}
+
+// resultKind is the step's kind as results files spell it (kebab-case).
+func (s *Step) resultKind() string {
+	k := s.kind()
+	out := make([]byte, 0, len(k)+4)
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c >= 'A' && c <= 'Z' {
+			out = append(out, '-', c+'a'-'A')
+			continue
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}
+
+func (s *Step) decodeNode(d *decoder, n *yaml.Node, path string) error {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!str":
+		// A bare step name: the same as "name:" with no value.
+		m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column, Content: []*yaml.Node{
+			n, {Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column},
+		}}
+		n = m
+	case n.Kind != yaml.MappingNode:
+		return d.errAt(n, path, "a step must be a step name or a one-key mapping such as \"sleep: 2s\", got %s", describe(n))
+	}
+	if len(n.Content) != 2 {
+		return d.errAt(n, path, "a step has exactly one kind (one key), got %d", len(n.Content)/2)
+	}
+	if err := d.decodeStruct(n, s, path); err != nil {
+		return err
+	}
+	if s.kind() == "" {
+		return d.errAt(n, path, "empty step")
+	}
+	return nil
+}
+
+// String returns the step's label for progress and results.
+func (s *Step) String() string {
+	switch {
+	case s.Sleep != nil:
+		return fmt.Sprintf("sleep %s", s.Sleep)
+	case s.Probes != nil:
+		if bool(*s.Probes) {
+			return "probes on"
+		}
+		return "probes off"
+	case s.ChurnEndpoints != nil:
+		return fmt.Sprintf("churn endpoints %.4g/s for %s", s.ChurnEndpoints.Rate, s.ChurnEndpoints.Duration)
+	case s.AddServices != nil:
+		return fmt.Sprintf("add %d services", s.AddServices.Count)
+	case s.DeleteServices != nil:
+		return fmt.Sprintf("delete %d services", s.DeleteServices.Count)
+	case s.RestartProxier != nil && s.RestartProxier.SlowInitialList > 0:
+		return fmt.Sprintf("restart proxier (handlers %s/event)", s.RestartProxier.SlowInitialList)
+	case s.APIFault != nil:
+		return fmt.Sprintf("api fault (watch delay %s, drop %v)", s.APIFault.WatchDelay, s.APIFault.DropWatch)
+	case s.Repeat != nil:
+		return fmt.Sprintf("repeat %d times", s.Repeat.Times)
+	}
+	return s.resultKind()
+}

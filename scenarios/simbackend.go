@@ -1,0 +1,115 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/sim"
+)
+
+// SimBackend runs a scenario on the in-memory kernel. Probes ask the
+// kernel's model (sim.Kernel.Probe) whether a connection would succeed.
+type SimBackend struct {
+	k         *sim.Kernel
+	profile   *sim.Profile
+	timeScale float64
+	clients   map[dataplane.Family]netip.Addr // a pod on this node, per family
+	port      atomic.Uint32                   // next ephemeral client port for TCP and SCTP
+}
+
+var _ interface {
+	Backend
+	ProfiledBackend
+} = (*SimBackend)(nil)
+
+// NewSimBackend builds the in-memory kernel the scenario describes: its cost
+// profile, time scale, ipset strategy and node addresses.
+func NewSimBackend(s *Scenario) (*SimBackend, error) {
+	prof, err := sim.LoadProfile(s.Sim.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("sim backend: %w", err)
+	}
+	var addrs []dataplane.InterfaceAddr
+	for _, a := range s.Cluster.Node.Addresses {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return nil, fmt.Errorf("sim backend: node address %q: %w", a, err)
+		}
+		addrs = append(addrs, dataplane.InterfaceAddr{Link: "eth0", Prefix: p})
+	}
+	k, err := sim.New(sim.Options{
+		Profile:       prof,
+		TimeScale:     s.Sim.TimeScale,
+		IPSetStrategy: dataplane.IPSetStrategy(s.Proxier.IPSet),
+		NodeAddresses: addrs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sim backend: %w", err)
+	}
+	b := &SimBackend{k: k, profile: prof, timeScale: s.Sim.TimeScale, clients: map[dataplane.Family]netip.Addr{}}
+	for _, c := range s.Cluster.PodCIDRs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			// The pod CIDR's last-but-one address: a client pod the generator never hands out early.
+			b.clients[dataplane.FamilyOf(p.Addr())] = lastUsable(p.Masked())
+		}
+	}
+	b.port.Store(32768)
+	return b, nil
+}
+
+// lastUsable returns the highest address of p below its IPv4 broadcast address.
+func lastUsable(p netip.Prefix) netip.Addr {
+	a := p.Addr()
+	bits := a.BitLen() - p.Bits()
+	b := a.AsSlice()
+	for i := len(b) - 1; i >= 0 && bits > 0; i-- {
+		n := min(bits, 8)
+		b[i] |= byte(1<<n - 1)
+		bits -= n
+	}
+	last, _ := netip.AddrFromSlice(b)
+	return last.Prev()
+}
+
+// Kernel returns the in-memory kernel, for tests that inspect its state.
+func (b *SimBackend) Kernel() *sim.Kernel { return b.k }
+
+func (b *SimBackend) Dataplane() dataplane.Dataplane { return b.k.Dataplane() }
+
+// Prepare does nothing: the model needs no backend pods.
+func (b *SimBackend) Prepare(context.Context, *objects.Set, []results.Target) error { return nil }
+
+// Probe asks the model. A UDP client keeps one source port per target, like
+// a resolver's socket, so conntrack entries it left behind are followed by
+// its next datagram; TCP and SCTP use a fresh ephemeral port per attempt.
+func (b *SimBackend) Probe(_ context.Context, t results.Target, ready func(netip.AddrPort) bool) (string, time.Duration, error) {
+	dst, err := netip.ParseAddrPort(t.Address)
+	if err != nil {
+		return "", 0, fmt.Errorf("probe target %q: %w", t.Address, err)
+	}
+	client := b.clients[dataplane.FamilyOf(dst.Addr())]
+	if !client.IsValid() {
+		return "", 0, fmt.Errorf("probe %s: no pod CIDR of its family for the client", t.Address)
+	}
+	port := uint16(40000)
+	if t.Protocol != dataplane.UDP {
+		port = uint16(32768 + b.port.Add(1)%28000)
+	}
+	start := time.Now()
+	_, outcome := b.k.Probe(netip.AddrPortFrom(client, port), dst, t.Protocol, ready)
+	return outcome, time.Since(start), nil
+}
+
+func (b *SimBackend) Basis() string { return results.Modeled }
+
+func (b *SimBackend) Close() error { return nil }
+
+func (b *SimBackend) CostProfile() *results.ProfileRef {
+	return &results.ProfileRef{Name: b.profile.Name, Source: b.profile.Source, TimeScale: b.timeScale}
+}

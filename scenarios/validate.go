@@ -1,0 +1,448 @@
+package scenarios
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/sim"
+)
+
+// Limits on generated clusters and timelines. They keep a typo from asking
+// for a run that cannot fit in memory or time, not the proxier's limits.
+const (
+	maxServices            = 50_000
+	maxPortsPerService     = 16
+	maxEndpointsPerService = 1000 // the API's limit per EndpointSlice
+	maxNodes               = 5000
+	maxNamespaces          = 10_000
+	maxProbeTargets        = 256
+	minProbeInterval       = 10 * time.Millisecond
+	maxRepeatTimes         = 1000
+	maxExpandedSteps       = 100_000
+	maxWatchDelay          = 5 * time.Minute
+	defaultWaitTimeout     = 5 * time.Minute
+)
+
+// DefaultIPSetStrategy is kpsim's choice: one `ipset restore` per sync.
+// kube-proxy itself runs one process per entry (exec), the incident's cost.
+const DefaultIPSetStrategy = dataplane.IPSetRestore
+
+// ProbeKinds are the address kinds a probe target can have.
+var ProbeKinds = []string{"clusterip", "nodeport", "external", "loadbalancer"}
+
+// defaults fills what the scenario left out. present says whether the file
+// (or an override) gave a value, for fields where zero is a valid choice.
+func (s *Scenario) defaults(present func(string) bool) {
+	if s.Backend == "" {
+		s.Backend = "sim"
+	}
+	if s.Sim.Profile == "" {
+		s.Sim.Profile = sim.DefaultProfile
+	}
+	c := &s.Cluster
+	if len(s.Proxier.Families) == 0 {
+		s.Proxier.Families = []string{string(dataplane.IPv4)}
+		if c.DualStack > 0 {
+			s.Proxier.Families = append(s.Proxier.Families, string(dataplane.IPv6))
+		}
+	}
+	if c.FromFile == "" {
+		if !present("cluster.portsPerService") {
+			c.PortsPerService = 1
+		}
+		if !present("cluster.endpointsPerService") {
+			c.EndpointsPerService = 2
+		}
+		if !present("cluster.namespaces") {
+			c.Namespaces = 1
+		}
+	}
+	if !present("cluster.nodes") {
+		c.Nodes = 20 // the incident's cluster size
+	}
+	if len(c.ServiceCIDRs) == 0 {
+		c.ServiceCIDRs = []string{"10.96.0.0/12", "fd00:10:96::/108"}
+	}
+	if len(c.PodCIDRs) == 0 {
+		c.PodCIDRs = []string{"10.244.0.0/16", "fd00:10:244::/64"}
+	}
+	if len(c.ExternalCIDRs) == 0 {
+		c.ExternalCIDRs = []string{"198.18.0.0/15", "fd00:198:18::/108"}
+	}
+	if c.Node.Name == "" {
+		c.Node.Name = "node-1"
+	}
+	if len(c.Node.Addresses) == 0 {
+		for _, f := range s.Proxier.Families {
+			switch dataplane.Family(f) {
+			case dataplane.IPv4:
+				c.Node.Addresses = append(c.Node.Addresses, "192.168.0.10/24")
+			case dataplane.IPv6:
+				c.Node.Addresses = append(c.Node.Addresses, "fd00::10/64")
+			}
+		}
+	}
+	p := &s.Proxier
+	if p.IPSet == "" {
+		p.IPSet = string(DefaultIPSetStrategy)
+	}
+	cfg := proxier.Config{
+		InitialSync:              proxier.InitialSyncMode(p.InitialSync),
+		MinSyncPeriod:            p.MinSyncPeriod.D(),
+		SyncPeriod:               p.SyncPeriod.D(),
+		Scheduler:                p.Scheduler,
+		GracefulTerminationRetry: p.GracefulTerminationRetry.D(),
+		NodeName:                 c.Node.Name,
+	}
+	cfg = cfg.Defaults() // as proxier.Run will: a zero period means the default
+	p.InitialSync = string(cfg.InitialSync)
+	p.MinSyncPeriod = Duration(cfg.MinSyncPeriod)
+	p.SyncPeriod = Duration(cfg.SyncPeriod)
+	p.Scheduler = cfg.Scheduler
+	p.GracefulTerminationRetry = Duration(cfg.GracefulTerminationRetry)
+
+	if s.Probes.Interval == 0 {
+		s.Probes.Interval = Duration(100 * time.Millisecond)
+	}
+	if len(s.Probes.Kinds) == 0 {
+		s.Probes.Kinds = []string{"clusterip"}
+	}
+	walkSteps(s.Timeline, func(st *Step) {
+		if st.WaitSynced != nil && st.WaitSynced.Timeout == 0 {
+			st.WaitSynced.Timeout = Duration(defaultWaitTimeout)
+		}
+	})
+}
+
+func walkSteps(steps []Step, f func(*Step)) {
+	for i := range steps {
+		f(&steps[i])
+		if r := steps[i].Repeat; r != nil {
+			walkSteps(r.Steps, f)
+		}
+	}
+}
+
+// validator collects errors by field path; the decoder locates them.
+type validator struct {
+	d    *decoder
+	errs Errors
+}
+
+func (v *validator) errf(path, format string, a ...any) {
+	v.errs = append(v.errs, v.d.errPath(path, format, a...))
+}
+
+func (v *validator) share(path string, x float64) {
+	if x < 0 || x > 1 {
+		v.errf(path, "must be a share between 0 and 1, got %v", x)
+	}
+}
+
+func (v *validator) intRange(path string, x, lo, hi int) {
+	if x < lo || x > hi {
+		v.errf(path, "must be between %d and %d, got %d", lo, hi, x)
+	}
+}
+
+func (v *validator) oneOf(path, x string, allowed []string) {
+	if !slices.Contains(allowed, x) {
+		v.errf(path, "%q is not one of %s", x, strings.Join(allowed, ", "))
+	}
+}
+
+// cidrs checks a per-family CIDR list: parseable, at most one per family, and
+// one for each family in need. It returns them by family.
+func (v *validator) cidrs(path string, list []string, need []dataplane.Family) map[dataplane.Family]netip.Prefix {
+	out := map[dataplane.Family]netip.Prefix{}
+	for i, s := range list {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			v.errf(fmt.Sprintf("%s[%d]", path, i), "not a CIDR: %q", s)
+			continue
+		}
+		f := dataplane.FamilyOf(p.Addr())
+		if _, dup := out[f]; dup {
+			v.errf(fmt.Sprintf("%s[%d]", path, i), "a second %s CIDR; give one per family", f)
+			continue
+		}
+		out[f] = p.Masked()
+	}
+	for _, f := range need {
+		if _, ok := out[f]; !ok && len(list) > 0 {
+			v.errf(path, "needs an %s CIDR (the proxier runs %s)", f, f)
+		}
+	}
+	return out
+}
+
+func (s *Scenario) validate(v *validator) {
+	if strings.TrimSpace(s.Name) == "" {
+		v.errf("name", "required")
+	}
+	if strings.TrimSpace(s.Description) == "" {
+		v.errf("description", "required: say what question the scenario answers")
+	}
+	v.oneOf("backend", s.Backend, []string{"sim", "kernel"})
+	if _, err := sim.LoadProfile(s.Sim.Profile); err != nil {
+		v.errf("sim.profile", "%v", err)
+	}
+	if s.Sim.TimeScale < 0 || s.Sim.TimeScale > 1 {
+		v.errf("sim.timeScale", "must be between 0 (no waiting) and 1 (real time), got %v", s.Sim.TimeScale)
+	}
+
+	var fams []dataplane.Family
+	for i, f := range s.Proxier.Families {
+		path := fmt.Sprintf("proxier.families[%d]", i)
+		if f != string(dataplane.IPv4) && f != string(dataplane.IPv6) {
+			v.errf(path, "%q is not IPv4 or IPv6", f)
+			continue
+		}
+		if slices.Contains(fams, dataplane.Family(f)) {
+			v.errf(path, "%s listed twice", f)
+			continue
+		}
+		fams = append(fams, dataplane.Family(f))
+	}
+	if len(s.Proxier.Families) > 2 {
+		v.errf("proxier.families", "at most two families")
+	}
+	s.Cluster.validate(v, fams)
+	s.Proxier.validate(v)
+	s.Probes.validate(v, &s.Cluster)
+	s.validateTimeline(v)
+}
+
+func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
+	if c.FromFile != "" {
+		for _, k := range []string{"services", "types", "portsPerService", "endpointsPerService", "namespaces",
+			"dualStack", "udp", "sctp", "sessionAffinity", "externalTrafficPolicyLocal", "kubeDNS"} {
+			if v.d.present("cluster." + k) {
+				v.errf("cluster."+k, "not allowed with cluster.fromFile: the file says what the cluster is")
+			}
+		}
+	}
+	v.intRange("cluster.services", c.Services, 0, maxServices)
+	v.share("cluster.types.nodePort", c.Types.NodePort)
+	v.share("cluster.types.loadBalancer", c.Types.LoadBalancer)
+	v.share("cluster.types.externalIPs", c.Types.ExternalIPs)
+	if sum := c.Types.NodePort + c.Types.LoadBalancer + c.Types.ExternalIPs; sum > 1+1e-9 {
+		v.errf("cluster.types", "shares add up to %v, more than 1", sum)
+	}
+	if c.FromFile == "" {
+		v.intRange("cluster.portsPerService", c.PortsPerService, 1, maxPortsPerService)
+		v.intRange("cluster.endpointsPerService", c.EndpointsPerService, 0, maxEndpointsPerService)
+		v.intRange("cluster.namespaces", c.Namespaces, 1, maxNamespaces)
+	}
+	v.intRange("cluster.nodes", c.Nodes, 1, maxNodes)
+	v.share("cluster.dualStack", c.DualStack)
+	v.share("cluster.udp", c.UDP)
+	v.share("cluster.sctp", c.SCTP)
+	if c.UDP+c.SCTP > 1+1e-9 {
+		v.errf("cluster.sctp", "udp and sctp shares add up to %v, more than 1", c.UDP+c.SCTP)
+	}
+	v.share("cluster.sessionAffinity", c.SessionAffinity)
+	v.share("cluster.externalTrafficPolicyLocal", c.ExternalTrafficPolicyLocal)
+	if c.DualStack > 0 && len(fams) < 2 {
+		v.errf("cluster.dualStack", "dual-stack services need proxier.families [IPv4, IPv6]")
+	}
+	v.cidrs("cluster.serviceCIDRs", c.ServiceCIDRs, fams)
+	v.cidrs("cluster.podCIDRs", c.PodCIDRs, fams)
+	v.cidrs("cluster.externalCIDRs", c.ExternalCIDRs, fams)
+	if strings.TrimSpace(c.Node.Name) == "" {
+		v.errf("cluster.node.name", "must not be empty")
+	}
+	have := map[dataplane.Family]bool{}
+	for i, a := range c.Node.Addresses {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			v.errf(fmt.Sprintf("cluster.node.addresses[%d]", i), "must be an address with its prefix length, e.g. 192.168.0.10/24: %q", a)
+			continue
+		}
+		have[dataplane.FamilyOf(p.Addr())] = true
+	}
+	for _, f := range fams {
+		if !have[f] && len(c.Node.Addresses) > 0 {
+			v.errf("cluster.node.addresses", "needs an %s address (the proxier runs %s)", f, f)
+		}
+	}
+}
+
+func (p *Proxier) validate(v *validator) {
+	v.oneOf("proxier.initialSync", p.InitialSync, []string{string(proxier.InitialSyncHandlers), string(proxier.InitialSyncLegacy)})
+	var strategies []string
+	for _, s := range dataplane.IPSetStrategies {
+		strategies = append(strategies, string(s))
+	}
+	v.oneOf("proxier.ipset", p.IPSet, strategies)
+	if p.SyncPeriod <= 0 {
+		v.errf("proxier.syncPeriod", "must be > 0")
+	} else if p.SyncPeriod < p.MinSyncPeriod {
+		v.errf("proxier.minSyncPeriod", "%s is longer than syncPeriod %s", p.MinSyncPeriod, p.SyncPeriod)
+	}
+	v.oneOf("proxier.scheduler", p.Scheduler, proxier.Schedulers)
+	for i, c := range p.NodePortAddresses {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			v.errf(fmt.Sprintf("proxier.nodePortAddresses[%d]", i), "not a CIDR: %q", c)
+		}
+	}
+	v.cidrs("proxier.clusterCIDRs", p.ClusterCIDRs, nil)
+	for i, c := range p.ExcludeCIDRs {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			v.errf(fmt.Sprintf("proxier.excludeCIDRs[%d]", i), "not a CIDR: %q", c)
+		}
+	}
+	if p.GracefulTerminationRetry <= 0 {
+		v.errf("proxier.gracefulTerminationRetry", "must be > 0")
+	}
+}
+
+func (p *Probes) validate(v *validator, c *Cluster) {
+	if p.Interval.D() < minProbeInterval {
+		v.errf("probes.interval", "must be at least %s", minProbeInterval)
+	}
+	validateSelector(v, "probes.services", p.Services, maxProbeTargets)
+	for i, k := range p.Kinds {
+		v.oneOf(fmt.Sprintf("probes.kinds[%d]", i), k, ProbeKinds)
+	}
+}
+
+func validateSelector(v *validator, path string, s Selector, maxCount int) {
+	v.intRange(path, s.Count, 0, maxCount)
+	for i, n := range s.Names {
+		ns, name, ok := strings.Cut(n, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			v.errf(fmt.Sprintf("%s[%d]", path, i), "must be namespace/name, got %q", n)
+		}
+	}
+}
+
+// validateTimeline checks each step and the order of steps: the cluster is
+// created once, the proxier is started before it is restarted, probes are
+// configured before they are switched on.
+func (s *Scenario) validateTimeline(v *validator) {
+	if len(s.Timeline) == 0 {
+		v.errf("timeline", "required: at least one step")
+		return
+	}
+	st := timelineState{started: true}
+	for _, step := range s.Timeline {
+		if step.StartProxier != nil {
+			st.started = false // it starts at that step, not before the timeline
+		}
+	}
+	st.expanded = s.checkSteps(v, s.Timeline, "timeline", &st, 1)
+	if st.expanded > maxExpandedSteps {
+		v.errf("timeline", "expands to %d steps with its repeats, more than %d", st.expanded, maxExpandedSteps)
+	}
+}
+
+type timelineState struct {
+	created, started, startSeen bool
+	expanded                    int
+}
+
+func (s *Scenario) checkSteps(v *validator, steps []Step, path string, st *timelineState, depth int) int {
+	n := 0
+	if depth > 4 {
+		v.errf(path, "repeats nested more than 4 deep")
+		return 0
+	}
+	for i := range steps {
+		sp := fmt.Sprintf("%s[%d]", path, i)
+		step := &steps[i]
+		kp := sp + "." + step.kind()
+		n++
+		switch {
+		case step.CreateCluster != nil:
+			if st.created || depth > 1 {
+				v.errf(sp, "createCluster runs once, outside repeat")
+			}
+			st.created = true
+			if step.CreateCluster.Rate < 0 {
+				v.errf(kp+".rate", "must not be negative")
+			}
+		case step.StartProxier != nil:
+			if st.startSeen || depth > 1 {
+				v.errf(sp, "startProxier runs once, outside repeat; use restartProxier to restart")
+			}
+			st.startSeen, st.started = true, true
+		case step.RestartProxier != nil:
+			if !st.started {
+				v.errf(sp, "restartProxier before startProxier")
+			}
+		case step.WaitSynced != nil:
+			if !st.started {
+				v.errf(sp, "waitSynced before startProxier: nothing would sync")
+			}
+			if step.WaitSynced.Timeout <= 0 {
+				v.errf(kp+".timeout", "must be > 0")
+			}
+		case step.ChurnEndpoints != nil:
+			c := step.ChurnEndpoints
+			if !st.created {
+				v.errf(sp, "churnEndpoints before createCluster")
+			}
+			if c.Rate <= 0 {
+				v.errf(kp+".rate", "must be > 0")
+			}
+			if c.Duration <= 0 {
+				v.errf(kp+".duration", "must be > 0")
+			}
+			switch {
+			case c.Share != 0 && !c.Services.Empty():
+				v.errf(kp, "give share or services, not both")
+			case c.Share == 0 && c.Services.Empty():
+				v.errf(kp, "give share (of the cluster's services) or services (a count or names)")
+			}
+			if c.Share < 0 || c.Share > 1 {
+				v.errf(kp+".share", "must be a share between 0 and 1, got %v", c.Share)
+			}
+			validateSelector(v, kp+".services", c.Services, maxServices)
+		case step.AddServices != nil, step.DeleteServices != nil:
+			r := step.AddServices
+			if r == nil {
+				r = step.DeleteServices
+			}
+			v.intRange(kp+".count", r.Count, 1, maxServices)
+			if r.Rate < 0 {
+				v.errf(kp+".rate", "must not be negative")
+			}
+			if step.AddServices != nil && s.Cluster.FromFile == "" && s.Cluster.PortsPerService < 1 {
+				v.errf(kp, "needs cluster.portsPerService")
+			}
+		case step.APIFault != nil:
+			if step.APIFault.WatchDelay.D() > maxWatchDelay {
+				v.errf(kp+".watchDelay", "at most %s", maxWatchDelay)
+			}
+		case step.Probes != nil:
+			if bool(*step.Probes) && s.Probes.Services.Empty() {
+				v.errf(sp, "probes on, but probes.services selects nothing to probe")
+			}
+			if bool(*step.Probes) && !st.created {
+				v.errf(sp, "probes on before createCluster: there is nothing to probe yet")
+			}
+		case step.Sleep != nil:
+			if *step.Sleep <= 0 {
+				v.errf(kp, "must be > 0")
+			}
+		case step.Repeat != nil:
+			r := step.Repeat
+			v.intRange(kp+".times", r.Times, 1, maxRepeatTimes)
+			if len(r.Steps) == 0 {
+				v.errf(kp+".steps", "required: at least one step")
+			}
+			inner := s.checkSteps(v, r.Steps, kp+".steps", st, depth+1)
+			n += max(r.Times, 0) * inner
+			if n > maxExpandedSteps {
+				return n
+			}
+		}
+	}
+	return n
+}

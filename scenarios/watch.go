@@ -1,0 +1,228 @@
+package scenarios
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// watchChanSize is what watch.DefaultChanSize is raised to. The fake's
+// tracker sends every event into each watcher's channel while holding its
+// lock and panics when the channel is full (100 events by default); a watch
+// opened from a resource version older than the newest object is handed
+// every newer object at once, before anything can read. Our pump drains the
+// tracker's channel continuously afterwards, so only that first burst must
+// fit: one event per object of the largest resource the limits allow.
+const watchChanSize = 1 << 17
+
+var raiseWatchChanSize sync.Once
+
+// watchHub owns every watch the proxier's informers open on the fake
+// clientset and injects API faults around the tracker's watch: delayed
+// delivery and dropped watches (forcing a relist). Faults are applied by
+// goroutines outside the fake's lock; a reactor that slept would stall every
+// API call, since reactors run under the fake's global lock.
+type watchHub struct {
+	delay   atomic.Int64 // time.Duration applied to events received from now on
+	pending atomic.Int64 // events received from the tracker, not yet delivered or discarded
+	mu      sync.Mutex
+	open    map[*delayedWatch]struct{}
+}
+
+func newWatchHub() *watchHub { return &watchHub{open: map[*delayedWatch]struct{}{}} }
+
+// install puts the hub in front of the clientset's own watch reactor.
+func (h *watchHub) install(cs *fake.Clientset) {
+	cs.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		inner, err := cs.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		return true, h.wrap(inner), nil
+	})
+}
+
+func (h *watchHub) setDelay(d time.Duration) { h.delay.Store(int64(d)) }
+
+// undelivered reports how many events are still on their way to informers.
+func (h *watchHub) undelivered() int64 { return h.pending.Load() }
+
+// dropAll ends every open watch with an Expired error, as an API server does
+// when a watch falls too far behind; each informer then relists.
+func (h *watchHub) dropAll() {
+	h.mu.Lock()
+	ws := make([]*delayedWatch, 0, len(h.open))
+	for w := range h.open {
+		ws = append(ws, w)
+	}
+	h.mu.Unlock()
+	for _, w := range ws {
+		w.drop()
+	}
+}
+
+type queuedEvent struct {
+	ev  watch.Event
+	due time.Time
+}
+
+// delayedWatch relays a tracker watch through an unbounded queue, holding
+// each event until its due time.
+type delayedWatch struct {
+	hub    *watchHub
+	inner  watch.Interface
+	out    chan watch.Event
+	notify chan struct{} // an event was queued or the inner watch ended
+	done   chan struct{} // Stop was called
+	drops  chan struct{} // drop was called
+
+	mu          sync.Mutex
+	queue       []queuedEvent
+	innerClosed bool
+	finished    bool // no more events are accepted or owed
+	stopOnce    sync.Once
+	dropOnce    sync.Once
+}
+
+func (h *watchHub) wrap(inner watch.Interface) *delayedWatch {
+	w := &delayedWatch{
+		hub:    h,
+		inner:  inner,
+		out:    make(chan watch.Event),
+		notify: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		drops:  make(chan struct{}),
+	}
+	h.mu.Lock()
+	h.open[w] = struct{}{}
+	h.mu.Unlock()
+	go w.pump()
+	go w.deliver()
+	return w
+}
+
+func (w *delayedWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *delayedWatch) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.done)
+		w.inner.Stop()
+	})
+}
+
+func (w *delayedWatch) drop() { w.dropOnce.Do(func() { close(w.drops) }) }
+
+func (w *delayedWatch) signal() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+// pump moves events from the tracker's bounded channel into the queue.
+func (w *delayedWatch) pump() {
+	for ev := range w.inner.ResultChan() {
+		w.mu.Lock()
+		if !w.finished {
+			w.queue = append(w.queue, queuedEvent{ev, time.Now().Add(time.Duration(w.hub.delay.Load()))})
+			w.hub.pending.Add(1)
+		}
+		w.mu.Unlock()
+		w.signal()
+	}
+	w.mu.Lock()
+	w.innerClosed = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+// finish discards whatever is queued and unregisters the watch.
+func (w *delayedWatch) finish() {
+	w.mu.Lock()
+	w.finished = true
+	w.hub.pending.Add(-int64(len(w.queue)))
+	w.queue = nil
+	w.mu.Unlock()
+	w.hub.mu.Lock()
+	delete(w.hub.open, w)
+	w.hub.mu.Unlock()
+	w.inner.Stop()
+	close(w.out)
+}
+
+var expired = &metav1.Status{
+	Status:  metav1.StatusFailure,
+	Code:    http.StatusGone,
+	Reason:  metav1.StatusReasonExpired,
+	Message: "kpsim apiFault: watch dropped (resource version too old)",
+}
+
+func (w *delayedWatch) deliver() {
+	defer w.finish()
+	var timer *time.Timer
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			closed := w.innerClosed
+			w.mu.Unlock()
+			if closed {
+				return
+			}
+			select {
+			case <-w.notify:
+				continue
+			case <-w.done:
+				return
+			case <-w.drops:
+				w.sendExpired()
+				return
+			}
+		}
+		it := w.queue[0]
+		w.mu.Unlock()
+		if d := time.Until(it.due); d > 0 {
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			select {
+			case <-timer.C:
+			case <-w.done:
+				return
+			case <-w.drops:
+				w.sendExpired()
+				return
+			}
+		}
+		select {
+		case w.out <- it.ev:
+			w.mu.Lock()
+			w.queue = w.queue[1:]
+			w.mu.Unlock()
+			w.hub.pending.Add(-1)
+		case <-w.done:
+			return
+		case <-w.drops:
+			w.sendExpired()
+			return
+		}
+	}
+}
+
+func (w *delayedWatch) sendExpired() {
+	select {
+	case w.out <- watch.Event{Type: watch.Error, Object: expired.DeepCopy()}:
+	case <-w.done:
+	}
+}

@@ -1,0 +1,317 @@
+package sim
+
+import (
+	"net/netip"
+	"slices"
+	"syscall"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+type ipvsService struct {
+	vs dataplane.VirtualServer
+	// order is the kernel's destination list: insertion order, which is
+	// what listing returns and what round-robin walks.
+	order []*ipvsDest
+	// index finds destinations of large services; most services have a
+	// handful, which a scan of order finds faster than a map is built.
+	index map[netip.AddrPort]*ipvsDest
+	next  int // round-robin position in order
+}
+
+// indexFrom is the destination count from which a service keeps an index.
+const indexFrom = 16
+
+func (s *ipvsService) find(ap netip.AddrPort) *ipvsDest {
+	if s.index != nil {
+		return s.index[ap]
+	}
+	for _, d := range s.order {
+		if d.ap == ap {
+			return d
+		}
+	}
+	return nil
+}
+
+func (s *ipvsService) add(d *ipvsDest) {
+	s.order = append(s.order, d)
+	switch {
+	case s.index != nil:
+		s.index[d.ap] = d
+	case len(s.order) >= indexFrom:
+		s.index = make(map[netip.AddrPort]*ipvsDest, 2*len(s.order))
+		for _, x := range s.order {
+			s.index[x.ap] = x
+		}
+	}
+}
+
+func (s *ipvsService) remove(d *ipvsDest) {
+	i := slices.Index(s.order, d)
+	s.order = slices.Delete(s.order, i, i+1)
+	if s.next > i {
+		s.next--
+	}
+	if s.index != nil {
+		delete(s.index, d.ap)
+	}
+}
+
+type ipvsDest struct {
+	ap                     netip.AddrPort
+	weight                 int
+	activeConns, inactConn int
+}
+
+// schedulers are the IPVS schedulers Debian's kernel ships as modules. The
+// kernel answers an unknown scheduler name with ENOENT (it fails to find the
+// ip_vs_NAME module); the sim does the same so errors.Is(err, fs.ErrNotExist)
+// reads the same on both dataplanes.
+var schedulers = map[string]bool{
+	"rr": true, "wrr": true, "lc": true, "wlc": true, "lblc": true, "lblcr": true,
+	"dh": true, "sh": true, "sed": true, "nq": true, "mh": true, "fo": true, "ovf": true,
+}
+
+func validProtocol(p dataplane.Protocol) bool {
+	return p == dataplane.TCP || p == dataplane.UDP || p == dataplane.SCTP
+}
+
+// checkService validates what the kernel checks on a service add or update.
+func checkService(what string, s dataplane.VirtualServer) error {
+	if !s.Address.IsValid() || !validProtocol(s.Protocol) {
+		return errorf(syscall.EINVAL, "ipvs %s %s: invalid address or protocol", what, s.ServiceKey)
+	}
+	if !schedulers[s.Scheduler] {
+		return errorf(syscall.ENOENT, "ipvs %s %s: unknown scheduler %q", what, s.ServiceKey, s.Scheduler)
+	}
+	if s.Address.Is6() && !s.Address.Is4In6() && s.Netmask > 128 {
+		return errorf(syscall.EINVAL, "ipvs %s %s: IPv6 netmask %d above 128", what, s.ServiceKey, s.Netmask)
+	}
+	return nil
+}
+
+// ipvsFault checks faults for an operation on a service (or on nothing, for
+// a full listing). The key is formatted only when a fault targets op.
+func (k *Kernel) ipvsFault(op dataplane.Op, what string, key *dataplane.ServiceKey) error {
+	if !k.faulty(op) {
+		return nil
+	}
+	obj := ""
+	if key != nil {
+		obj = key.String()
+	}
+	if err := k.fault(op, obj); err != nil {
+		return errorf(err, "ipvs %s %s", what, obj)
+	}
+	return nil
+}
+
+// Services lists every virtual server, ordered by address, port and protocol.
+// FlagHashed is set on each, as the kernel reports it.
+func (k *Kernel) Services() ([]dataplane.VirtualServer, error) {
+	k.lock()
+	defer k.unlock()
+	k.read(dataplane.OpIPVSList, len(k.services))
+	if err := k.ipvsFault(dataplane.OpIPVSList, "list services", nil); err != nil {
+		return nil, err
+	}
+	out := make([]dataplane.VirtualServer, 0, len(k.services))
+	for _, s := range k.services {
+		vs := s.vs
+		vs.Flags |= dataplane.FlagHashed
+		out = append(out, vs)
+	}
+	slices.SortFunc(out, func(a, b dataplane.VirtualServer) int { return compareKeys(a.ServiceKey, b.ServiceKey) })
+	return out, nil
+}
+
+func compareKeys(a, b dataplane.ServiceKey) int {
+	if c := a.Address.Compare(b.Address); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	switch {
+	case a.Protocol < b.Protocol:
+		return -1
+	case a.Protocol > b.Protocol:
+		return 1
+	}
+	return 0
+}
+
+func (k *Kernel) AddService(s dataplane.VirtualServer) error {
+	k.lock()
+	defer k.unlock()
+	k.count(dataplane.OpIPVSServiceAdd, 1)
+	if err := k.ipvsFault(dataplane.OpIPVSServiceAdd, "add service", &s.ServiceKey); err != nil {
+		return err
+	}
+	if err := checkService("add service", s); err != nil {
+		return err
+	}
+	if _, ok := k.services[s.ServiceKey]; ok {
+		return errorf(syscall.EEXIST, "ipvs add service %s", s.ServiceKey)
+	}
+	s.Flags &^= dataplane.FlagHashed
+	k.services[s.ServiceKey] = &ipvsService{vs: s}
+	return nil
+}
+
+func (k *Kernel) UpdateService(s dataplane.VirtualServer) error {
+	k.lock()
+	defer k.unlock()
+	k.count(dataplane.OpIPVSServiceUpdate, 1)
+	if err := k.ipvsFault(dataplane.OpIPVSServiceUpdate, "update service", &s.ServiceKey); err != nil {
+		return err
+	}
+	if err := checkService("update service", s); err != nil {
+		return err
+	}
+	svc, ok := k.services[s.ServiceKey]
+	if !ok {
+		return errorf(syscall.ENOENT, "ipvs update service %s", s.ServiceKey)
+	}
+	s.Flags &^= dataplane.FlagHashed
+	svc.vs = s
+	return nil
+}
+
+func (k *Kernel) DeleteService(key dataplane.ServiceKey) error {
+	k.lock()
+	defer k.unlock()
+	k.count(dataplane.OpIPVSServiceDelete, 1)
+	if err := k.ipvsFault(dataplane.OpIPVSServiceDelete, "delete service", &key); err != nil {
+		return err
+	}
+	if _, ok := k.services[key]; !ok {
+		return errorf(syscall.ENOENT, "ipvs delete service %s", key)
+	}
+	delete(k.services, key)
+	return nil
+}
+
+// Destinations lists a service's real servers in the kernel's list order
+// (the order they were added), with their connection counters.
+func (k *Kernel) Destinations(key dataplane.ServiceKey) ([]dataplane.RealServer, error) {
+	k.lock()
+	defer k.unlock()
+	svc := k.services[key]
+	n := 0
+	if svc != nil {
+		n = len(svc.order)
+	}
+	k.read(dataplane.OpIPVSList, n)
+	if err := k.ipvsFault(dataplane.OpIPVSList, "list destinations", &key); err != nil {
+		return nil, err
+	}
+	if svc == nil {
+		return nil, errorf(syscall.ENOENT, "ipvs list destinations %s", key)
+	}
+	out := make([]dataplane.RealServer, len(svc.order))
+	for i, d := range svc.order {
+		out[i] = d.realServer()
+	}
+	return out, nil
+}
+
+func (d *ipvsDest) realServer() dataplane.RealServer {
+	return dataplane.RealServer{
+		Address: d.ap.Addr(), Port: d.ap.Port(), Weight: d.weight,
+		ActiveConns: d.activeConns, InactiveConns: d.inactConn,
+	}
+}
+
+// destination finds the service and checks a destination the way the kernel
+// does: the service must exist, the address must be of its family, the
+// weight not negative (ERANGE, as ip_vs_ctl answers).
+func (k *Kernel) destination(op dataplane.Op, what string, key dataplane.ServiceKey, r dataplane.RealServer) (*ipvsService, error) {
+	if k.faulty(op) {
+		if err := k.fault(op, key.String()+" "+r.AddrPort().String()); err != nil {
+			return nil, errorf(err, "ipvs %s %s %s", what, key, r.AddrPort())
+		}
+	}
+	svc, ok := k.services[key]
+	if !ok {
+		return nil, errorf(syscall.ENOENT, "ipvs %s %s %s: no such service", what, key, r.AddrPort())
+	}
+	if !r.Address.IsValid() || dataplane.FamilyOf(r.Address) != dataplane.FamilyOf(key.Address) {
+		return nil, errorf(syscall.EINVAL, "ipvs %s %s %s: destination family differs from the service's", what, key, r.AddrPort())
+	}
+	if r.Weight < 0 {
+		return nil, errorf(syscall.ERANGE, "ipvs %s %s %s: negative weight %d", what, key, r.AddrPort(), r.Weight)
+	}
+	return svc, nil
+}
+
+func (k *Kernel) AddDestination(key dataplane.ServiceKey, r dataplane.RealServer) error {
+	k.lock()
+	defer k.unlock()
+	k.count(dataplane.OpIPVSDestinationAdd, 1)
+	svc, err := k.destination(dataplane.OpIPVSDestinationAdd, "add destination", key, r)
+	if err != nil {
+		return err
+	}
+	ap := r.AddrPort()
+	if svc.find(ap) != nil {
+		return errorf(syscall.EEXIST, "ipvs add destination %s %s", key, ap)
+	}
+	svc.add(&ipvsDest{ap: ap, weight: r.Weight})
+	return nil
+}
+
+func (k *Kernel) UpdateDestination(key dataplane.ServiceKey, r dataplane.RealServer) error {
+	k.lock()
+	defer k.unlock()
+	k.count(dataplane.OpIPVSDestinationUpdate, 1)
+	svc, err := k.destination(dataplane.OpIPVSDestinationUpdate, "update destination", key, r)
+	if err != nil {
+		return err
+	}
+	d := svc.find(r.AddrPort())
+	if d == nil {
+		return errorf(syscall.ENOENT, "ipvs update destination %s %s", key, r.AddrPort())
+	}
+	d.weight = r.Weight
+	return nil
+}
+
+// DeleteDestination removes a real server; its connection counters go with it.
+func (k *Kernel) DeleteDestination(key dataplane.ServiceKey, r dataplane.RealServer) error {
+	k.lock()
+	defer k.unlock()
+	k.count(dataplane.OpIPVSDestinationDelete, 1)
+	svc, err := k.destination(dataplane.OpIPVSDestinationDelete, "delete destination", key, r)
+	if err != nil {
+		return err
+	}
+	d := svc.find(r.AddrPort())
+	if d == nil {
+		return errorf(syscall.ENOENT, "ipvs delete destination %s %s", key, r.AddrPort())
+	}
+	svc.remove(d)
+	return nil
+}
+
+// SetConnections sets a destination's connection counters, which the kernel
+// keeps and the proxier reads to decide when a draining (weight 0) endpoint
+// can go: tests model connections that outlive an endpoint's readiness.
+func (k *Kernel) SetConnections(svc dataplane.ServiceKey, dst netip.AddrPort, active, inactive int) error {
+	k.lock()
+	defer k.unlock()
+	s, ok := k.services[svc]
+	if !ok {
+		return errorf(syscall.ENOENT, "sim: set connections %s %s: no such service", svc, dst)
+	}
+	d := s.find(dst)
+	if d == nil {
+		return errorf(syscall.ENOENT, "sim: set connections %s %s: no such destination", svc, dst)
+	}
+	if active < 0 || inactive < 0 {
+		return errorf(syscall.EINVAL, "sim: set connections %s %s: negative count", svc, dst)
+	}
+	d.activeConns, d.inactConn = active, inactive
+	return nil
+}

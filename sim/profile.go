@@ -1,0 +1,198 @@
+package sim
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// DefaultProfile is the profile a Kernel charges from when none is given:
+// this project's own measurements of a host kernel.
+const DefaultProfile = "host"
+
+//go:embed profiles/*.json
+var embedded embed.FS
+
+// Profile is a cost model: what each kernel operation costs, in seconds, and
+// where the numbers came from. A real kernel run can produce a new profile;
+// the simulation only replays one.
+type Profile struct {
+	Name string `json:"name"`
+	// Source says where every number came from (measurement, environment,
+	// or the estimate and its reasoning). Reports quote it.
+	Source string `json:"source"`
+	// Ops is the cost of one operation, keyed by dataplane operation name
+	// (dataplane.Op.String). iptables-restore is per payload and
+	// iptables-restore-bytes per payload byte. ipset-add and ipset-del are
+	// priced per strategy in IPSet instead. A missing op costs nothing.
+	Ops map[string]float64 `json:"ops"`
+	// ListItem is the extra cost per item a read returns (per service or
+	// destination for ipvs-list, per entry for ipset-list, per address for
+	// address-list, per rule for iptables-save).
+	ListItem map[string]float64 `json:"list_item,omitempty"`
+	// IPSet prices each strategy; every strategy must be present.
+	IPSet map[dataplane.IPSetStrategy]IPSetCost `json:"ipset"`
+}
+
+// IPSetCost prices ipset work under one strategy.
+type IPSetCost struct {
+	// PerBatch is charged once per non-empty Apply (the one `ipset restore`
+	// process; zero when every entry is its own call).
+	PerBatch float64 `json:"per_batch"`
+	// PerEntry is charged per entry added or deleted (a whole process for
+	// exec, a netlink request for netlink, parsing and a request for restore).
+	PerEntry float64 `json:"per_entry"`
+	// PerCommand is charged per create, destroy or list (a process for exec
+	// and restore, a request for netlink).
+	PerCommand float64 `json:"per_command"`
+}
+
+// costTable is a Profile resolved for one strategy, indexed for the hot path.
+type costTable struct {
+	op, item [nOps]time.Duration
+	batch    time.Duration // once per non-empty ipset Apply
+}
+
+// ProfileNames lists the embedded profiles.
+func ProfileNames() []string {
+	entries, err := embedded.ReadDir("profiles")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".json"))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// LoadProfile returns an embedded profile by name, or reads a JSON file when
+// nameOrPath is not an embedded name. Unknown fields and unknown operation
+// names are errors, so a typo cannot silently price something at zero.
+func LoadProfile(nameOrPath string) (*Profile, error) {
+	var data []byte
+	var err error
+	if slices.Contains(ProfileNames(), nameOrPath) {
+		data, err = embedded.ReadFile(path.Join("profiles", nameOrPath+".json"))
+	} else {
+		data, err = os.ReadFile(nameOrPath)
+		if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(nameOrPath, "/.") {
+			return nil, fmt.Errorf("cost profile %q: not an embedded profile (%s) nor a file", nameOrPath, strings.Join(ProfileNames(), ", "))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cost profile %s: %w", nameOrPath, err)
+	}
+	p, err := ParseProfile(data)
+	if err != nil {
+		return nil, fmt.Errorf("cost profile %s: %w", nameOrPath, err)
+	}
+	return p, nil
+}
+
+// ParseProfile decodes and validates a profile.
+func ParseProfile(data []byte) (*Profile, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Profile
+	if err := dec.Decode(&p); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the profile object")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Validate checks that every name is known, every cost is a finite
+// non-negative number and every ipset strategy is priced.
+func (p *Profile) Validate() error {
+	if p.Name == "" {
+		return errors.New("profile has no name")
+	}
+	if strings.TrimSpace(p.Source) == "" {
+		return fmt.Errorf("profile %s: source is empty: say where the numbers come from", p.Name)
+	}
+	check := func(field, name string, v float64) error {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("profile %s: %s %q: cost %v must be a non-negative number of seconds", p.Name, field, name, v)
+		}
+		return nil
+	}
+	for field, m := range map[string]map[string]float64{"ops": p.Ops, "list_item": p.ListItem} {
+		for name, v := range m {
+			op, err := dataplane.ParseOp(name)
+			if err != nil {
+				return fmt.Errorf("profile %s: %s: %w", p.Name, field, err)
+			}
+			if op == dataplane.OpIPSetAdd || op == dataplane.OpIPSetDel {
+				return fmt.Errorf("profile %s: %s %q: ipset entries are priced per strategy under \"ipset\"", p.Name, field, name)
+			}
+			if err := check(field, name, v); err != nil {
+				return err
+			}
+		}
+	}
+	for s, c := range p.IPSet {
+		if !slices.Contains(dataplane.IPSetStrategies, s) {
+			return fmt.Errorf("profile %s: ipset: unknown strategy %q (want one of %v)", p.Name, s, dataplane.IPSetStrategies)
+		}
+		for name, v := range map[string]float64{"per_batch": c.PerBatch, "per_entry": c.PerEntry, "per_command": c.PerCommand} {
+			if err := check("ipset "+string(s), name, v); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range dataplane.IPSetStrategies {
+		if _, ok := p.IPSet[s]; !ok {
+			return fmt.Errorf("profile %s: ipset: strategy %q is not priced", p.Name, s)
+		}
+	}
+	return nil
+}
+
+// Cost returns the modeled cost of one operation of kind op, without list
+// items or batch overhead; ipset operations are priced under strategy s.
+func (p *Profile) Cost(op dataplane.Op, s dataplane.IPSetStrategy) time.Duration {
+	switch op {
+	case dataplane.OpIPSetAdd, dataplane.OpIPSetDel:
+		return seconds(p.IPSet[s].PerEntry)
+	case dataplane.OpIPSetCreate, dataplane.OpIPSetDestroy, dataplane.OpIPSetList:
+		return seconds(p.IPSet[s].PerCommand)
+	}
+	return seconds(p.Ops[op.String()])
+}
+
+func (p *Profile) table(s dataplane.IPSetStrategy) (costTable, error) {
+	if err := p.Validate(); err != nil {
+		return costTable{}, err
+	}
+	c, ok := p.IPSet[s]
+	if !ok {
+		return costTable{}, fmt.Errorf("sim: unknown ipset strategy %q (want one of %v)", s, dataplane.IPSetStrategies)
+	}
+	var t costTable
+	for _, op := range dataplane.AllOps() {
+		t.op[op] = p.Cost(op, s)
+		t.item[op] = seconds(p.ListItem[op.String()])
+	}
+	t.batch = seconds(c.PerBatch)
+	return t, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
