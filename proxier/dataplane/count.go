@@ -25,9 +25,15 @@ type Churn struct {
 	readded Ops
 }
 
+// churnKey identifies a kernel object by value, so that counting costs no
+// formatting on the hot path.
 type churnKey struct {
-	op   Op // the add operation that would undo the delete
-	a, b string
+	op    Op // the add operation that would undo the delete
+	svc   ServiceKey
+	dst   netip.AddrPort
+	name  string // set or link name
+	entry string // set entry
+	addr  netip.Prefix
 }
 
 // NewChurn returns an empty Churn.
@@ -90,7 +96,7 @@ func (w countedIPVS) Services() ([]VirtualServer, error) {
 
 func (w countedIPVS) AddService(s VirtualServer) error {
 	w.c.ops[OpIPVSServiceAdd]++
-	w.c.churn.addSeen(churnKey{OpIPVSServiceAdd, s.ServiceKey.String(), ""})
+	w.c.churn.addSeen(churnKey{op: OpIPVSServiceAdd, svc: s.ServiceKey})
 	return w.IPVS.AddService(s)
 }
 
@@ -101,7 +107,7 @@ func (w countedIPVS) UpdateService(s VirtualServer) error {
 
 func (w countedIPVS) DeleteService(k ServiceKey) error {
 	w.c.ops[OpIPVSServiceDelete]++
-	w.c.churn.deleteSeen(churnKey{OpIPVSServiceAdd, k.String(), ""})
+	w.c.churn.deleteSeen(churnKey{op: OpIPVSServiceAdd, svc: k})
 	return w.IPVS.DeleteService(k)
 }
 
@@ -112,7 +118,7 @@ func (w countedIPVS) Destinations(k ServiceKey) ([]RealServer, error) {
 
 func (w countedIPVS) AddDestination(k ServiceKey, r RealServer) error {
 	w.c.ops[OpIPVSDestinationAdd]++
-	w.c.churn.addSeen(churnKey{OpIPVSDestinationAdd, k.String(), r.AddrPort().String()})
+	w.c.churn.addSeen(churnKey{op: OpIPVSDestinationAdd, svc: k, dst: r.AddrPort()})
 	return w.IPVS.AddDestination(k, r)
 }
 
@@ -123,7 +129,7 @@ func (w countedIPVS) UpdateDestination(k ServiceKey, r RealServer) error {
 
 func (w countedIPVS) DeleteDestination(k ServiceKey, r RealServer) error {
 	w.c.ops[OpIPVSDestinationDelete]++
-	w.c.churn.deleteSeen(churnKey{OpIPVSDestinationAdd, k.String(), r.AddrPort().String()})
+	w.c.churn.deleteSeen(churnKey{op: OpIPVSDestinationAdd, svc: k, dst: r.AddrPort()})
 	return w.IPVS.DeleteDestination(k, r)
 }
 
@@ -158,10 +164,10 @@ func (w countedIPSet) Apply(changes []SetChange) error {
 		w.c.ops[OpIPSetDel] += int64(len(ch.Del))
 		if w.c.churn != nil {
 			for _, e := range ch.Del {
-				w.c.churn.deleteSeen(churnKey{OpIPSetAdd, ch.Set, e})
+				w.c.churn.deleteSeen(churnKey{op: OpIPSetAdd, name: ch.Set, entry: e})
 			}
 			for _, e := range ch.Add {
-				w.c.churn.addSeen(churnKey{OpIPSetAdd, ch.Set, e})
+				w.c.churn.addSeen(churnKey{op: OpIPSetAdd, name: ch.Set, entry: e})
 			}
 		}
 	}
@@ -204,13 +210,13 @@ func (w countedLinks) Addresses(link string, f Family) ([]netip.Addr, error) {
 
 func (w countedLinks) AddAddress(link string, p netip.Prefix) error {
 	w.c.ops[OpAddressBind]++
-	w.c.churn.addSeen(churnKey{OpAddressBind, link, p.String()})
+	w.c.churn.addSeen(churnKey{op: OpAddressBind, name: link, addr: p})
 	return w.Links.AddAddress(link, p)
 }
 
 func (w countedLinks) DelAddress(link string, p netip.Prefix) error {
 	w.c.ops[OpAddressUnbind]++
-	w.c.churn.deleteSeen(churnKey{OpAddressBind, link, p.String()})
+	w.c.churn.deleteSeen(churnKey{op: OpAddressBind, name: link, addr: p})
 	return w.Links.DelAddress(link, p)
 }
 
