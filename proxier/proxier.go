@@ -46,6 +46,7 @@ type Proxier struct {
 	slicesSynced   bool
 	nodeLabels     map[string]string
 	nodeAddrIP     netip.Addr // InternalIP of the family from the Node object
+	slicesSeen     sliceTracker
 
 	// syncMu serializes syncs; everything below belongs to the sync.
 	syncMu sync.Mutex
@@ -143,6 +144,7 @@ func New(cfg Config, family dataplane.Family, dp dataplane.Dataplane, opts Optio
 		}
 	}
 	p.pending = newChanges()
+	p.slicesSeen = newSliceTracker(p.clock.Now())
 	p.services = map[types.NamespacedName]*parsedService{}
 	p.slices = map[types.NamespacedName][]namedSlice{}
 	p.sliceSvc = map[types.NamespacedName]types.NamespacedName{}
@@ -242,15 +244,13 @@ func (p *Proxier) sliceChanged(s *discoveryv1.EndpointSlice, deleted bool) {
 	if !deleted {
 		ch.endpoints, _ = parseSlice(s, p.family, p.cfg.NodeName)
 	}
-	t := triggerTime(s)
 	p.mu.Lock()
-	if old, ok := p.pending.slices[key]; ok && !old.trigger.IsZero() && (t.IsZero() || old.trigger.Before(t)) {
-		t = old.trigger
-	}
-	ch.trigger = t
-	p.pending.slices[key] = ch
+	changed := p.slicesSeen.record(&p.pending, key, ch, triggerTime(s), deleted)
 	n := len(p.pending.slices)
 	p.mu.Unlock()
+	if !changed {
+		return
+	}
 	if m := p.opts.Metrics; m != nil {
 		m.EndpointChangesTot.WithLabelValues(string(p.family)).Inc()
 		m.EndpointChangesPend.WithLabelValues(string(p.family)).Set(float64(n))

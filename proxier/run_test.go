@@ -203,6 +203,7 @@ func TestNetworkProgrammingLatency(t *testing.T) {
 	m := NewMetrics(reg)
 	p, err := New(e.cfg, dataplane.IPv4, e.dp, Options{Clock: e.clock, Metrics: m})
 	require.NoError(t, err)
+	e.clock.Step(time.Minute) // trigger times before the proxier started do not count
 	e.synced(p)
 	p.OnServiceAdd(service("default", "web", "10.96.0.10"))
 	s := slice("default", "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)

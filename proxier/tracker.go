@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -46,6 +47,55 @@ type sliceChange struct {
 
 func newChanges() changes {
 	return changes{services: map[types.NamespacedName]*parsedService{}, slices: map[types.NamespacedName]*sliceChange{}}
+}
+
+// sliceTracker is what the EndpointSlice handlers remember across syncs, as
+// kube-proxy's endpoints change tracker does, so that network programming
+// latency counts only the changes this proxier was late to program.
+type sliceTracker struct {
+	// start is when the proxier started. A change made before it (the
+	// initial list after a restart carries hours-old trigger times) is not
+	// this proxier's latency: kube-proxy counts a trigger time only when it
+	// is after its tracker started.
+	start time.Time
+	// seen is what each slice last said to this proxier. A relist or a
+	// resync delivers unchanged objects again, and an update may touch only
+	// fields kube-proxy ignores (the trigger time annotation itself): none is
+	// a change, to be synced or to be reported.
+	seen map[types.NamespacedName]seenSlice
+}
+
+type seenSlice struct {
+	service   types.NamespacedName
+	endpoints sliceEndpoints
+}
+
+func newSliceTracker(start time.Time) sliceTracker {
+	return sliceTracker{start: start, seen: map[types.NamespacedName]seenSlice{}}
+}
+
+// record merges one EndpointSlice event (ch, with the slice's trigger time;
+// a deletion has no endpoints) into pending and reports whether it is a
+// change. Merged events keep the earliest trigger time that counts.
+func (t *sliceTracker) record(pending *changes, key types.NamespacedName, ch *sliceChange, trigger time.Time, deleted bool) bool {
+	old, known := t.seen[key]
+	if deleted {
+		delete(t.seen, key)
+	} else {
+		t.seen[key] = seenSlice{ch.service, ch.endpoints}
+	}
+	if known && old.service == ch.service && old.endpoints.equal(ch.endpoints) {
+		return false
+	}
+	if !trigger.After(t.start) {
+		trigger = time.Time{}
+	}
+	if prev, ok := pending.slices[key]; ok && !prev.trigger.IsZero() && (trigger.IsZero() || prev.trigger.Before(trigger)) {
+		trigger = prev.trigger
+	}
+	ch.trigger = trigger
+	pending.slices[key] = ch
+	return true
 }
 
 // skipService reports whether kube-proxy ignores a service altogether.
@@ -164,6 +214,12 @@ type endpoint struct {
 type sliceEndpoints map[string][]endpoint
 
 func portKey(name string, p dataplane.Protocol) string { return name + "/" + string(p) }
+
+// equal reports whether two parses of a slice are the same for the proxier;
+// nil (not of this family, or deleted) equals only nil.
+func (a sliceEndpoints) equal(b sliceEndpoints) bool {
+	return (a == nil) == (b == nil) && maps.EqualFunc(a, b, slices.Equal[[]endpoint])
+}
 
 // parseSlice extracts a slice's endpoints for the family; ok is false when the
 // slice is not the family's (or not kube-proxy's to read).

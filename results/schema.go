@@ -141,7 +141,7 @@ type Target struct {
 type Failure struct {
 	Target  int       `json:"target"` // index into Targets
 	Time    time.Time `json:"time"`
-	Outcome string    `json:"outcome"` // refused, reset, timeout, no-address, no-virtual-server, no-destination
+	Outcome string    `json:"outcome"` // measured: refused, reset, timeout; modeled: no-address, rejected, no-virtual-server, stale-conntrack, no-destination
 	Seconds float64   `json:"seconds"` // attempt latency
 }
 

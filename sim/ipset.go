@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
@@ -153,7 +152,7 @@ func (k *Kernel) Apply(changes []dataplane.SetChange) error {
 		entries += len(ch.Add) + len(ch.Del)
 	}
 	if entries > 0 {
-		k.charge(k.costs.batch + k.costs.op[dataplane.OpIPSetAdd]*time.Duration(entries))
+		k.charge(k.costs.batch)
 	}
 	var buf [128]byte
 	for _, ch := range changes {
@@ -162,6 +161,9 @@ func (k *Kernel) Apply(changes []dataplane.SetChange) error {
 			return errorf(syscall.ENOENT, "ipset apply %s", ch.Set)
 		}
 		for _, e := range ch.Del {
+			if s, ok = k.pace(s); !ok {
+				return errorf(syscall.ENOENT, "ipset apply %s", ch.Set)
+			}
 			c, err := k.setEntry(dataplane.OpIPSetDel, "del", s, e, buf[:0])
 			if err != nil {
 				return err
@@ -169,6 +171,9 @@ func (k *Kernel) Apply(changes []dataplane.SetChange) error {
 			delete(s.entries, c)
 		}
 		for _, e := range ch.Add {
+			if s, ok = k.pace(s); !ok {
+				return errorf(syscall.ENOENT, "ipset apply %s", ch.Set)
+			}
 			c, err := k.setEntry(dataplane.OpIPSetAdd, "add", s, e, buf[:0])
 			if err != nil {
 				return err
@@ -183,6 +188,22 @@ func (k *Kernel) Apply(changes []dataplane.SetChange) error {
 		}
 	}
 	return nil
+}
+
+// pace charges one entry and, once a chunk of wall time is owed, sleeps it
+// with the lock released: a batch of thousands of `ipset del` processes then
+// changes the sets at the modeled pace as probes and the other family's
+// proxier see them, instead of all at once followed by one long sleep. It
+// returns the set again, which may have been destroyed meanwhile.
+func (k *Kernel) pace(s *ipset) (*ipset, bool) {
+	k.charge(k.costs.op[dataplane.OpIPSetAdd])
+	if k.sleep == 0 {
+		return s, true
+	}
+	k.unlock()
+	k.lock()
+	s, ok := k.sets[s.spec.Name]
+	return s, ok
 }
 
 // setEntry checks faults for one entry and returns its canonical form.

@@ -44,11 +44,12 @@ type chain struct {
 }
 
 // rule is one rule as iptables-save prints it after "-A CHAIN ", with what
-// it references pulled out for the reference checks.
+// it references pulled out for the reference checks, and compiled for Probe.
 type rule struct {
-	text string
-	jump string   // -j / -g target or chain
-	sets []string // --match-set names
+	text  string
+	jump  string   // -j / -g target or chain
+	sets  []string // --match-set names
+	probe probeRule
 }
 
 func newTables() map[dataplane.Family]map[string]*table {
@@ -387,6 +388,7 @@ func (k *Kernel) parseRule(f dataplane.Family, t *table, spec []string) (rule, e
 		}
 	}
 	r.text = joinArgs(spec)
+	r.probe = compileProbeRule(spec)
 	return r, nil
 }
 

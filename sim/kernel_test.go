@@ -473,7 +473,7 @@ func TestProbeRoundRobin(t *testing.T) {
 }
 
 func TestLoadProfile(t *testing.T) {
-	require.Equal(t, []string{"host", "incident", "vm-tcg"}, sim.ProfileNames())
+	require.Equal(t, []string{"calibrated-host", "calibrated-vm-tcg", "host", "incident", "vm-tcg"}, sim.ProfileNames())
 	for _, name := range sim.ProfileNames() {
 		p, err := sim.LoadProfile(name)
 		require.NoError(t, err, name)
