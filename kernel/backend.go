@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +20,7 @@ import (
 
 // DefaultProbeTimeout is how long one probe attempt waits for a connection
 // and an answer before it counts as a timeout.
-const DefaultProbeTimeout = time.Second
+const DefaultProbeTimeout = 500 * time.Millisecond
 
 // BackendOptions configure a kernel scenario backend.
 type BackendOptions struct {
@@ -34,20 +36,23 @@ type BackendOptions struct {
 // are echo servers in the pods namespace. Every other endpoint stays a
 // synthetic address nothing routes to, so a run can have thousands of
 // services and still open only a handful of servers.
+//
+// A probe service's endpoint has a server exactly while the API says it is
+// ready, the rule the in-memory kernel's probes judge by: a connection that
+// IPVS sends to an endpoint that is not ready fails in both. Servers follow
+// the API lazily: before each attempt, the endpoints the target's virtual
+// server points at and the servers already running are checked against the
+// API's readiness (the ready function the replay hands to Probe), so no
+// attempt ever meets a server that is out of date, and the replay needs no
+// hook into the backend.
 type Backend struct {
 	k       *Kernel
 	topo    *Topology
 	servers *Servers
 	prober  *Prober
 
-	mu     sync.Mutex
-	probed map[string][]probedPort // by namespace/name of the Service
-	slices map[string][]serverKey  // servers each EndpointSlice (namespace/name) runs
-}
-
-type probedPort struct {
-	name  string
-	proto dataplane.Protocol
+	mu      sync.Mutex
+	running map[string]map[serverKey]bool // servers by probed service (namespace/name)
 }
 
 // NewBackend opens the kernel dataplane and builds the topology. It refuses
@@ -63,7 +68,7 @@ func NewBackend(opts BackendOptions) (b *Backend, err error) {
 	if opts.ProbeTimeout == 0 {
 		opts.ProbeTimeout = DefaultProbeTimeout
 	}
-	b = &Backend{probed: map[string][]probedPort{}, slices: map[string][]serverKey{}}
+	b = &Backend{running: map[string]map[serverKey]bool{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, b.Close())
@@ -89,36 +94,36 @@ func (b *Backend) Dataplane() dataplane.Dataplane { return b.k.Dataplane() }
 // Basis: every duration and probe outcome of a kernel run is measured.
 func (b *Backend) Basis() string { return results.Measured }
 
-// Prepare starts servers for the probe targets' endpoints in the initial cluster.
-func (b *Backend) Prepare(ctx context.Context, c *objects.Set, targets []results.Target) error {
+// Prepare starts servers for the probe targets' ready endpoints in the
+// initial cluster, so the first attempts find them.
+func (b *Backend) Prepare(_ context.Context, c *objects.Set, targets []results.Target) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	ports := map[string][]probedPort{}
 	for _, t := range targets {
 		svc, port, err := splitTargetService(t.Service)
 		if err != nil {
-			b.mu.Unlock()
 			return err
 		}
-		pp := probedPort{port, t.Protocol}
-		if !containsPort(b.probed[svc], pp) {
-			b.probed[svc] = append(b.probed[svc], pp)
-		}
+		ports[svc] = append(ports[svc], probedPort{port, t.Protocol})
 	}
-	b.mu.Unlock()
 	for _, s := range c.EndpointSlices {
-		if err := b.EndpointSliceChanged(ctx, s, false); err != nil {
-			return err
+		svc := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+		if len(ports[svc]) == 0 {
+			continue
+		}
+		for _, k := range readyEndpoints(s, ports[svc]) {
+			if err := b.start(svc, k); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-func containsPort(ps []probedPort, p probedPort) bool {
-	for _, q := range ps {
-		if q == p {
-			return true
-		}
-	}
-	return false
+type probedPort struct {
+	name  string
+	proto dataplane.Protocol
 }
 
 // splitTargetService splits a results.Target's "namespace/name:port-name".
@@ -130,77 +135,21 @@ func splitTargetService(s string) (svc, port string, err error) {
 	return s[:i], s[i+1:], nil
 }
 
-// EndpointSliceChanged starts servers for a probe service's endpoints that
-// are new or serving again and stops those that are gone or no longer
-// serving. Slices of other services are ignored.
-func (b *Backend) EndpointSliceChanged(_ context.Context, s *discoveryv1.EndpointSlice, deleted bool) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	svc := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
-	ports := b.probed[svc]
-	if len(ports) == 0 {
-		return nil
-	}
-	key := s.Namespace + "/" + s.Name
-	var want []serverKey
-	if !deleted {
-		want = servingEndpoints(s, ports)
-	}
-	have := b.slices[key]
-	var errs []error
-	for _, k := range have {
-		if !containsKey(want, k) {
-			b.servers.Stop(k.ep, k.proto)
-			errs = append(errs, b.topo.RemovePodAddress(k.ep.Addr()))
-		}
-	}
-	var running []serverKey
-	for _, k := range have {
-		if containsKey(want, k) {
-			running = append(running, k)
-		}
-	}
-	for _, k := range want {
-		if containsKey(have, k) {
-			continue
-		}
-		if err := b.topo.AddPodAddress(k.ep.Addr()); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := b.servers.Start(k.ep, k.proto); err != nil {
-			errs = append(errs, err, b.topo.RemovePodAddress(k.ep.Addr()))
-			continue
-		}
-		running = append(running, k)
-	}
-	if len(running) == 0 {
-		delete(b.slices, key)
-	} else {
-		b.slices[key] = running
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("endpoints of %s (slice %s): %w", svc, key, err)
-	}
-	return nil
-}
-
-// servingEndpoints lists the endpoint address:ports of the probed ports that
-// accept connections: serving (a terminating pod still serves until it
-// exits), which the API defaults to ready, which it defaults to true.
-func servingEndpoints(s *discoveryv1.EndpointSlice, ports []probedPort) []serverKey {
+// readyEndpoints lists the endpoint address:ports of the probed ports that
+// the API calls ready (an unset condition counts as ready), by the first
+// address of each endpoint, as the replay's readiness does.
+func readyEndpoints(s *discoveryv1.EndpointSlice, ports []probedPort) []serverKey {
 	var out []serverKey
 	for _, ep := range s.Endpoints {
-		c := ep.Conditions
-		serving := c.Ready == nil || *c.Ready
-		if c.Serving != nil {
-			serving = *c.Serving
-		}
-		if !serving {
+		if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
 			continue
 		}
+		addr, err := netip.ParseAddr(ep.Addresses[0])
+		if err != nil {
+			continue // the loader rejects these; nothing to serve
+		}
 		for _, p := range s.Ports {
-			if p.Port == nil {
+			if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
 				continue
 			}
 			name, proto := "", dataplane.TCP
@@ -210,31 +159,80 @@ func servingEndpoints(s *discoveryv1.EndpointSlice, ports []probedPort) []server
 			if p.Protocol != nil {
 				proto = dataplane.Protocol(*p.Protocol)
 			}
-			if !containsPort(ports, probedPort{name, proto}) {
+			if !slices.Contains(ports, probedPort{name, proto}) {
 				continue
 			}
-			for _, a := range ep.Addresses {
-				addr, err := netip.ParseAddr(a)
-				if err != nil || *p.Port <= 0 || *p.Port > 65535 {
-					continue // the loader rejects these; nothing to serve
-				}
-				k := serverKey{netip.AddrPortFrom(addr.Unmap(), uint16(*p.Port)), proto}
-				if !containsKey(out, k) {
-					out = append(out, k)
-				}
+			k := serverKey{netip.AddrPortFrom(addr.Unmap(), uint16(*p.Port)), proto}
+			if !slices.Contains(out, k) {
+				out = append(out, k)
 			}
 		}
 	}
 	return out
 }
 
-func containsKey(ks []serverKey, k serverKey) bool {
-	for _, x := range ks {
-		if x == k {
-			return true
+// start opens a server for one of svc's endpoints (b.mu held).
+func (b *Backend) start(svc string, k serverKey) error {
+	if b.running[svc][k] {
+		return nil
+	}
+	if err := b.topo.AddPodAddress(k.ep.Addr()); err != nil {
+		return fmt.Errorf("endpoint %s of %s: %w", k.ep, svc, err)
+	}
+	if err := b.servers.Start(k.ep, k.proto); err != nil {
+		return errors.Join(fmt.Errorf("endpoint %s of %s: %w", k.ep, svc, err), b.topo.RemovePodAddress(k.ep.Addr()))
+	}
+	if b.running[svc] == nil {
+		b.running[svc] = map[serverKey]bool{}
+	}
+	b.running[svc][k] = true
+	return nil
+}
+
+// stop closes a server of svc's (b.mu held).
+func (b *Backend) stop(svc string, k serverKey) error {
+	b.servers.Stop(k.ep, k.proto)
+	delete(b.running[svc], k)
+	if err := b.topo.RemovePodAddress(k.ep.Addr()); err != nil {
+		return fmt.Errorf("endpoint %s of %s: %w", k.ep, svc, err)
+	}
+	return nil
+}
+
+// reconcile makes the servers of target's service agree with the API before
+// an attempt: every endpoint the virtual server points at, and every server
+// running, is checked against ready.
+func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, ready func(netip.AddrPort) bool) error {
+	svc, _, err := splitTargetService(target.Service)
+	if err != nil {
+		return err
+	}
+	key := dataplane.ServiceKey{Address: addr.Addr(), Port: addr.Port(), Protocol: target.Protocol}
+	dests, err := b.k.Dataplane().IPVS.Destinations(key)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("probe %s: %w", target.Address, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	candidates := map[serverKey]bool{}
+	for k := range b.running[svc] {
+		if k.proto == target.Protocol {
+			candidates[k] = true
 		}
 	}
-	return false
+	for _, d := range dests {
+		candidates[serverKey{d.AddrPort(), target.Protocol}] = true
+	}
+	var errs []error
+	for k := range candidates {
+		switch want := ready(k.ep); {
+		case want && !b.running[svc][k]:
+			errs = append(errs, b.start(svc, k))
+		case !want && b.running[svc][k]:
+			errs = append(errs, b.stop(svc, k))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Probe makes one real attempt against target from the client namespace.
@@ -242,12 +240,14 @@ func containsKey(ks []serverKey, k serverKey) bool {
 // the new connection succeeded but the long-lived one was reset or stalled,
 // the attempt fails with that outcome: a drop of an established connection
 // (graceful termination gone wrong, a virtual server or address deleted
-// under it) is disruption as much as a refused connection is. ready is not
-// consulted: whether a server answered is what the kernel says.
-func (b *Backend) Probe(ctx context.Context, target results.Target, _ func(netip.AddrPort) bool) (string, time.Duration, error) {
+// under it) is disruption as much as a refused connection is.
+func (b *Backend) Probe(ctx context.Context, target results.Target, ready func(netip.AddrPort) bool) (string, time.Duration, error) {
 	addr, err := netip.ParseAddrPort(target.Address)
 	if err != nil {
 		return "", 0, fmt.Errorf("probe target %s: address %q: %w", target.Service, target.Address, err)
+	}
+	if err := b.reconcile(target, addr, ready); err != nil {
+		return "", 0, err
 	}
 	a, err := b.prober.Probe(ctx, addr, target.Protocol)
 	if err != nil {

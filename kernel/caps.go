@@ -102,6 +102,9 @@ func (c Capabilities) MissingFor(backend string, n Needs) []string {
 	}
 	need("root", c.Root)
 	need("network namespaces", c.NetNS)
+	if len(out) > 0 {
+		return out // nothing else could be checked
+	}
 	need("IPVS", c.IPVS)
 	if c.IPVS.OK {
 		need("IPVS scheduler "+n.Scheduler, c.Schedulers[n.Scheduler])
@@ -166,11 +169,10 @@ func Detect() Capabilities {
 // fillUnchecked marks everything not probed.
 func (c *Capabilities) fillUnchecked(why string) {
 	no := Check{Detail: "not checked: " + why}
-	c.IPVS, c.Dummy, c.Veth, c.Conntrack, c.IPv6 = no, no, no, no, no
+	c.IPVS, c.Dummy, c.Veth, c.Conntrack, c.IPv6, c.IPSetTool = no, no, no, no, no, no
 	for _, t := range supportedSetTypes {
 		c.IPSetTypes[t] = no
 	}
-	c.IPSetTool = toolCheck("ipset", "version")
 	for _, m := range []string{"legacy", "nft"} {
 		c.IPTables[m] = no
 	}
@@ -203,7 +205,9 @@ func (c *Capabilities) probe() {
 	for _, m := range []string{"legacy", "nft"} {
 		c.IPTables[m] = iptablesCheck(m)
 	}
-	if _, err := h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET); err != nil {
+	if _, err := redump(func() ([]*netlink.ConntrackFlow, error) {
+		return h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	}); err != nil {
 		c.Conntrack = Check{Detail: fmt.Sprintf("conntrack netlink dump: %v", err)}
 	} else {
 		c.Conntrack = Check{OK: true}

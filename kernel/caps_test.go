@@ -41,6 +41,10 @@ func TestMissing(t *testing.T) {
 	noBitmap.IPSetTypes[dataplane.BitmapPort] = Check{Detail: "set type not supported"}
 	noHashNet := allCaps()
 	noHashNet.IPSetTypes[dataplane.HashNet] = Check{Detail: "set type not supported"}
+	notRoot := allCaps()
+	notRoot.Root = Check{Detail: "running as uid 1000"}
+	notRoot.NetNS = Check{Detail: "unshare(CLONE_NEWNET): operation not permitted"}
+	notRoot.IPVS = Check{Detail: "not checked: needs a private network namespace"}
 	noTool := allCaps()
 	noTool.IPSetTool = Check{Detail: "ipset not installed"}
 	noV6 := allCaps()
@@ -60,6 +64,8 @@ func TestMissing(t *testing.T) {
 		{"no iptables", noIPTables, "kernel", Needs{}, []string{"iptables (legacy: no; nft: no)"}},
 		{"kube-proxy set type", noBitmap, "kernel", Needs{}, []string{"ipset type bitmap:port (set type not supported)"}},
 		{"set type kube-proxy does not use", noHashNet, "kernel", Needs{}, nil},
+		{"not root: the rest was not checked", notRoot, "kernel", Needs{},
+			[]string{"root (running as uid 1000)", "network namespaces (unshare(CLONE_NEWNET): operation not permitted)"}},
 		{"unknown backend", allCaps(), "kvm", Needs{}, []string{`unknown backend "kvm" (want one of [sim kernel])`}},
 		{"scheduler a scenario asks for", noRR, "kernel", Needs{Scheduler: "wrr"}, nil},
 		{"ipset tool for exec", noTool, "kernel", Needs{}, []string{"ipset tool (ipset not installed)"}},

@@ -120,7 +120,7 @@ func (ns *scratchNamespace) reset(t *testing.T) {
 	for _, s := range list {
 		require.NoError(t, sets.DestroySet(s.Name))
 	}
-	links, err := netlink.LinkList()
+	links, err := redump(netlink.LinkList)
 	require.NoError(t, err)
 	for _, l := range links {
 		if l.Attrs().Name != "lo" {

@@ -61,11 +61,17 @@ func (c conntrack) Delete(f dataplane.ConntrackFilter) (int, error) {
 	if dataplane.FamilyOf(addr) == dataplane.IPv6 {
 		family = unix.AF_INET6
 	}
-	n, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, family, m)
+	// An interrupted dump still deletes what it saw; the next pass gets the rest.
+	total := 0
+	_, err := redump(func() (struct{}, error) {
+		n, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, family, m)
+		total += int(n)
+		return struct{}{}, err
+	})
 	if err != nil {
-		return int(n), fmt.Errorf("conntrack delete %s: %w", describeFilter(f), err)
+		return total, fmt.Errorf("conntrack delete %s: %w", describeFilter(f), err)
 	}
-	return int(n), nil
+	return total, nil
 }
 
 func describeFilter(f dataplane.ConntrackFilter) string {

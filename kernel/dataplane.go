@@ -20,6 +20,7 @@ import (
 
 	"github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
@@ -108,6 +109,10 @@ func (k *Kernel) Dataplane() dataplane.Dataplane {
 	}
 }
 
+// IPTablesMode is the iptables variant in use, "legacy" or "nft" (after
+// detection when Options left it empty), for a run's results to record.
+func (k *Kernel) IPTablesMode() string { return k.iptables.mode }
+
 // Close releases the netlink sockets. Kernel state stays as it is: it lives
 // and dies with the namespace.
 func (k *Kernel) Close() {
@@ -118,6 +123,23 @@ func (k *Kernel) Close() {
 		k.ipsetNL.close()
 	}
 	k.link.Close()
+}
+
+// dumpAttempts bounds the retries of a netlink dump the kernel interrupted
+// (NLM_F_DUMP_INTR: the table changed while it was read, as when IPv6 adds
+// an address to a link that just came up). The partial answer is not used.
+const dumpAttempts = 5
+
+// redump runs a netlink dump until the kernel answers it uninterrupted.
+func redump[T any](dump func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range dumpAttempts {
+		if v, err = dump(); !errors.Is(err, nl.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return v, err
 }
 
 // run executes a tool in the current namespace with stdin, returning its

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"errors"
 	"io/fs"
 	"net"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
@@ -208,6 +210,14 @@ func TestDetectIPTablesMode(t *testing.T) {
 	require.Equal(t, "legacy", DetectIPTablesMode(), "kubelet's hint in legacy")
 	hint("nft")
 	require.Equal(t, "nft", DetectIPTablesMode(), "kubelet's hint in both: nft is asked first")
+	k, err := New(Options{})
+	require.NoError(t, err)
+	defer k.Close()
+	require.Equal(t, "nft", k.IPTablesMode(), "New detects when not told")
+	k2, err := New(Options{IPTablesMode: "legacy"})
+	require.NoError(t, err)
+	defer k2.Close()
+	require.Equal(t, "legacy", k2.IPTablesMode())
 }
 
 func TestToolErrorErrno(t *testing.T) {
@@ -270,4 +280,35 @@ func TestIPVSReadBack(t *testing.T) {
 	require.ErrorIs(t, err, unix.ENOENT, "IPVS says ESRCH; the contract says ENOENT")
 	_, err = ipvs.Destinations(missing)
 	require.ErrorIs(t, err, unix.ENOENT)
+}
+
+func TestRedump(t *testing.T) {
+	other := errors.New("netlink: no buffer space")
+	for _, tc := range []struct {
+		name      string
+		answers   []error // per call; the last one repeats
+		wantCalls int
+		wantErr   error
+	}{
+		{"first answer", []error{nil}, 1, nil},
+		{"interrupted twice", []error{nl.ErrDumpInterrupted, nl.ErrDumpInterrupted, nil}, 3, nil},
+		{"always interrupted", []error{nl.ErrDumpInterrupted}, dumpAttempts, nl.ErrDumpInterrupted},
+		{"other errors are not retried", []error{other}, 1, other},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			v, err := redump(func() (int, error) {
+				err := tc.answers[min(calls, len(tc.answers)-1)]
+				calls++
+				return calls, err
+			})
+			require.Equal(t, tc.wantCalls, calls)
+			require.Equal(t, calls, v, "the last answer is returned")
+			if tc.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.wantErr)
+			}
+		})
+	}
 }

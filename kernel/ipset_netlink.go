@@ -196,7 +196,7 @@ func (n *ipsetNetlink) list(set string, flags uint32) ([][]byte, error) {
 	if flags != 0 {
 		req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_FLAGS|unix.NLA_F_NET_BYTEORDER, be32(flags)))
 	}
-	return n.execute(req)
+	return redump(func() ([][]byte, error) { return n.execute(req) })
 }
 
 func (n *ipsetNetlink) remember(s dataplane.Set) setInfo {

@@ -60,7 +60,7 @@ func firstLine(s, fallback string) string {
 	return s
 }
 
-func (t ipvsTable) do(op string, obj fmt.Stringer, f func(h *ipvs.Handle) error) error {
+func (t ipvsTable) do(op, obj string, f func(h *ipvs.Handle) error) error {
 	if t.k.ipvs == nil {
 		return fmt.Errorf("ipvs %s %s: %w", op, obj, t.k.ipvsErr)
 	}
@@ -82,13 +82,9 @@ func ipvsErrno(err error) error {
 	return err
 }
 
-type stringer string
-
-func (s stringer) String() string { return string(s) }
-
 func (t ipvsTable) Services() ([]dataplane.VirtualServer, error) {
 	var svcs []*ipvs.Service
-	err := t.do("list", stringer("services"), func(h *ipvs.Handle) (err error) {
+	err := t.do("list", "services", func(h *ipvs.Handle) (err error) {
 		svcs, err = h.GetServices()
 		return err
 	})
@@ -114,7 +110,7 @@ func (t ipvsTable) AddService(vs dataplane.VirtualServer) error {
 	if err != nil {
 		return fmt.Errorf("ipvs add-service %s: %w", vs.ServiceKey, err)
 	}
-	return t.do("add-service", vs.ServiceKey, func(h *ipvs.Handle) error { return h.NewService(s) })
+	return t.do("add-service", vs.ServiceKey.String(), func(h *ipvs.Handle) error { return h.NewService(s) })
 }
 
 func (t ipvsTable) UpdateService(vs dataplane.VirtualServer) error {
@@ -122,7 +118,7 @@ func (t ipvsTable) UpdateService(vs dataplane.VirtualServer) error {
 	if err != nil {
 		return fmt.Errorf("ipvs update-service %s: %w", vs.ServiceKey, err)
 	}
-	return t.do("update-service", vs.ServiceKey, func(h *ipvs.Handle) error { return h.UpdateService(s) })
+	return t.do("update-service", vs.ServiceKey.String(), func(h *ipvs.Handle) error { return h.UpdateService(s) })
 }
 
 func (t ipvsTable) DeleteService(k dataplane.ServiceKey) error {
@@ -130,7 +126,7 @@ func (t ipvsTable) DeleteService(k dataplane.ServiceKey) error {
 	if err != nil {
 		return fmt.Errorf("ipvs delete-service %s: %w", k, err)
 	}
-	return t.do("delete-service", k, func(h *ipvs.Handle) error { return h.DelService(s) })
+	return t.do("delete-service", k.String(), func(h *ipvs.Handle) error { return h.DelService(s) })
 }
 
 // Destinations lists a virtual server's real servers. The kernel answers a
@@ -142,7 +138,7 @@ func (t ipvsTable) Destinations(k dataplane.ServiceKey) ([]dataplane.RealServer,
 		return nil, fmt.Errorf("ipvs list-destinations %s: %w", k, err)
 	}
 	var dsts []*ipvs.Destination
-	err = t.do("list-destinations", k, func(h *ipvs.Handle) error {
+	err = t.do("list-destinations", k.String(), func(h *ipvs.Handle) error {
 		var err error
 		if dsts, err = h.GetDestinations(s); err != nil || len(dsts) > 0 {
 			return err
@@ -184,7 +180,7 @@ func (t ipvsTable) DeleteDestination(k dataplane.ServiceKey, r dataplane.RealSer
 
 func (t ipvsTable) destination(op string, k dataplane.ServiceKey, r dataplane.RealServer,
 	f func(*ipvs.Handle, *ipvs.Service, *ipvs.Destination) error) error {
-	obj := stringer(k.String() + " -> " + r.AddrPort().String())
+	obj := k.String() + " -> " + r.AddrPort().String()
 	s, err := serviceID(k)
 	if err != nil {
 		return fmt.Errorf("ipvs %s %s: %w", op, obj, err)

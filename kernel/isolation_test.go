@@ -57,6 +57,15 @@ func childRun(ctx context.Context, mode string) (err error) {
 	if !Isolated() {
 		return ErrNotIsolated
 	}
+	if mode == "crash" {
+		// A run whose parent died too: its namespace outlives both.
+		ns, err := newNamedNetns(fmt.Sprintf("%s%d-pods", NetnsPrefix, deadPID))
+		if err != nil {
+			return err
+		}
+		fmt.Println(childReady)
+		return ns.handle.Close()
+	}
 	topo, err := NewTopology(TopologyConfig{})
 	if err != nil {
 		return err
@@ -114,6 +123,24 @@ func childRun(ctx context.Context, mode string) (err error) {
 			return fmt.Errorf("probe %s/%s answered by %s", c.target, c.proto, a.Served)
 		}
 	}
+	// An endpoint that goes away takes its address and route with it, and
+	// can come back.
+	servers.Stop(ep, dataplane.TCP)
+	if err := topo.RemovePodAddress(ep.Addr()); err != nil {
+		return err
+	}
+	if a, err := prober.Probe(ctx, ep, dataplane.TCP); err != nil || a.Outcome == OutcomeOK {
+		return fmt.Errorf("probe of a removed endpoint: %+v, %v", a, err)
+	}
+	if err := topo.AddPodAddress(ep.Addr()); err != nil {
+		return err
+	}
+	if err := servers.Start(ep, dataplane.TCP); err != nil {
+		return err
+	}
+	if a, err := prober.Probe(ctx, ep, dataplane.TCP); err != nil || a.Outcome != OutcomeOK {
+		return fmt.Errorf("probe of a restored endpoint: %+v, %v", a, err)
+	}
 	fmt.Println(childReady)
 	if mode != "wait" {
 		return nil
@@ -132,9 +159,12 @@ func childRun(ctx context.Context, mode string) (err error) {
 	return errors.New("not interrupted within 30 s")
 }
 
-// hostSnapshot is the state of the host's network namespace that a kernel
+// deadPID is a process id no process has (above Linux's pid_max).
+const deadPID = 1 << 30
+
+// HostSnapshot is the state of the host's network namespace that a kernel
 // run must leave as it found it.
-func hostSnapshot(t *testing.T) map[string]string {
+func HostSnapshot(t *testing.T) map[string]string {
 	t.Helper()
 	cmds := [][]string{
 		{"ip", "-d", "link"}, {"ip", "addr"}, {"ip", "route"}, {"ip", "-6", "route"},
@@ -190,7 +220,7 @@ func TestHostUntouched(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := hostSnapshot(t)
+			before := HostSnapshot(t)
 			t.Setenv(childModeEnv, tc.mode)
 			pr, pw := io.Pipe()
 			var stderr bytes.Buffer
@@ -230,7 +260,7 @@ func TestHostUntouched(t *testing.T) {
 			require.NoError(t, r.err, stderr.String())
 			require.True(t, ready, "child never got ready: %s", stderr.String())
 			require.Equal(t, tc.wantCode, r.code, stderr.String())
-			require.Equal(t, before, hostSnapshot(t))
+			require.Equal(t, before, HostSnapshot(t))
 		})
 	}
 }
@@ -286,4 +316,35 @@ func TestParseNetnsName(t *testing.T) {
 		require.Equal(t, tc.ok, ok, tc.name)
 		require.Equal(t, tc.pid, pid, tc.name)
 	}
+}
+
+// TestCleanRemovesStaleNamespaces leaves a namespace named for a dead run
+// behind (as a run whose parent was killed would) and checks that Clean
+// removes it, keeps nothing else, and leaves /run as it found it.
+func TestCleanRemovesStaleNamespaces(t *testing.T) {
+	requireRoot(t)
+	before := HostSnapshot(t)
+	t.Setenv(childModeEnv, "crash")
+	var stdout, stderr bytes.Buffer
+	code, err := RunIsolated(nil, nil, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	require.Zero(t, code, stderr.String())
+	require.Contains(t, stdout.String(), childReady)
+	stale, err := ListRunNetns(deadPID)
+	require.NoError(t, err)
+	require.Len(t, stale, 1)
+
+	rep, err := Clean(false)
+	require.NoError(t, err)
+	require.Contains(t, rep.Removed, stale[0].Name)
+	require.Empty(t, rep.Killed)
+	stale, err = ListRunNetns(deadPID)
+	require.NoError(t, err)
+	require.Empty(t, stale)
+	if !strings.Contains(before["ls -a /run/netns"], "No such file") {
+		return
+	}
+	// Clean does not know who made /run/netns: this test made it, and removes it.
+	removeNetnsDirIfEmpty()
+	require.Equal(t, before, HostSnapshot(t))
 }

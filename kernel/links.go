@@ -95,7 +95,7 @@ func (l links) Addresses(link string, f dataplane.Family) ([]netip.Addr, error) 
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := l.h.AddrList(lk, nlFamily(f))
+	addrs, err := redump(func() ([]netlink.Addr, error) { return l.h.AddrList(lk, nlFamily(f)) })
 	if err != nil {
 		return nil, fmt.Errorf("list addresses %s: %w", link, err)
 	}
@@ -164,7 +164,7 @@ func (l links) DelAddress(link string, p netip.Prefix) error {
 }
 
 func (l links) LocalAddresses(f dataplane.Family, exclude ...string) ([]dataplane.InterfaceAddr, error) {
-	lks, err := l.h.LinkList()
+	lks, err := redump(l.h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
@@ -174,7 +174,7 @@ func (l links) LocalAddresses(f dataplane.Family, exclude ...string) ([]dataplan
 		if attrs.Flags&net.FlagUp == 0 || slices.Contains(exclude, attrs.Name) {
 			continue
 		}
-		addrs, err := l.h.AddrList(lk, nlFamily(f))
+		addrs, err := redump(func() ([]netlink.Addr, error) { return l.h.AddrList(lk, nlFamily(f)) })
 		if err != nil {
 			return nil, fmt.Errorf("list addresses %s: %w", attrs.Name, err)
 		}

@@ -154,7 +154,10 @@ func NewNetns(role string) (*Netns, error) {
 	if !Isolated() {
 		return nil, ErrNotIsolated
 	}
-	name := NetnsName(role)
+	return newNamedNetns(NetnsName(role))
+}
+
+func newNamedNetns(name string) (*Netns, error) {
 	n := &Netns{Name: name}
 	errc := make(chan error, 1)
 	go func() {
@@ -438,4 +441,15 @@ func waitGone(pid int, limit time.Duration) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// LoopbackUp brings lo up in an isolated process's namespace. A fresh
+// namespace has it down, and with no local routing table the kernel takes
+// every address for a broadcast address: IPVS then refuses real servers
+// (EINVAL) and nothing can be bound to 127.0.0.1.
+func LoopbackUp() error {
+	if !Isolated() {
+		return ErrNotIsolated
+	}
+	return setLinkUp("lo")
 }

@@ -257,11 +257,14 @@ func (p *Prober) dial(ctx context.Context, network string, target netip.AddrPort
 	return conn, err
 }
 
-// exchange sends the request and reads the endpoint's answer.
-func exchange(c net.Conn, r *bufio.Reader, deadline time.Time) (netip.AddrPort, error) {
+// exchange sends the request and reads the endpoint's answer, giving up at
+// deadline or as soon as ctx ends (a stopped run does not wait out probes).
+func exchange(ctx context.Context, c net.Conn, r *bufio.Reader, deadline time.Time) (netip.AddrPort, error) {
 	if err := c.SetDeadline(deadline); err != nil {
 		return netip.AddrPort{}, err
 	}
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
 	if _, err := io.WriteString(c, probeRequest); err != nil {
 		return netip.AddrPort{}, err
 	}
@@ -286,7 +289,7 @@ func (p *Prober) tcpOnce(ctx context.Context, target netip.AddrPort) (string, ti
 		return classify(err), time.Since(start), netip.AddrPort{}
 	}
 	defer c.Close()
-	served, err := exchange(c, bufio.NewReader(c), deadline)
+	served, err := exchange(ctx, c, bufio.NewReader(c), deadline)
 	if err != nil {
 		return classify(err), time.Since(start), netip.AddrPort{}
 	}
@@ -300,7 +303,7 @@ func (p *Prober) udpOnce(ctx context.Context, target netip.AddrPort) (string, ti
 		return classify(err), time.Since(start), netip.AddrPort{}
 	}
 	defer c.Close()
-	served, err := exchange(c, bufio.NewReader(c), start.Add(p.timeout))
+	served, err := exchange(ctx, c, bufio.NewReader(c), start.Add(p.timeout))
 	if err != nil {
 		return classify(err), time.Since(start), netip.AddrPort{}
 	}
@@ -330,7 +333,7 @@ func (p *Prober) longRound(ctx context.Context, target netip.AddrPort) string {
 		lc.conn, lc.r = c, bufio.NewReader(c)
 		return OutcomeOK
 	}
-	_, err := exchange(lc.conn, lc.r, time.Now().Add(p.timeout))
+	_, err := exchange(ctx, lc.conn, lc.r, time.Now().Add(p.timeout))
 	if err == nil {
 		return OutcomeOK
 	}

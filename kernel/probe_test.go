@@ -97,16 +97,16 @@ func TestProbeThroughIPVS(t *testing.T) {
 	require.Contains(t, []string{OutcomeReset, OutcomeTimeout}, a.Long)
 }
 
-// TestServingEndpoints checks which endpoints of a slice get servers: those
-// that accept connections, on the probed port only.
-func TestServingEndpoints(t *testing.T) {
+// TestReadyEndpoints checks which endpoints of a slice get servers: the
+// ready ones (unset conditions count as ready), on the probed port only.
+func TestReadyEndpoints(t *testing.T) {
 	s := sliceFixture()
-	got := servingEndpoints(s, []probedPort{{"http", dataplane.TCP}})
+	got := readyEndpoints(s, []probedPort{{"http", dataplane.TCP}})
 	require.Equal(t, []serverKey{
 		{netip.MustParseAddrPort("10.244.0.1:8080"), dataplane.TCP},
-		{netip.MustParseAddrPort("10.244.0.3:8080"), dataplane.TCP},
+		{netip.MustParseAddrPort("10.244.0.4:8080"), dataplane.TCP},
 	}, got)
-	require.Empty(t, servingEndpoints(s, []probedPort{{"dns", dataplane.UDP}}))
+	require.Empty(t, readyEndpoints(s, []probedPort{{"dns", dataplane.UDP}}))
 }
 
 func sliceFixture() *discoveryv1.EndpointSlice {
@@ -122,5 +122,15 @@ func sliceFixture() *discoveryv1.EndpointSlice {
 			{Addresses: []string{"10.244.0.3"}, Conditions: discoveryv1.EndpointConditions{Ready: &fal, Serving: &tru, Terminating: &tru}}, // terminating, still serving
 			{Addresses: []string{"10.244.0.4"}, Conditions: discoveryv1.EndpointConditions{Ready: &tru, Serving: &fal}},
 		},
+	}
+}
+
+func TestClientAddress(t *testing.T) {
+	for _, tc := range []struct{ cidr, want string }{
+		{"10.244.0.0/16", "10.244.255.254"},
+		{"10.244.3.7/24", "10.244.3.254"},
+		{"fd00:244::/64", "fd00:244::ffff:ffff:ffff:fffe"},
+	} {
+		require.Equal(t, tc.want, clientAddress(netip.MustParsePrefix(tc.cidr)).String(), tc.cidr)
 	}
 }

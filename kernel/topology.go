@@ -30,9 +30,15 @@ import (
 // naming the node's veth, as Calico does: no ARP on the way in, so the
 // proxier's strictARP sysctls cannot cut the path, and the node's node
 // addresses stay the only addresses NodePorts bind to.
+//
+// Each namespace's eth0 also keeps an anchor address (169.254.1.2/32,
+// scope link) for its whole life: the kernel flushes a link's IPv4 routes
+// when its last IPv4 address goes, and the pods namespace loses and regains
+// endpoint addresses as endpoints come and go.
 var (
 	gatewayV4 = netip.MustParseAddr("169.254.1.1")
 	gatewayV6 = netip.MustParseAddr("fe80::1")
+	anchorV4  = netip.MustParsePrefix("169.254.1.2/32")
 )
 
 // Link names. The node's link to the client is eth0 so that, as on a real
@@ -50,19 +56,33 @@ type TopologyConfig struct {
 	// fd00::10/64, so that sim and kernel runs of a scenario probe the same
 	// addresses.
 	NodeAddresses []netip.Prefix
-	// ClientAddresses are the client pod's addresses, one per family used.
-	// Empty means 10.244.255.254 and fd00:244::fffe.
-	ClientAddresses []netip.Addr
+	// PodCIDRs place the client pod: it takes each CIDR's last address but
+	// one, which a scenario's generator hands out last, as the in-memory
+	// kernel's client does. Empty means 10.244.0.0/16 and fd00:244::/64.
+	PodCIDRs []netip.Prefix
 }
 
 func (c TopologyConfig) withDefaults() TopologyConfig {
 	if len(c.NodeAddresses) == 0 {
 		c.NodeAddresses = []netip.Prefix{netip.MustParsePrefix("192.168.0.10/24"), netip.MustParsePrefix("fd00::10/64")}
 	}
-	if len(c.ClientAddresses) == 0 {
-		c.ClientAddresses = []netip.Addr{netip.MustParseAddr("10.244.255.254"), netip.MustParseAddr("fd00:244::fffe")}
+	if len(c.PodCIDRs) == 0 {
+		c.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/64")}
 	}
 	return c
+}
+
+// clientAddress is the last address of p but one.
+func clientAddress(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	host := len(b)*8 - p.Bits()
+	for i := len(b) - 1; i >= 0 && host > 0; i-- {
+		n := min(host, 8)
+		b[i] |= byte(1<<n - 1)
+		host -= n
+	}
+	last, _ := netip.AddrFromSlice(b)
+	return last.Prev()
 }
 
 // Topology is the client and pods namespaces around the node namespace.
@@ -115,8 +135,8 @@ func NewTopology(cfg TopologyConfig) (t *Topology, err error) {
 			return t, err
 		}
 	}
-	for _, a := range t.cfg.ClientAddresses {
-		a := a
+	for _, p := range t.cfg.PodCIDRs {
+		a := clientAddress(p)
 		if err := t.Client.Do(func() error { return addAddr(podLink, netip.PrefixFrom(a, a.BitLen())) }); err != nil {
 			return t, err
 		}
@@ -154,6 +174,9 @@ func (t *Topology) link(nodeName string, ns *Netns) error {
 	return ns.Do(func() error {
 		_ = writeSysctl("net/ipv6/conf/"+podLink+"/accept_dad", "0")
 		if err := setLinkUp(podLink); err != nil {
+			return err
+		}
+		if err := addAddr(podLink, anchorV4); err != nil {
 			return err
 		}
 		pl, err := netlink.LinkByName(podLink)
@@ -228,7 +251,7 @@ func (t *Topology) RemovePodAddress(a netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("find link %s: %w", nodePodsLink, err)
 	}
-	if err := netlink.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: hostNet(a)}); err != nil {
+	if err := netlink.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: hostNet(a), Scope: netlink.SCOPE_LINK}); err != nil {
 		return fmt.Errorf("delete route %s dev %s: %w", a, nodePodsLink, err)
 	}
 	return t.Pods.Do(func() error { return delAddr(podLink, netip.PrefixFrom(a, a.BitLen())) })
@@ -271,6 +294,10 @@ func addAddr(link string, p netip.Prefix) error {
 	a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
 	if p.Addr().Is6() {
 		a.Flags = unix.IFA_F_NODAD
+	}
+	if p.Addr().IsLinkLocalUnicast() {
+		// Never a source address for traffic leaving the link.
+		a.Scope = unix.RT_SCOPE_LINK
 	}
 	if err := netlink.AddrAdd(l, a); err != nil {
 		if p.Addr().Is6() && ipv6Disabled() {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/kpsim/kpsim/scenarios"
@@ -14,7 +13,7 @@ func newBackend(sc *scenarios.Scenario) (scenarios.Backend, error) {
 	case "sim":
 		return scenarios.NewSimBackend(sc)
 	case "kernel":
-		return nil, errors.New("the kernel backend is not available in this build")
+		return newKernelBackend(sc)
 	}
 	return nil, fmt.Errorf("unknown backend %q", sc.Backend)
 }

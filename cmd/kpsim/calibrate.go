@@ -40,6 +40,9 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if !kernel.Isolated() {
 		return reexecIsolated("calibrate", args, stderr)
 	}
+	if err := kernel.LoopbackUp(); err != nil {
+		return err
+	}
 	caps := kernel.Detect()
 	skip := map[string]string{}
 	if !caps.IPVS.OK {

@@ -13,6 +13,12 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VM=$REPO/kernel/vm
 CACHE=${KPSIM_VM_CACHE:-$REPO/.cache/kernel-vm}
 TIMEOUT=${KPSIM_VM_TIMEOUT:-1500}
+mkdir -p "$CACHE"
+exec 9>"$CACHE/lock"
+if ! flock -n 9; then
+	echo "test-kernel: another run is using $CACHE; waiting for it" >&2
+	flock 9
+fi
 start=$(date +%s.%N)
 elapsed() { awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
@@ -21,12 +27,12 @@ base=$(bash "$VM/mkinitramfs.sh" "$CACHE")
 
 R=$CACHE/run.tree
 rm -rf "$R"
-mkdir -p "$R/kpsim/bin"
+mkdir -p "$R/kpsim"
 (
 	cd "$REPO"
 	# shellcheck source=tests.sh
 	. "$VM/tests.sh"
-	vm_build "$R/kpsim/bin"
+	vm_build "$R/kpsim"
 )
 install -m 0755 "$VM/init" "$R/init"
 cp "$VM/tests.sh" "$R/kpsim/tests.sh"

@@ -1,19 +1,25 @@
 # shellcheck shell=sh
 # What `make test-kernel` runs inside the VM: the one place to add a test.
 #
-# vm_build runs on the host (bash, from the repo root) and builds static
-# binaries into the folder $1; they are on PATH inside the VM.
+# vm_build runs on the host (bash, from the repo root) and fills the folder
+# $1, which is /kpsim inside the VM: static binaries go to $1/bin (on PATH in
+# the VM), a package's test data to $1/src/PACKAGE/testdata, so that a test
+# binary run from /kpsim/src/PACKAGE finds it as `go test` would.
 # vm_tests runs in the VM (busybox sh, root, Debian's kernel with every
-# module kpsim needs loaded, cwd /tmp): each `step NAME CMD...` passes when
-# CMD exits 0, and the run passes when every step does. `vm_export FILE`
-# copies a file out to .cache/kernel-vm/out/.
+# module kpsim needs loaded): each `step NAME CMD...` passes when CMD exits 0,
+# and the run passes when every step does. `vm_export FILE` copies a file out
+# to .cache/kernel-vm/out/.
 
 vm_build() {
-	CGO_ENABLED=0 go build -trimpath -o "$1/kpsim" ./cmd/kpsim
-	CGO_ENABLED=0 go test -c -trimpath -o "$1/kernel.test" ./kernel
+	CGO_ENABLED=0 go build -trimpath -o "$1/bin/kpsim" ./cmd/kpsim
+	CGO_ENABLED=0 go test -c -trimpath -o "$1/bin/kernel.test" ./kernel
+	mkdir -p "$1/src/kernel"
+	cp -r kernel/testdata "$1/src/kernel/"
 }
 
 vm_tests() {
+	cd /kpsim/src/kernel || return 1
 	step doctor kpsim doctor -require kernel
-	step kernel-tests kernel.test -test.v -test.count=1 -test.timeout=15m
+	step kernel-tests kernel.test -test.v -test.count=1 -test.timeout=15m -test.skip '^TestE2E'
+	step e2e env KPSIM_E2E_BIN=/kpsim/bin/kpsim kernel.test -test.v -test.count=1 -test.timeout=20m -test.run '^TestE2E'
 }
