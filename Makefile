@@ -25,4 +25,16 @@ scenario: build
 	@mkdir -p $(OUT)
 	$(KPSIM) run -s $(SCENARIO) $(if $(BACKEND),--set backend=$(BACKEND)) -o $(OUT)/$(notdir $(basename $(SCENARIO))).json
 	$(KPSIM) report $(OUT)/$(notdir $(basename $(SCENARIO))).json -o $(OUT)/$(notdir $(basename $(SCENARIO))).html
-	@echo "report: $(OUT)/$(notdir $(basename $(SCENARIO))).html"
+
+# Boots Debian's kernel in QEMU (the host kernel has no IPVS) and runs the
+# kernel conformance suite and an end-to-end scenario with real traffic in it.
+test-kernel:
+	bash kernel/vm/run.sh
+
+# Compares kpsim at BASE (a git ref) with the working tree on the in-memory
+# kernel: make compare BASE=HEAD~1 [SCENARIOS=smoke] [RUNS=5] [LATENCY=report|gate]
+RUNS      ?= 5
+SCENARIOS ?= smoke
+LATENCY   ?= report
+compare:
+	BASE='$(BASE)' SCENARIOS='$(SCENARIOS)' RUNS='$(RUNS)' LATENCY='$(LATENCY)' OUT='$(OUT)/compare' bash hack/compare.sh
