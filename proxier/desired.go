@@ -66,7 +66,7 @@ func (s *portState) destSet() map[netip.AddrPort]bool {
 // syncProxyRules does for one entry of its service map.
 func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *portState {
 	st := &portState{sp: sp, endpoints: len(eps)}
-	proto := lowerProto(sp.protocol)
+	proto := sp.protocol.SetProto()
 	add := func(set setID, e string) { st.entries = append(st.entries, setEntry{set, e}) }
 	addrs := func(es []endpoint) []netip.AddrPort {
 		out := make([]netip.AddrPort, len(es))

@@ -395,15 +395,6 @@ func allReady(eps []endpoint) bool {
 }
 
 func entryIPPort(a netip.Addr, p dataplane.Protocol, port uint16) string {
-	return a.String() + "," + lowerProto(p) + ":" + strconv.Itoa(int(port))
+	return a.String() + "," + p.SetProto() + ":" + strconv.Itoa(int(port))
 }
 
-func lowerProto(p dataplane.Protocol) string {
-	switch p {
-	case dataplane.UDP:
-		return "udp"
-	case dataplane.SCTP:
-		return "sctp"
-	}
-	return "tcp"
-}

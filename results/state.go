@@ -239,9 +239,12 @@ func NormalizeIPTablesSave(out []byte) []string {
 			decls = append(decls, decl)
 			continue
 		}
-		words := splitWords(line)
+		words, err := dataplane.SplitRule(line)
+		if err != nil { // iptables-save never writes this; keep the line readable anyway
+			words = strings.Fields(line)
+		}
 		if len(words) >= 2 && words[0] == "-A" {
-			rules[words[1]] = append(rules[words[1]], joinWords(normalizeRule(words)))
+			rules[words[1]] = append(rules[words[1]], dataplane.JoinRule(normalizeRule(words)))
 		}
 	}
 	slices.Sort(decls)
@@ -353,56 +356,6 @@ func hexMark(s string) string {
 		}
 	}
 	return strings.Join(parts, "/")
-}
-
-// splitWords splits a rule into words, honouring double quotes and backslash
-// escapes inside them, as iptables-restore does.
-func splitWords(s string) []string {
-	var out []string
-	var cur strings.Builder
-	inWord, quoted := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			quoted = !quoted
-			inWord = true
-		case c == '\\' && quoted && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-		case (c == ' ' || c == '\t') && !quoted:
-			if inWord {
-				out = append(out, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	if inWord {
-		out = append(out, cur.String())
-	}
-	return out
-}
-
-// joinWords quotes a word only when it needs quoting to survive splitWords.
-func joinWords(w []string) string {
-	var b strings.Builder
-	for i, x := range w {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		if x == "" || strings.ContainsAny(x, " \t\"\\") {
-			b.WriteByte('"')
-			b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(x))
-			b.WriteByte('"')
-		} else {
-			b.WriteString(x)
-		}
-	}
-	return b.String()
 }
 
 // WriteState writes a state as indented JSON.

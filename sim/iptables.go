@@ -195,7 +195,7 @@ func (k *Kernel) parseRestore(f dataplane.Family, tables map[string]*table, payl
 				s = strings.TrimSpace(s[i+1:])
 			}
 		}
-		args, err := splitArgs(s)
+		args, err := dataplane.SplitRule(s)
 		if err != nil {
 			return nil, fail("%v", err)
 		}
@@ -387,59 +387,9 @@ func (k *Kernel) parseRule(f dataplane.Family, t *table, spec []string) (rule, e
 			r.sets = append(r.sets, name)
 		}
 	}
-	r.text = joinArgs(spec)
+	r.text = dataplane.JoinRule(spec)
 	r.probe = compileProbeRule(spec)
 	return r, nil
-}
-
-// splitArgs splits a rule line into words, honouring double quotes.
-func splitArgs(s string) ([]string, error) {
-	var out []string
-	var cur strings.Builder
-	inWord, quoted := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			quoted = !quoted
-			inWord = true
-		case c == '\\' && quoted && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-		case (c == ' ' || c == '\t') && !quoted:
-			if inWord {
-				out = append(out, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	if quoted {
-		return nil, errors.New("unterminated quote")
-	}
-	if inWord {
-		out = append(out, cur.String())
-	}
-	return out, nil
-}
-
-// joinArgs is the inverse of splitArgs, quoting as iptables-save does.
-func joinArgs(args []string) string {
-	var b strings.Builder
-	for i, a := range args {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		if a == "" || strings.ContainsAny(a, " \t\"") {
-			b.WriteString(strconv.Quote(a))
-		} else {
-			b.WriteString(a)
-		}
-	}
-	return b.String()
 }
 
 // Save returns iptables-save output for one table: built-in chains in the

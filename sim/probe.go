@@ -67,7 +67,7 @@ func (k *Kernel) Probe(client, dst netip.AddrPort, proto dataplane.Protocol, rea
 	if proto == dataplane.UDP {
 		reply, tracked = k.flows[key]
 	}
-	pkt := packet{src: client, dst: dst, proto: protoName(proto), established: tracked}
+	pkt := packet{src: client, dst: dst, proto: proto.SetProto(), established: tracked}
 	if !k.filterAccepts(&pkt) {
 		return false, ProbeRejected
 	}
@@ -118,15 +118,6 @@ func (p *packet) port(src bool) uint16 {
 	return p.dst.Port()
 }
 
-func protoName(p dataplane.Protocol) string {
-	switch p {
-	case dataplane.UDP:
-		return "udp"
-	case dataplane.SCTP:
-		return "sctp"
-	}
-	return "tcp"
-}
 
 // probeRule is a rule compiled for the probe model when it is restored, so
 // that probing never parses rule text. The model evaluates these matches:
