@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -93,6 +94,33 @@ type Options struct {
 	// Clock drives the sync runner, graceful termination and timestamps;
 	// nil means the real clock. Tests inject a fake one.
 	Clock clock.WithTicker
+	// Lockstep, when set, lets a replay step the proxier (kpsim's sim at
+	// time scale 0); nil means free-running, as kube-proxy runs.
+	Lockstep Lockstep
+}
+
+// Lockstep is a replay hook that makes a run repeatable: the same scenario
+// gives the same syncs, each applying the same changes, every time. It
+// decides when a sync may start and learns when the proxier has nothing left
+// to do; it never changes what a sync does. Free-running, which API changes
+// share a sync depends on goroutine timing. The replay that implements it
+// also drives Options.Clock, so timers fire at points it chooses.
+type Lockstep interface {
+	// SyncGate is held by each sync of the runner from its start to its
+	// end. The replay holds it while it writes a batch of API changes and
+	// until every handler has recorded them, so no sync sees half a batch.
+	SyncGate() sync.Locker
+	// Handled is called after each informer event (the initial list's
+	// adds included) has been passed to every family's handler, so the
+	// replay can count the objects and writes it made through.
+	Handled()
+	// Turn returns the replay's current turn and a channel closed when the
+	// next turn starts (the replay changed something: wrote, moved the clock).
+	Turn() (turn uint64, next <-chan struct{})
+	// Idle is called by a family's sync runner when, during turn, it found
+	// nothing to do: no request, no due timer. The replay's step is over
+	// when every family is idle in its current turn.
+	Idle(f dataplane.Family, turn uint64)
 }
 
 // Schedulers lists the IPVS schedulers kube-proxy accepts.

@@ -63,7 +63,13 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 			f(p)
 		}
 	}
-	svcReg, err := svcInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	counted := func(h cache.ResourceEventHandler) cache.ResourceEventHandler {
+		if opts.Lockstep == nil {
+			return h
+		}
+		return countedHandler{h, opts.Lockstep.Handled}
+	}
+	svcReg, err := svcInformer.AddEventHandler(counted(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if s, ok := obj.(*v1.Service); ok {
 				each(func(p *Proxier) { p.OnServiceAdd(s) })
@@ -81,11 +87,11 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 				each(func(p *Proxier) { p.OnServiceDelete(s) })
 			}
 		},
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("add service handler: %w", err)
 	}
-	sliceReg, err := sliceInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	sliceReg, err := sliceInformer.AddEventHandler(counted(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 				each(func(p *Proxier) { p.OnEndpointSliceAdd(s) })
@@ -103,12 +109,12 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 				each(func(p *Proxier) { p.OnEndpointSliceDelete(s) })
 			}
 		},
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("add endpointslice handler: %w", err)
 	}
 	// The fake clientset ignores field selectors, so the node handler filters by name.
-	_, err = nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err = nodeInformer.AddEventHandler(counted(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := obj.(*v1.Node); ok && n.Name == cfg.NodeName {
 				each(func(p *Proxier) { p.OnNodeAdd(n) })
@@ -126,7 +132,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 				each(func(p *Proxier) { p.OnNodeDelete(n) })
 			}
 		},
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("add node handler: %w", err)
 	}
@@ -149,6 +155,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 	for _, p := range proxiers {
 		p.OnServicesSynced()
 		p.OnEndpointSlicesSynced()
+		p.runner.lockstep, p.runner.family = opts.Lockstep, p.family
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -173,4 +180,26 @@ func tombstone[T any](obj any) T {
 		}
 	}
 	return zero
+}
+
+// countedHandler tells a Lockstep about every event its handler has
+// processed (other nodes' events included: each one was an object or a write).
+type countedHandler struct {
+	cache.ResourceEventHandler
+	handled func()
+}
+
+func (c countedHandler) OnAdd(obj any, isInInitialList bool) {
+	c.ResourceEventHandler.OnAdd(obj, isInInitialList)
+	c.handled()
+}
+
+func (c countedHandler) OnUpdate(oldObj, obj any) {
+	c.ResourceEventHandler.OnUpdate(oldObj, obj)
+	c.handled()
+}
+
+func (c countedHandler) OnDelete(obj any) {
+	c.ResourceEventHandler.OnDelete(obj)
+	c.handled()
 }

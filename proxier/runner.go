@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // tokenBucket allows burst runs at once and refills one token per interval:
@@ -68,6 +70,10 @@ type runner struct {
 	// idle, when set (tests), receives a value each time the loop is about
 	// to wait, so a fake clock is stepped only while the loop waits on it.
 	idle chan struct{}
+	// lockstep, when set, gates each run and hears when the loop has
+	// nothing to do (Options.Lockstep); family names the loop to it.
+	lockstep Lockstep
+	family   dataplane.Family
 }
 
 func newRunner(fn func(string) time.Time, clk clock.WithTicker, minInterval, maxInterval time.Duration) *runner {
@@ -122,7 +128,7 @@ func (r *runner) Loop(ctx context.Context) {
 			if bucket.take(now) {
 				trigger := pending
 				pending = ""
-				again := r.fn(trigger)
+				again := r.run(trigger)
 				if !periodic.Stop() {
 					select { // drain a fire that raced with the run
 					case <-periodic.C():
@@ -142,23 +148,93 @@ func (r *runner) Loop(ctx context.Context) {
 		if r.idle != nil {
 			r.idle <- struct{}{}
 		}
+		var w wake
+		if r.lockstep != nil {
+			// Read the turn before looking: whatever the replay did before
+			// this turn started is visible to the look, so Idle is true.
+			turn, next := r.lockstep.Turn()
+			if w = r.wait(ctx, periodic.C(), chanOf(retry), chanOf(limit), nil, false); w == wakeNothing {
+				r.lockstep.Idle(r.family, turn)
+				w = r.wait(ctx, periodic.C(), chanOf(retry), chanOf(limit), next, true)
+			}
+		} else {
+			w = r.wait(ctx, periodic.C(), chanOf(retry), chanOf(limit), nil, true)
+		}
 		want := ""
-		select {
-		case <-ctx.Done():
+		switch w {
+		case wakeDone:
 			return
-		case <-r.requests:
+		case wakeRequest:
 			want = TriggerChanges
-		case <-periodic.C():
+		case wakePeriodic:
 			want = TriggerPeriodic
 			periodic.Reset(r.maxInterval)
-		case <-chanOf(retry):
+		case wakeRetry:
 			retry = nil
 			want = TriggerRetry
-		case <-chanOf(limit):
+		case wakeLimit:
 			limit = nil
 		}
 		if triggerRank(want) > triggerRank(pending) {
 			pending = want
 		}
+	}
+}
+
+// run is one run of fn, inside the lockstep's gate when there is one.
+func (r *runner) run(trigger string) time.Time {
+	if r.lockstep != nil {
+		g := r.lockstep.SyncGate()
+		g.Lock()
+		defer g.Unlock()
+	}
+	return r.fn(trigger)
+}
+
+// wake is what ended a wait of the loop.
+type wake int
+
+const (
+	wakeNothing wake = iota // nothing was ready (a look), or the replay's turn changed
+	wakeDone
+	wakeRequest
+	wakePeriodic
+	wakeRetry
+	wakeLimit
+)
+
+// wait takes the next ready input: it blocks until there is one (or next,
+// the lockstep's next turn, is closed) when block is set, and otherwise
+// only looks.
+func (r *runner) wait(ctx context.Context, periodic, retry, limit <-chan time.Time, next <-chan struct{}, block bool) wake {
+	if !block {
+		select {
+		case <-ctx.Done():
+			return wakeDone
+		case <-r.requests:
+			return wakeRequest
+		case <-periodic:
+			return wakePeriodic
+		case <-retry:
+			return wakeRetry
+		case <-limit:
+			return wakeLimit
+		default:
+			return wakeNothing
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return wakeDone
+	case <-r.requests:
+		return wakeRequest
+	case <-periodic:
+		return wakePeriodic
+	case <-retry:
+		return wakeRetry
+	case <-limit:
+		return wakeLimit
+	case <-next:
+		return wakeNothing
 	}
 }

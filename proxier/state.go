@@ -12,9 +12,8 @@ import (
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
-// ---------------------------------------------------------------------------
-// recompute what the changed services want.
-
+// apply-changes folds the handlers' changes into the proxier's knowledge
+// and recomputes what the changed services want (every service on a full sync).
 func (s *syncRun) applyChanges() {
 	p := s.p
 	p.mu.Lock()

@@ -397,4 +397,3 @@ func allReady(eps []endpoint) bool {
 func entryIPPort(a netip.Addr, p dataplane.Protocol, port uint16) string {
 	return a.String() + "," + p.SetProto() + ":" + strconv.Itoa(int(port))
 }
-

@@ -5,8 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
-
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios/objects"
@@ -42,14 +40,4 @@ const ProbeOK = "ok"
 // profile (the in-memory kernel), so the results file can name it.
 type ProfiledBackend interface {
 	CostProfile() *results.ProfileRef
-}
-
-// EndpointObserver is implemented by backends that run real servers for the
-// probe targets' endpoints (the kernel backend). The replay calls it with
-// every EndpointSlice it creates, updates or deletes, right after the change
-// reaches the API, so that servers for endpoints that appear during the run
-// start and servers for endpoints that are gone (or no longer serving) stop,
-// as the pods behind them would.
-type EndpointObserver interface {
-	EndpointSliceChanged(ctx context.Context, slice *discoveryv1.EndpointSlice, deleted bool) error
 }

@@ -64,7 +64,8 @@ type generator struct {
 	nodePorts map[int32]bool
 	nextPort  int32
 	nextSvc   int
-	nodes     []string // nodes[0] is the proxier's node
+	taken     map[string]bool // namespace/name of services loaded from a file
+	nodes     []string        // nodes[0] is the proxier's node
 }
 
 func newGenerator(s *Scenario) *generator {
@@ -77,6 +78,7 @@ func newGenerator(s *Scenario) *generator {
 		extIPs:    map[dataplane.Family]*ipAlloc{},
 		nodePorts: map[int32]bool{},
 		nextPort:  nodePortMin,
+		taken:     map[string]bool{},
 	}
 	for _, f := range s.Proxier.Families {
 		g.fams = append(g.fams, dataplane.Family(f))
@@ -105,6 +107,7 @@ func (g *generator) reserve(set *objects.Set) {
 		}
 	}
 	for _, svc := range set.Services {
+		g.taken[key(svc.Namespace, svc.Name)] = true
 		for _, ip := range svc.Spec.ClusterIPs {
 			mark(g.svcIPs, ip)
 		}
@@ -143,13 +146,14 @@ func ptr[T any](v T) *T { return &v }
 // service generates the next service and its EndpointSlices.
 func (g *generator) service() (*v1.Service, []*discoveryv1.EndpointSlice, error) {
 	c := g.c
-	i := g.nextSvc
-	g.nextSvc++
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{
+	var svc *v1.Service
+	for svc == nil || g.taken[key(svc.Namespace, svc.Name)] {
+		i := g.nextSvc
+		g.nextSvc++
+		svc = &v1.Service{ObjectMeta: metav1.ObjectMeta{
 			Name:      fmt.Sprintf("svc-%05d", i),
 			Namespace: fmt.Sprintf("ns-%03d", i%max(c.Namespaces, 1)),
-		},
+		}}
 	}
 	fams := g.fams[:1]
 	if len(g.fams) > 1 && g.rng.Float64() < c.DualStack {

@@ -134,7 +134,7 @@ func TestParseErrors(t *testing.T) {
 		{"service CIDR too small", base + "  # x\n", []string{"cluster.serviceCIDRs=[10.96.0.0/29]"},
 			[]string{"--set cluster.serviceCIDRs=[10.96.0.0/29]: cluster.serviceCIDRs: CIDR 10.96.0.0/29 has no free address left (after 6 of 10 services)"}},
 		{"fromFile excludes generator", base + "  # x\n", []string{"cluster.fromFile=nowhere.json"},
-			[]string{"x.yaml:5: cluster.services: not allowed with cluster.fromFile", "x.yaml:6: cluster.types: not allowed with cluster.fromFile"}},
+			[]string{"x.yaml:5: cluster.services: not allowed with cluster.fromFile"}},
 		{"fromFile missing", strings.Replace(base, "  services: 10\n  types: {nodePort: 0.5}\n", "  fromFile: nowhere.json\n", 1), nil,
 			[]string{"x.yaml:5: cluster.fromFile: load objects:"}},
 		{"several errors reported together", strings.Replace(strings.Replace(base, "rate: 5", "rate: -1", 1), "seed: 3", "seed: x", 1), nil,

@@ -80,13 +80,19 @@ func serviceOf(t results.Target) string {
 
 // prober makes rounds of attempts, one per target, while probes are on. The
 // rate is bounded by the validated interval and target count, the duration
-// by the run.
+// by the run. Free-running, a goroutine makes a round every interval; in
+// lockstep the run makes each round when modeled time reaches it (stepRound),
+// between syncs, so that what probes leave in the kernel (UDP conntrack
+// flows, the scheduler's position) is the same on every run.
 type prober struct {
 	interval time.Duration
 	targets  []results.Target
 	ready    []func(netip.AddrPort) bool
 	backend  Backend
 	fail     context.CancelCauseFunc
+	now      func() time.Time
+	stepped  bool      // lockstep: rounds are made by stepRound
+	next     time.Time // stepped: when the next round is due; zero while off
 
 	mu       sync.Mutex
 	used     bool
@@ -96,8 +102,8 @@ type prober struct {
 	done     chan struct{}
 }
 
-func newProber(interval time.Duration, targets []results.Target, r *replay, b Backend, fail context.CancelCauseFunc) *prober {
-	p := &prober{interval: interval, targets: targets, backend: b, fail: fail, attempts: make([]int, len(targets))}
+func newProber(interval time.Duration, targets []results.Target, r *replay, b Backend, fail context.CancelCauseFunc, stepped bool) *prober {
+	p := &prober{interval: interval, targets: targets, backend: b, fail: fail, now: r.now, stepped: stepped, attempts: make([]int, len(targets))}
 	for _, t := range targets {
 		p.ready = append(p.ready, r.readyFunc(serviceOf(t)))
 	}
@@ -116,10 +122,14 @@ func (p *prober) services() []string {
 func (p *prober) on(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cancel != nil || len(p.targets) == 0 {
+	if p.cancel != nil || !p.next.IsZero() || len(p.targets) == 0 {
 		return
 	}
 	p.used = true
+	if p.stepped {
+		p.next = p.now()
+		return
+	}
 	ctx, p.cancel = context.WithCancel(ctx)
 	p.done = make(chan struct{})
 	go p.loop(ctx, p.done)
@@ -128,7 +138,7 @@ func (p *prober) on(ctx context.Context) {
 func (p *prober) off() {
 	p.mu.Lock()
 	cancel, done := p.cancel, p.done
-	p.cancel, p.done = nil, nil
+	p.cancel, p.done, p.next = nil, nil, time.Time{}
 	p.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -140,32 +150,60 @@ func (p *prober) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()
-	for {
-		for i, t := range p.targets {
-			if ctx.Err() != nil {
-				return
-			}
-			at := time.Now()
-			outcome, latency, err := p.backend.Probe(ctx, t, p.ready[i])
-			if err != nil {
-				if ctx.Err() == nil {
-					p.fail(fmt.Errorf("probe %s %s: %w", t.Kind, t.Address, err))
-				}
-				return
-			}
-			p.mu.Lock()
-			p.attempts[i]++
-			if outcome != ProbeOK {
-				p.failures = append(p.failures, results.Failure{Target: i, Time: at, Outcome: outcome, Seconds: latency.Seconds()})
-			}
-			p.mu.Unlock()
-		}
+	for p.round(ctx) {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// nextRound returns when a stepped prober's next round is due.
+func (p *prober) nextRound() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next, !p.next.IsZero()
+}
+
+// stepRound makes a stepped prober's round if one is due at now, and
+// reports whether it did.
+func (p *prober) stepRound(ctx context.Context, now time.Time) bool {
+	p.mu.Lock()
+	due := !p.next.IsZero() && !p.next.After(now)
+	if due {
+		p.next = p.next.Add(p.interval)
+	}
+	p.mu.Unlock()
+	if due {
+		p.round(ctx)
+	}
+	return due
+}
+
+// round makes one attempt per target, in order; false when probing must
+// stop (the run is over, or the backend failed and failed the run).
+func (p *prober) round(ctx context.Context) bool {
+	for i, t := range p.targets {
+		if ctx.Err() != nil {
+			return false
+		}
+		at := p.now()
+		outcome, latency, err := p.backend.Probe(ctx, t, p.ready[i])
+		if err != nil {
+			if ctx.Err() == nil {
+				p.fail(fmt.Errorf("probe %s %s: %w", t.Kind, t.Address, err))
+			}
+			return false
+		}
+		p.mu.Lock()
+		p.attempts[i]++
+		if outcome != ProbeOK {
+			p.failures = append(p.failures, results.Failure{Target: i, Time: at, Outcome: outcome, Seconds: latency.Seconds()})
+		}
+		p.mu.Unlock()
+	}
+	return true
 }
 
 // results returns the probes' record, or nil when probing never ran.

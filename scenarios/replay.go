@@ -41,6 +41,8 @@ type replay struct {
 	hub    *watchHub
 	gen    *generator
 	fams   []dataplane.Family
+	// now is the run's clock: wall time, or modeled time in lockstep.
+	now func() time.Time
 
 	mu        sync.RWMutex
 	services  map[string]*liveService // namespace/name
@@ -48,12 +50,13 @@ type replay struct {
 	ready     map[string]map[netip.AddrPort]bool
 	lastWrite time.Time
 	writes    int
+	objects   int // live API objects: nodes, services, slices
 	// expected caches expect's answer per family, valid while writes is expectedAt.
 	expected   map[dataplane.Family]expectation
 	expectedAt int
 }
 
-func newReplay(s *Scenario) *replay {
+func newReplay(s *Scenario, now func() time.Time) *replay {
 	raiseWatchChanSize.Do(func() {
 		if watch.DefaultChanSize < watchChanSize {
 			watch.DefaultChanSize = watchChanSize
@@ -66,6 +69,7 @@ func newReplay(s *Scenario) *replay {
 		client:   cs,
 		hub:      newWatchHub(),
 		gen:      s.gen,
+		now:      now,
 		services: map[string]*liveService{},
 		ready:    map[string]map[netip.AddrPort]bool{},
 	}
@@ -78,11 +82,12 @@ func newReplay(s *Scenario) *replay {
 
 func key(ns, name string) string { return ns + "/" + name }
 
-// wrote accounts one API write.
-func (r *replay) wrote() {
+// wrote accounts one API write, which changed the number of live objects by delta.
+func (r *replay) wrote(delta int) {
 	r.mu.Lock()
-	r.lastWrite = time.Now()
+	r.lastWrite = r.now()
 	r.writes++
+	r.objects += delta
 	trim := r.writes%clearActionsEvery == 0
 	r.mu.Unlock()
 	if trim {
@@ -90,13 +95,20 @@ func (r *replay) wrote() {
 	}
 }
 
+// writeCount returns how many API writes the replay has made, and how many objects live.
+func (r *replay) writeCount() (writes, objects int) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.writes, r.objects
+}
+
 // stamp records when a slice changed, as the EndpointSlice controller does,
 // so the proxier can report network programming latency per change.
-func stamp(eps *discoveryv1.EndpointSlice) {
+func (r *replay) stamp(eps *discoveryv1.EndpointSlice) {
 	if eps.Annotations == nil {
 		eps.Annotations = map[string]string{}
 	}
-	eps.Annotations[v1.EndpointsLastChangeTriggerTime] = time.Now().Format(time.RFC3339Nano)
+	eps.Annotations[v1.EndpointsLastChangeTriggerTime] = r.now().Format(time.RFC3339Nano)
 }
 
 // createNodes creates the nodes of the set (the proxier reads its own node's addresses and labels).
@@ -105,7 +117,7 @@ func (r *replay) createNodes(ctx context.Context, set *objects.Set) error {
 		if _, err := r.client.CoreV1().Nodes().Create(ctx, n.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create node %s: %w", n.Name, err)
 		}
-		r.wrote()
+		r.wrote(1)
 	}
 	return nil
 }
@@ -116,15 +128,15 @@ func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*disc
 	if _, err := r.client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	r.wrote()
+	r.wrote(1)
 	ls := &liveService{svc: svc}
 	for _, s := range eps {
 		s = s.DeepCopy()
-		stamp(s)
+		r.stamp(s)
 		if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 		}
-		r.wrote()
+		r.wrote(1)
 		ls.slices = append(ls.slices, s)
 	}
 	k := key(svc.Namespace, svc.Name)
@@ -140,21 +152,21 @@ func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*disc
 // export may hold them); they are written but not modelled.
 func (r *replay) createOrphan(ctx context.Context, s *discoveryv1.EndpointSlice) error {
 	s = s.DeepCopy()
-	stamp(s)
+	r.stamp(s)
 	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	r.wrote()
+	r.wrote(1)
 	return nil
 }
 
 // updateSlice writes a changed slice of a live service.
 func (r *replay) updateSlice(ctx context.Context, svcKey string, i int, s *discoveryv1.EndpointSlice) error {
-	stamp(s)
+	r.stamp(s)
 	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	r.wrote()
+	r.wrote(0)
 	r.mu.Lock()
 	r.services[svcKey].slices[i] = s
 	r.mu.Unlock()
@@ -176,28 +188,23 @@ func (r *replay) deleteService(ctx context.Context, k string) error {
 	if err := r.client.CoreV1().Services(ls.svc.Namespace).Delete(ctx, ls.svc.Name, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete service %s: %w", k, err)
 	}
-	r.wrote()
+	r.wrote(-1)
 	for _, s := range ls.slices {
 		if err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
 			return fmt.Errorf("delete endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 		}
-		r.wrote()
+		r.wrote(-1)
 	}
 	return nil
 }
 
-// createCluster creates the set: nodes, then each service followed by its
-// slices, at rate services per second (0: as fast as the fake takes them).
-func (r *replay) createCluster(ctx context.Context, set *objects.Set, rate float64) error {
-	if err := r.createNodes(ctx, set); err != nil {
-		return err
-	}
-	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+// clusterSlices sorts the set's slices by service; orphans belong to none.
+func clusterSlices(set *objects.Set) (bySvc map[string][]*discoveryv1.EndpointSlice, orphans []*discoveryv1.EndpointSlice) {
+	bySvc = map[string][]*discoveryv1.EndpointSlice{}
 	known := map[string]bool{}
 	for _, svc := range set.Services {
 		known[key(svc.Namespace, svc.Name)] = true
 	}
-	var orphans []*discoveryv1.EndpointSlice
 	for _, s := range set.EndpointSlices {
 		k := key(s.Namespace, s.Labels[discoveryv1.LabelServiceName])
 		if known[k] {
@@ -206,21 +213,7 @@ func (r *replay) createCluster(ctx context.Context, set *objects.Set, rate float
 			orphans = append(orphans, s)
 		}
 	}
-	pace := newPacer(rate)
-	for _, svc := range set.Services {
-		if err := pace.wait(ctx); err != nil {
-			return err
-		}
-		if err := r.createService(ctx, svc, bySvc[key(svc.Namespace, svc.Name)]); err != nil {
-			return err
-		}
-	}
-	for _, s := range orphans {
-		if err := r.createOrphan(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
+	return bySvc, orphans
 }
 
 // updateReady recomputes which endpoints of a service the API calls ready.

@@ -22,7 +22,7 @@ import (
 type RunOptions struct {
 	Backend Backend
 	// Registry receives the proxier's metrics (what --metrics-addr serves);
-	// nil means a registry of the run's own.
+	// it must be fresh for each run. nil means a registry of the run's own.
 	Registry *prometheus.Registry
 	// OnStep is called as each step starts: steps done so far, the total
 	// with repeats expanded, and the step's label. Optional.
@@ -44,12 +44,16 @@ type run struct {
 	churn   *dataplane.Churn
 	metrics *proxier.Metrics
 	fams    []dataplane.Family
+	// ls steps the run (see lockstep); nil when it runs free, in wall time.
+	ls  *lockstep
+	now func() time.Time // the run's clock: modeled time in lockstep
 
 	ctx  context.Context
 	fail context.CancelCauseFunc
 
 	mu       sync.Mutex
 	syncs    []results.Sync
+	seen     []int         // per sync: the replay's API writes when it ended (lockstep: all it applied)
 	syncNote chan struct{} // closed (and replaced) on every sync
 
 	generation int // index of the running (or last) proxier; -1 before the first
@@ -91,20 +95,10 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	if err != nil {
 		return nil, fmt.Errorf("run scenario: encode scenario: %w", err)
 	}
-	f := &results.File{
-		SchemaVersion: results.SchemaVersion,
-		Backend:       s.Backend,
-		Basis:         o.Backend.Basis(),
-		Scenario:      scJSON,
-		Start:         time.Now(),
-	}
-	if pb, ok := o.Backend.(ProfiledBackend); ok {
-		f.CostProfile = pb.CostProfile()
-	}
 	x := &run{
 		s:          s,
 		o:          o,
-		r:          newReplay(s),
+		now:        time.Now,
 		dp:         o.Backend.Dataplane(),
 		cfg:        s.proxierConfig(),
 		churn:      dataplane.NewChurn(),
@@ -113,18 +107,40 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 		generation: -1,
 		stepsTotal: countSteps(s.Timeline),
 	}
+	var clk *modelClock
+	if steppable(s, o.Backend) {
+		clk = newModelClock(time.Now())
+		x.now = clk.Now
+	}
+	x.r = newReplay(s, x.now)
 	x.fams = x.r.fams
+	if clk != nil {
+		x.ls = newLockstep(clk, x.fams, func() int { w, _ := x.r.writeCount(); return w })
+	}
+	f := &results.File{
+		SchemaVersion: results.SchemaVersion,
+		Backend:       s.Backend,
+		Basis:         o.Backend.Basis(),
+		Scenario:      scJSON,
+		Start:         x.now(),
+	}
+	if pb, ok := o.Backend.(ProfiledBackend); ok {
+		f.CostProfile = pb.CostProfile()
+	}
 	x.ctx, x.fail = context.WithCancelCause(ctx)
 	defer x.fail(nil)
 
 	err = x.execute()
+	if cause := context.Cause(x.ctx); err == nil && cause != nil {
+		err = cause // the proxier failed after the last step
+	}
 	if inspect != nil && err == nil {
 		inspect(x)
 	}
 
 	x.probesOff()
 	x.stopProxier()
-	f.End = time.Now()
+	f.End = x.now()
 	x.finish(f, reg)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -144,12 +160,14 @@ func (x *run) execute() error {
 	if err != nil {
 		return err
 	}
-	x.probes = newProber(x.s.Probes.Interval.D(), targets, x.r, x.o.Backend, x.fail)
+	x.probes = newProber(x.s.Probes.Interval.D(), targets, x.r, x.o.Backend, x.fail, x.ls != nil)
 	if err := x.o.Backend.Prepare(x.ctx, x.s.set, targets); err != nil {
 		return fmt.Errorf("prepare backend: %w", err)
 	}
 	if !slices.ContainsFunc(x.s.Timeline, func(st Step) bool { return st.StartProxier != nil }) {
-		x.startProxier(0)
+		if err := x.startProxier(0); err != nil {
+			return err
+		}
 	}
 	return x.runSteps(x.s.Timeline, "timeline")
 }
@@ -184,9 +202,9 @@ func (x *run) runSteps(steps []Step, path string) error {
 		if x.o.OnStep != nil {
 			x.o.OnStep(len(x.steps), x.stepsTotal, st.String())
 		}
-		rec := results.Step{Index: len(x.steps), Kind: st.resultKind(), Label: st.String(), Start: time.Now()}
+		rec := results.Step{Index: len(x.steps), Kind: st.resultKind(), Label: st.String(), Start: x.now()}
 		err := x.step(st)
-		rec.End = time.Now()
+		rec.End = x.now()
 		x.steps = append(x.steps, rec)
 		if err != nil {
 			return fmt.Errorf("%s (%s): %w", sp, st.kind(), err)
@@ -199,44 +217,30 @@ func (x *run) step(st *Step) error {
 	ctx := x.ctx
 	switch {
 	case st.CreateCluster != nil:
-		return x.r.createCluster(ctx, x.s.set, st.CreateCluster.Rate)
+		return x.createCluster(st.CreateCluster.Rate)
 	case st.StartProxier != nil:
-		x.startProxier(st.StartProxier.SlowInitialList.D())
+		return x.startProxier(st.StartProxier.SlowInitialList.D())
 	case st.RestartProxier != nil:
 		x.stopProxier()
-		x.startProxier(st.RestartProxier.SlowInitialList.D())
+		return x.startProxier(st.RestartProxier.SlowInitialList.D())
 	case st.WaitSynced != nil:
 		return x.waitSynced(st.WaitSynced.Timeout.D())
 	case st.ChurnEndpoints != nil:
 		return x.churnEndpoints(st.ChurnEndpoints)
 	case st.AddServices != nil:
-		pace := newPacer(st.AddServices.Rate)
-		for i := 0; i < st.AddServices.Count; i++ {
-			if err := pace.wait(ctx); err != nil {
-				return err
-			}
+		return x.pace(st.AddServices.Rate, 0, st.AddServices.Count, func(int) error {
 			svc, eps, err := x.s.gen.service()
 			if err != nil {
 				return err
 			}
-			if err := x.r.createService(ctx, svc, eps); err != nil {
-				return err
-			}
-		}
+			return x.r.createService(ctx, svc, eps)
+		})
 	case st.DeleteServices != nil:
 		keys, err := x.r.pick(Selector{Count: st.DeleteServices.Count}, 0, x.probes.services())
 		if err != nil {
 			return err
 		}
-		pace := newPacer(st.DeleteServices.Rate)
-		for _, k := range keys {
-			if err := pace.wait(ctx); err != nil {
-				return err
-			}
-			if err := x.r.deleteService(ctx, k); err != nil {
-				return err
-			}
-		}
+		return x.pace(st.DeleteServices.Rate, 0, len(keys), func(i int) error { return x.r.deleteService(ctx, keys[i]) })
 	case st.APIFault != nil:
 		x.r.hub.setDelay(st.APIFault.WatchDelay.D())
 		if st.APIFault.DropWatch {
@@ -245,10 +249,16 @@ func (x *run) step(st *Step) error {
 	case st.Probes != nil:
 		if *st.Probes {
 			x.probes.on(ctx)
+			if x.ls != nil {
+				return x.advance(x.now()) // the first round, now
+			}
 		} else {
 			x.probesOff()
 		}
 	case st.Sleep != nil:
+		if x.ls != nil {
+			return x.advance(x.now().Add(st.Sleep.D()))
+		}
 		t := time.NewTimer(st.Sleep.D())
 		defer t.Stop()
 		select {
@@ -258,6 +268,164 @@ func (x *run) step(st *Step) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// steppable reports whether a run can go in lockstep: on the in-memory
+// kernel at time scale 0, where modeled time does not pass in wall time.
+// API faults delay and relist in wall time, outside the replay's control,
+// so a timeline with an apiFault step runs free.
+func steppable(s *Scenario, b Backend) bool {
+	sb, ok := b.(*SimBackend)
+	if !ok || sb.timeScale != 0 {
+		return false
+	}
+	return !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil })
+}
+
+func hasStep(steps []Step, match func(*Step) bool) bool {
+	for i := range steps {
+		if match(&steps[i]) || steps[i].Repeat != nil && hasStep(steps[i].Repeat.Steps, match) {
+			return true
+		}
+	}
+	return false
+}
+
+// batch makes write's API writes as one batch (see lockstep); free-running it just writes.
+func (x *run) batch(write func() error) error {
+	if x.ls == nil {
+		return write()
+	}
+	return x.ls.batch(x.ctx, write)
+}
+
+// pace runs action(i) for i = 0 .. n-1 (n < 0: until d has passed) at rate
+// per second, 0 meaning all at once. Free-running it spaces them in wall
+// time. In lockstep action i is due at i/rate of modeled time from now and is
+// a batch of its own, or, at rate 0, the actions are one batch.
+func (x *run) pace(rate float64, d time.Duration, n int, action func(i int) error) error {
+	if x.ls == nil {
+		ctx := x.ctx
+		if d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(x.ctx, d)
+			defer cancel()
+		}
+		p := newPacer(rate)
+		for i := 0; n < 0 || i < n; i++ {
+			if err := p.wait(ctx); err != nil {
+				if d > 0 && x.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+					return nil // the step's duration is over
+				}
+				return err
+			}
+			if err := action(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if rate == 0 {
+		return x.batch(func() error {
+			for i := 0; i < n; i++ {
+				if err := action(i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	start := x.now()
+	for i := 0; n < 0 || i < n; i++ {
+		at := start.Add(time.Duration(float64(i) * float64(time.Second) / rate))
+		if d > 0 && !at.Before(start.Add(d)) {
+			break
+		}
+		if err := x.advance(at); err != nil {
+			return err
+		}
+		if err := x.batch(func() error { return action(i) }); err != nil {
+			return err
+		}
+	}
+	if d > 0 {
+		return x.advance(start.Add(d))
+	}
+	return nil
+}
+
+// advance moves modeled time forward to `to`, one event at a time: each
+// timer that comes due fires on its own and the proxier settles after it;
+// probe rounds are made when due, after the timers due with them.
+func (x *run) advance(to time.Time) error {
+	c := x.ls.clock
+	for {
+		if err := x.ctx.Err(); err != nil {
+			return err
+		}
+		if c.fireDue() {
+			if err := x.ls.settle(x.ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		now := c.Now()
+		if x.probes.stepRound(x.ctx, now) {
+			continue
+		}
+		if !now.Before(to) {
+			return nil
+		}
+		next := to
+		if t, ok := c.next(); ok && t.Before(next) {
+			next = t
+		}
+		if t, ok := x.probes.nextRound(); ok && t.Before(next) {
+			next = t
+		}
+		c.moveTo(next)
+	}
+}
+
+// createCluster writes the cluster: nodes, each service with its slices (at
+// rate services per second, 0: at once), and slices of no service.
+func (x *run) createCluster(rate float64) error {
+	set := x.s.set
+	bySvc, orphans := clusterSlices(set)
+	nodes := func() error { return x.r.createNodes(x.ctx, set) }
+	service := func(i int) error {
+		svc := set.Services[i]
+		return x.r.createService(x.ctx, svc, bySvc[key(svc.Namespace, svc.Name)])
+	}
+	rest := func() error {
+		for _, s := range orphans {
+			if err := x.r.createOrphan(x.ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if rate == 0 {
+		// One batch: the proxier hears of the whole cluster at once.
+		return x.batch(func() error {
+			if err := nodes(); err != nil {
+				return err
+			}
+			for i := range set.Services {
+				if err := service(i); err != nil {
+					return err
+				}
+			}
+			return rest()
+		})
+	}
+	if err := x.batch(nodes); err != nil {
+		return err
+	}
+	if err := x.pace(rate, 0, len(set.Services), service); err != nil {
+		return err
+	}
+	return x.batch(rest)
 }
 
 // proxierConfig is the scenario's proxier.Config.
@@ -283,8 +451,9 @@ func (s *Scenario) proxierConfig() proxier.Config {
 }
 
 // startProxier starts the next proxier generation on the run's kernel, with
-// fresh informers on the same clientset and the run's Churn and Metrics.
-func (x *run) startProxier(handlerDelay time.Duration) {
+// fresh informers on the same clientset and the run's Churn and Metrics. In
+// lockstep it returns once the generation's first syncs are done.
+func (x *run) startProxier(handlerDelay time.Duration) error {
 	x.generation++
 	ctx, cancel := context.WithCancel(x.ctx)
 	pr := &proxierRun{cancel: cancel, done: make(chan struct{})}
@@ -294,6 +463,11 @@ func (x *run) startProxier(handlerDelay time.Duration) {
 		Churn:        x.churn,
 		Metrics:      x.metrics,
 		HandlerDelay: handlerDelay,
+	}
+	if x.ls != nil {
+		opts.Clock, opts.Lockstep = x.ls.clock, x.ls
+		_, objects := x.r.writeCount()
+		x.ls.start(objects)
 	}
 	idx := x.generation
 	go func() {
@@ -308,6 +482,10 @@ func (x *run) startProxier(handlerDelay time.Duration) {
 		x.fail(fmt.Errorf("proxier %d: %w", idx, err))
 	}()
 	x.prox = pr
+	if x.ls == nil {
+		return nil
+	}
+	return x.ls.settle(x.ctx) // the generation's first syncs are done
 }
 
 func (x *run) stopProxier() {
@@ -317,11 +495,16 @@ func (x *run) stopProxier() {
 	x.prox.cancel()
 	<-x.prox.done
 	x.prox = nil
+	if x.ls != nil {
+		x.ls.stop()
+	}
 }
 
 func (x *run) onSync(s results.Sync) {
+	writes, _ := x.r.writeCount()
 	x.mu.Lock()
 	x.syncs = append(x.syncs, s)
+	x.seen = append(x.seen, writes)
 	close(x.syncNote)
 	x.syncNote = make(chan struct{})
 	x.mu.Unlock()
@@ -330,8 +513,9 @@ func (x *run) onSync(s results.Sync) {
 	}
 }
 
-// latestSync returns the newest sync of the running generation for f.
-func (x *run) latestSync(f dataplane.Family) (results.Sync, bool, chan struct{}) {
+// latestSync returns the newest sync of the running generation for f, and
+// the replay's write count when it ended.
+func (x *run) latestSync(f dataplane.Family) (results.Sync, int, bool, chan struct{}) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for i := len(x.syncs) - 1; i >= 0; i-- {
@@ -340,10 +524,10 @@ func (x *run) latestSync(f dataplane.Family) (results.Sync, bool, chan struct{})
 			break
 		}
 		if s.Family == f {
-			return s, true, x.syncNote
+			return s, x.seen[i], true, x.syncNote
 		}
 	}
-	return results.Sync{}, false, x.syncNote
+	return results.Sync{}, 0, false, x.syncNote
 }
 
 // synced reports whether every family's proxier has applied the API's
@@ -351,18 +535,21 @@ func (x *run) latestSync(f dataplane.Family) (results.Sync, bool, chan struct{})
 // newest sync started after the last API write and counted the service
 // ports and endpoints the API holds for it. The counts matter when handlers
 // lag (a slow initial list): a sync can start after the last write while
-// its handlers have not yet passed every event on.
+// its handlers have not yet passed every event on. In lockstep no write
+// happens during a sync and modeled time may not move between a write and
+// the sync that applies it, so a sync is recent when no write followed it.
 func (x *run) synced() (bool, string) {
 	lastWrite, delivered := x.r.settled()
-	if !delivered {
+	if !delivered && x.ls == nil { // in lockstep the handlers have heard every event: a stronger test
 		return false, "watch events are still on their way to the informers"
 	}
+	writes, _ := x.r.writeCount()
 	for _, f := range x.fams {
-		s, ok, _ := x.latestSync(f)
+		s, seen, ok, _ := x.latestSync(f)
 		switch {
 		case !ok:
 			return false, fmt.Sprintf("the %s proxier has not synced yet", f)
-		case s.Start.Before(lastWrite):
+		case x.ls == nil && s.Start.Before(lastWrite), x.ls != nil && seen != writes:
 			return false, fmt.Sprintf("the %s proxier has not synced since the last API change", f)
 		case s.Error != "":
 			return false, fmt.Sprintf("the %s proxier's last sync failed: %s", f, s.Error)
@@ -379,6 +566,9 @@ func (x *run) waitSynced(timeout time.Duration) error {
 	if x.prox == nil {
 		return errors.New("no proxier is running")
 	}
+	if x.ls != nil {
+		return x.waitSyncedModeled(timeout)
+	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	poll := time.NewTicker(20 * time.Millisecond)
@@ -388,7 +578,7 @@ func (x *run) waitSynced(timeout time.Duration) error {
 		if ok {
 			return nil
 		}
-		_, _, note := x.latestSync(x.fams[0])
+		_, _, _, note := x.latestSync(x.fams[0])
 		select {
 		case <-note:
 		case <-poll.C:
@@ -396,6 +586,29 @@ func (x *run) waitSynced(timeout time.Duration) error {
 			return fmt.Errorf("not synced after %s: %s", timeout, why)
 		case <-x.ctx.Done():
 			return x.ctx.Err()
+		}
+	}
+}
+
+// waitSyncedModeled is waitSynced in lockstep: while the proxier is not
+// synced, modeled time moves to its next timer (a rate-limited or periodic
+// sync, a retry), up to timeout of modeled time.
+func (x *run) waitSyncedModeled(timeout time.Duration) error {
+	deadline := x.now().Add(timeout)
+	if err := x.ls.settle(x.ctx); err != nil {
+		return err
+	}
+	for {
+		ok, why := x.synced()
+		if ok {
+			return nil
+		}
+		next, pending := x.ls.clock.next()
+		if !pending || next.After(deadline) {
+			return fmt.Errorf("not synced after %s of modeled time: %s", timeout, why)
+		}
+		if err := x.advance(next); err != nil {
+			return err
 		}
 	}
 }
@@ -410,20 +623,7 @@ func (x *run) churnEndpoints(c *Churn) error {
 	if len(keys) == 0 {
 		return errors.New("no live service to churn")
 	}
-	ctx, cancel := context.WithTimeout(x.ctx, c.Duration.D())
-	defer cancel()
-	pace := newPacer(c.Rate)
-	for i := 0; ; i++ {
-		if err := pace.wait(ctx); err != nil {
-			if x.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				return nil // the step's duration is over
-			}
-			return err
-		}
-		if err := x.r.roll(ctx, keys[i%len(keys)]); err != nil {
-			return err
-		}
-	}
+	return x.pace(c.Rate, c.Duration.D(), -1, func(i int) error { return x.r.roll(x.ctx, keys[i%len(keys)]) })
 }
 
 // probeTargets chooses the probed addresses from the cluster as created.

@@ -2,11 +2,14 @@ package scenarios
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -110,27 +113,26 @@ func TestShippedScenariosRun(t *testing.T) {
 	fast := []string{"sim.timeScale=0"}
 	for _, tc := range []struct {
 		name string
-		sets []string
 		// check looks at scenario-specific results.
 		check func(t *testing.T, f *results.File)
 	}{
-		{"smoke", nil, func(t *testing.T, f *results.File) {
+		{"smoke", func(t *testing.T, f *results.File) {
 			require.Equal(t, 2, generations(f), "smoke restarts the proxier once")
 		}},
-		{"scale-10k", []string{"cluster.services=300", "timeline[4].churnEndpoints.duration=500ms"}, nil},
-		{"restart-stale-ipsets", []string{"cluster.services=300"}, func(t *testing.T, f *results.File) {
+		{"scale-10k", nil},
+		{"restart-stale-ipsets", func(t *testing.T, f *results.File) {
 			require.Equal(t, 2, generations(f))
 		}},
-		{"churn-endpoints", []string{"cluster.services=100", "timeline[4].churnEndpoints.duration=1s"}, func(t *testing.T, f *results.File) {
+		{"churn-endpoints", func(t *testing.T, f *results.File) {
 			require.Positive(t, f.Totals.Ops[dataplane.OpIPVSDestinationDelete], "rolled endpoints go away")
 			require.Positive(t, f.Summary.Programming.N, "programming latency per change")
 		}},
-		{"coredns-restart", []string{"cluster.services=20", "timeline[7].sleep=200ms"}, func(t *testing.T, f *results.File) {
+		{"coredns-restart", func(t *testing.T, f *results.File) {
 			require.NotNil(t, f.Probes)
 			require.Equal(t, dataplane.UDP, f.Probes.Targets[0].Protocol)
 			require.Equal(t, "kube-system/kube-dns:dns", f.Probes.Targets[0].Service)
 		}},
-		{"dual-stack", []string{"cluster.services=100", "timeline[4].churnEndpoints.duration=1s"}, func(t *testing.T, f *results.File) {
+		{"dual-stack", func(t *testing.T, f *results.File) {
 			fams := map[dataplane.Family]int{}
 			for _, s := range f.Syncs {
 				fams[s.Family]++
@@ -140,7 +142,7 @@ func TestShippedScenariosRun(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := runShipped(t, tc.name, append(slices.Clone(fast), tc.sets...), func(x *run) { requireKernelMatchesAPI(t, x) })
+			f := runShipped(t, tc.name, append(slices.Clone(fast), reduced[tc.name]...), func(x *run) { requireKernelMatchesAPI(t, x) })
 			require.Empty(t, f.Error)
 			require.NotEmpty(t, f.Syncs)
 			require.Positive(t, f.Totals.Ops.Writes())
@@ -174,44 +176,64 @@ func generations(f *results.File) int {
 	return len(seen)
 }
 
-const determinism = `name: determinism
-description: does the same seed give the same kernel operations?
-seed: 11
-sim: {timeScale: 0}
-cluster:
-  services: 80
-  dualStack: 0.5
-  types: {nodePort: 0.2, loadBalancer: 0.1, externalIPs: 0.1}
-  portsPerService: 2
-  endpointsPerService: 3
-  udp: 0.2
-  sessionAffinity: 0.2
-  externalTrafficPolicyLocal: 0.5
-  nodes: 4
-proxier:
-  families: [IPv4, IPv6]
-  minSyncPeriod: 10ms
-  syncPeriod: 1h
-timeline:
-  - createCluster
-  - startProxier
-  - waitSynced: {timeout: 1m}
-  - addServices: {count: 20}
-  - waitSynced: {timeout: 1m}
-  - deleteServices: {count: 15}
-  - waitSynced: {timeout: 1m}
-  - restartProxier
-  - waitSynced: {timeout: 1m}
-`
+// reduced shrinks each shipped scenario for tests; a new shipped scenario
+// needs an entry (TestReplayIsDeterministic says so).
+var reduced = map[string][]string{
+	"smoke":                nil,
+	"scale-10k":            {"cluster.services=300", "timeline[4].churnEndpoints.duration=500ms"},
+	"restart-stale-ipsets": {"cluster.services=300"},
+	"churn-endpoints":      {"cluster.services=100", "timeline[4].churnEndpoints.duration=1s"},
+	"coredns-restart":      {"cluster.services=20", "timeline[7].sleep=200ms"},
+	"dual-stack":           {"cluster.services=100", "timeline[4].churnEndpoints.duration=1s"},
+}
 
+// TestReplayIsDeterministic runs every shipped scenario, reduced, on the
+// in-memory kernel at time scale 0 (lockstep) twice with its seed: the runs
+// must make the same syncs, each with the same trigger and the same kernel
+// operations, reads included; another seed makes another run.
 func TestReplayIsDeterministic(t *testing.T) {
-	a := runScenario(t, "d.yaml", []byte(determinism), nil, nil)
-	b := runScenario(t, "d.yaml", []byte(determinism), nil, nil)
-	require.Positive(t, a.Totals.Ops.Writes())
-	require.Equal(t, a.Totals.Ops.String(), b.Totals.Ops.String())
-	require.Equal(t, a.Totals.Readded, b.Totals.Readded)
-	c := runScenario(t, "d.yaml", []byte(determinism), []string{"seed=12"}, nil)
-	require.NotEqual(t, a.Totals.Ops.String(), c.Totals.Ops.String(), "another seed is another cluster")
+	if testing.Short() {
+		t.Skip("runs every shipped scenario three times")
+	}
+	shipped, err := ShippedScenarios()
+	require.NoError(t, err)
+	for _, sc := range shipped {
+		t.Run(sc.Name, func(t *testing.T) {
+			sets, ok := reduced[sc.Name]
+			require.True(t, ok, "give the new shipped scenario %s a reduced size in reduced", sc.Name)
+			sets = append([]string{"sim.timeScale=0"}, sets...)
+			a := runShipped(t, sc.Name, sets, nil)
+			b := runShipped(t, sc.Name, sets, nil)
+			require.Positive(t, a.Totals.Ops.Writes())
+			require.Equal(t, syncsByProxier(a), syncsByProxier(b))
+			require.Equal(t, a.Totals.Ops.String(), b.Totals.Ops.String())
+			require.Equal(t, a.Totals.Readded, b.Totals.Readded)
+			if a.Probes != nil {
+				require.Equal(t, a.Probes.Attempts, b.Probes.Attempts)
+				require.Equal(t, len(a.Probes.Failures), len(b.Probes.Failures))
+			}
+			c := runShipped(t, sc.Name, append(sets, "seed=987654"), nil)
+			require.NotEqual(t, a.Totals.Ops.String(), c.Totals.Ops.String(), "another seed is another cluster")
+		})
+	}
+}
+
+// syncsByProxier lists each sync as proxier, family, sequence number,
+// trigger, what it knew and its operations, in that order: two runs whose
+// syncs interleave differently across families still compare equal. The
+// families of a dual-stack node share kube-ipvs0 and sync at once; which of
+// their first syncs creates the link is a race the totals do not see, so
+// link-create is left out here.
+func syncsByProxier(f *results.File) []string {
+	out := make([]string, 0, len(f.Syncs))
+	for _, s := range f.Syncs {
+		ops := s.Ops
+		ops[dataplane.OpLinkCreate] = 0
+		out = append(out, fmt.Sprintf("%d %s #%03d %s full=%v services=%d endpoints=%d %v",
+			s.Proxier, s.Family, s.Seq, s.Trigger, s.Full, s.Services, s.Endpoints, ops))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestIncidentReproduction is restart-stale-ipsets at 300 services: the
@@ -222,10 +244,10 @@ func TestIncidentReproduction(t *testing.T) {
 	small := []string{"cluster.services=300", "sim.timeScale=0", "probes.services=5"}
 
 	legacy := runShipped(t, "restart-stale-ipsets", append(slices.Clone(small), "proxier.initialSync=legacy", "proxier.ipset=exec"), nil)
-	first, second := syncsOf(legacy, 1)
+	first, later := syncsOf(legacy, 1)
 	require.Less(t, first.Services, 300, "the first sync after the restart ran before the handlers caught up")
 	require.Positive(t, first.Ops[dataplane.OpIPSetDel], "it deleted entries it had not heard of")
-	require.Positive(t, second.Ops[dataplane.OpIPSetAdd], "the next sync put them back")
+	require.Equal(t, first.Ops[dataplane.OpIPSetDel], later[dataplane.OpIPSetAdd], "later syncs put every one of them back")
 	require.Positive(t, legacy.Totals.Readded[dataplane.OpIPSetAdd])
 	require.Positive(t, legacy.Totals.Readded[dataplane.OpIPVSServiceAdd])
 
@@ -237,21 +259,22 @@ func TestIncidentReproduction(t *testing.T) {
 	require.Equal(t, dataplane.Ops{}, defaults.Totals.Readded)
 }
 
-// syncsOf returns the first two syncs (of the first family) of a proxier generation.
-func syncsOf(f *results.File, gen int) (first, second results.Sync) {
-	var out []results.Sync
+// syncsOf returns the first IPv4 sync of a proxier generation and the
+// operations of its later syncs.
+func syncsOf(f *results.File, gen int) (first results.Sync, later dataplane.Ops) {
+	n := 0
 	for _, s := range f.Syncs {
-		if s.Proxier == gen && s.Family == dataplane.IPv4 {
-			out = append(out, s)
+		if s.Proxier != gen || s.Family != dataplane.IPv4 {
+			continue
 		}
+		if n == 0 {
+			first = s
+		} else {
+			later.Add(&s.Ops)
+		}
+		n++
 	}
-	if len(out) > 0 {
-		first = out[0]
-	}
-	if len(out) > 1 {
-		second = out[1]
-	}
-	return first, second
+	return first, later
 }
 
 const faults = `name: faults
@@ -309,11 +332,18 @@ func TestInterruptedRunKeepsWhatItMeasured(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f, err := Run(ctx, s, RunOptions{Backend: b, OnStep: func(done, _ int, _ string) {
-		if done == 4 { // churnEndpoints: the proxier has synced and probes are on
-			time.AfterFunc(200*time.Millisecond, cancel)
-		}
-	}})
+	// Stopped by the first sync during churnEndpoints (step 4): the proxier
+	// has synced and probes are on. Smoke runs in lockstep, so a wall-clock
+	// delay could outlast the whole run; a sync lands inside the step.
+	var step atomic.Int32
+	f, err := Run(ctx, s, RunOptions{Backend: b,
+		OnStep: func(done, _ int, _ string) { step.Store(int32(done)) },
+		OnSync: func(results.Sync) {
+			if step.Load() == 4 {
+				cancel()
+			}
+		},
+	})
 	require.ErrorContains(t, err, "interrupted")
 	require.True(t, f.Interrupted)
 	require.NotEmpty(t, f.Error)
@@ -350,4 +380,84 @@ func TestProbeTargets(t *testing.T) {
 		"loadbalancer " + svc.Status.LoadBalancer.Ingress[0].IP + ":80",
 		"loadbalancer [" + svc.Status.LoadBalancer.Ingress[1].IP + "]:80",
 	}, got)
+}
+
+const export = `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  type: NodePort
+  clusterIP: 10.96.5.5
+  ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30080, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-abcde, namespace: shop, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+- addresses: [10.244.1.5]
+  conditions: {ready: true}
+  nodeName: node-1
+- addresses: [10.244.2.7]
+  nodeName: peer
+`
+
+const fromFile = `name: from-file
+description: does a cluster exported from kubectl replay like a generated one?
+seed: 9
+sim: {timeScale: 0}
+cluster:
+  fromFile: export.yaml
+proxier: {minSyncPeriod: 10ms}
+probes:
+  services: [shop/web]
+  kinds: [clusterip, nodeport]
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced: {timeout: 1m}
+  - probes: on
+  - churnEndpoints: {rate: 20, duration: 300ms, services: [shop/web]}
+  - addServices: {count: 3}
+  - waitSynced: {timeout: 1m}
+  - probes: off
+`
+
+func TestFromFile(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "export.yaml"), []byte(export), 0o644))
+	file := filepath.Join(dir, "s.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fromFile), 0o644))
+	s, err := Load(file, nil)
+	require.NoError(t, err)
+	require.Len(t, s.set.Services, 1)
+	require.Len(t, s.set.EndpointSlices, 1)
+	f := runScenario(t, file, []byte(fromFile), nil, func(x *run) {
+		requireKernelMatchesAPI(t, x)
+		require.Len(t, x.r.liveKeys(), 4)
+		for _, k := range x.r.liveKeys()[1:] {
+			svc := x.r.service(k).svc
+			require.NotEqual(t, "10.96.5.5", svc.Spec.ClusterIP, "added services avoid the file's addresses")
+		}
+	})
+	require.Equal(t, []string{"clusterip", "nodeport"}, []string{f.Probes.Targets[0].Kind, f.Probes.Targets[1].Kind})
+	require.Equal(t, "10.96.5.5:80", f.Probes.Targets[0].Address)
+	require.Equal(t, "192.168.0.10:30080", f.Probes.Targets[1].Address)
+	require.Positive(t, f.Totals.Ops[dataplane.OpIPVSDestinationAdd])
+}
+
+// BenchmarkScale10k runs the shipped scale-10k scenario (10,000 services,
+// time scale 0) end to end: go test -run '^$' -bench Scale10k -benchtime 1x.
+func BenchmarkScale10k(b *testing.B) {
+	for b.Loop() {
+		s, err := Load("scale-10k", nil)
+		require.NoError(b, err)
+		backend, err := NewSimBackend(s)
+		require.NoError(b, err)
+		f, err := Run(context.Background(), s, RunOptions{Backend: backend})
+		require.NoError(b, err)
+		b.ReportMetric(float64(len(f.Syncs)), "syncs/op")
+		b.ReportMetric(f.Summary.Slowest.Seconds, "slowest-sync-modeled-s/op")
+	}
 }

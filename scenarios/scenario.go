@@ -48,8 +48,10 @@ type Sim struct {
 // Cluster describes the generated cluster, or names an export to load.
 type Cluster struct {
 	// FromFile loads Services and EndpointSlices from a kubectl export
-	// (`kubectl get services,endpointslices -A -o json`) instead of
-	// generating them; the generator's other fields are then not allowed.
+	// (`kubectl get services,endpointslices -A -o json`, see
+	// scenarios/objects) instead of generating them; a relative path is
+	// relative to the scenario file. Services and KubeDNS are then not
+	// allowed; the other generator fields shape what addServices adds.
 	FromFile string `yaml:"fromFile" json:"fromFile,omitempty"`
 
 	Services int `yaml:"services" json:"services"`

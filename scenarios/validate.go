@@ -18,6 +18,7 @@ const (
 	maxServices            = 50_000
 	maxPortsPerService     = 16
 	maxEndpointsPerService = 1000 // the API's limit per EndpointSlice
+	maxEndpoints           = 500_000
 	maxNodes               = 5000
 	maxNamespaces          = 10_000
 	maxProbeTargets        = 256
@@ -51,16 +52,15 @@ func (s *Scenario) defaults(present func(string) bool) {
 			s.Proxier.Families = append(s.Proxier.Families, string(dataplane.IPv6))
 		}
 	}
-	if c.FromFile == "" {
-		if !present("cluster.portsPerService") {
-			c.PortsPerService = 1
-		}
-		if !present("cluster.endpointsPerService") {
-			c.EndpointsPerService = 2
-		}
-		if !present("cluster.namespaces") {
-			c.Namespaces = 1
-		}
+	// With fromFile these still shape the services addServices generates.
+	if !present("cluster.portsPerService") {
+		c.PortsPerService = 1
+	}
+	if !present("cluster.endpointsPerService") {
+		c.EndpointsPerService = 2
+	}
+	if !present("cluster.namespaces") {
+		c.Namespaces = 1
 	}
 	if !present("cluster.nodes") {
 		c.Nodes = 20 // the incident's cluster size
@@ -220,8 +220,7 @@ func (s *Scenario) validate(v *validator) {
 
 func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 	if c.FromFile != "" {
-		for _, k := range []string{"services", "types", "portsPerService", "endpointsPerService", "namespaces",
-			"dualStack", "udp", "sctp", "sessionAffinity", "externalTrafficPolicyLocal", "kubeDNS"} {
+		for _, k := range []string{"services", "kubeDNS"} {
 			if v.d.present("cluster." + k) {
 				v.errf("cluster."+k, "not allowed with cluster.fromFile: the file says what the cluster is")
 			}
@@ -234,10 +233,12 @@ func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 	if sum := c.Types.NodePort + c.Types.LoadBalancer + c.Types.ExternalIPs; sum > 1+1e-9 {
 		v.errf("cluster.types", "shares add up to %v, more than 1", sum)
 	}
-	if c.FromFile == "" {
-		v.intRange("cluster.portsPerService", c.PortsPerService, 1, maxPortsPerService)
-		v.intRange("cluster.endpointsPerService", c.EndpointsPerService, 0, maxEndpointsPerService)
-		v.intRange("cluster.namespaces", c.Namespaces, 1, maxNamespaces)
+	v.intRange("cluster.portsPerService", c.PortsPerService, 1, maxPortsPerService)
+	v.intRange("cluster.endpointsPerService", c.EndpointsPerService, 0, maxEndpointsPerService)
+	v.intRange("cluster.namespaces", c.Namespaces, 1, maxNamespaces)
+	if n := c.Services * c.EndpointsPerService; n > maxEndpoints {
+		v.errf("cluster.endpointsPerService", "%d services x %d endpoints is %d endpoints, more than %d",
+			c.Services, c.EndpointsPerService, n, maxEndpoints)
 	}
 	v.intRange("cluster.nodes", c.Nodes, 1, maxNodes)
 	v.share("cluster.dualStack", c.DualStack)
@@ -412,9 +413,6 @@ func (s *Scenario) checkSteps(v *validator, steps []Step, path string, st *timel
 			v.intRange(kp+".count", r.Count, 1, maxServices)
 			if r.Rate < 0 {
 				v.errf(kp+".rate", "must not be negative")
-			}
-			if step.AddServices != nil && s.Cluster.FromFile == "" && s.Cluster.PortsPerService < 1 {
-				v.errf(kp, "needs cluster.portsPerService")
 			}
 		case step.APIFault != nil:
 			if step.APIFault.WatchDelay.D() > maxWatchDelay {

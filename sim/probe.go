@@ -118,7 +118,6 @@ func (p *packet) port(src bool) uint16 {
 	return p.dst.Port()
 }
 
-
 // probeRule is a rule compiled for the probe model when it is restored, so
 // that probing never parses rule text. The model evaluates these matches:
 //

@@ -99,7 +99,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"run", "-s", "smoke", "--set", "proxier.ipset=fast"}, 2, `--set proxier.ipset=fast: proxier.ipset: "fast" is not one of exec, restore, netlink`},
 		{[]string{"run", "-s", "smoke", "--set", "proxier.ipset"}, 2, "--set proxier.ipset: must be key=value"},
 		{[]string{"run", "-s", "nope"}, 2, `scenario "nope": no such file, and not a shipped scenario`},
-		{[]string{"run", "-s", "smoke", "--set", "backend=kernel"}, 3, "backend kernel: the kernel backend is not available in this build"},
+		{[]string{"run", "-s", "smoke", "--set", "backend=vm"}, 2, `--set backend=vm: backend: "vm" is not one of sim, kernel`},
 		{[]string{"run", "-s", "smoke", "extra"}, 2, "unexpected arguments"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
