@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 )
@@ -39,7 +40,7 @@ var (
 func init() {
 	register(command{
 		name:  "run",
-		usage: "-s NAME|FILE [-o FILE] [--set key=value ...] [--metrics-addr HOST:PORT]",
+		usage: "-s NAME|FILE [-o FILE] [--set key=value ...] [--metrics-addr HOST:PORT] [--state FILE]",
 		short: "run a scenario and write its results file",
 		run:   runRun,
 	})
@@ -52,6 +53,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	var sets setFlags // state.go's: repeated --set key=value
 	fs.Var(&sets, "set", "override a scenario field, e.g. proxier.initialSync=legacy or cluster.services=500 (repeatable)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics on this address while the run lasts, e.g. 127.0.0.1:9100")
+	stateOut := fs.String("state", "", "at the end of the run, read back what the dataplane holds and write it as a state dump (see 'kpsim state --diff')")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: kpsim run %s\n\n", commands["run"].usage)
 		fs.PrintDefaults()
@@ -111,11 +113,31 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err := results.Write(path, f); err != nil {
 		return errors.Join(runErr, err)
 	}
+	if *stateOut != "" {
+		// Read back from the kernel itself (the real one on the kernel
+		// backend), so a sim run and a kernel run diff with the same command.
+		st, err := results.ReadState(backend.Dataplane(), scenarioFamilies(sc))
+		if err == nil {
+			err = writeState(*stateOut, st, stdout)
+		}
+		if err != nil {
+			return errors.Join(runErr, fmt.Errorf("--state: %w", err))
+		}
+	}
 	if err := results.PrintSummary(stdout, f); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "results: %s\n", path)
 	return runErr
+}
+
+// scenarioFamilies is the families the scenario's proxiers ran.
+func scenarioFamilies(sc *scenarios.Scenario) []dataplane.Family {
+	var out []dataplane.Family
+	for _, f := range sc.Proxier.Families {
+		out = append(out, dataplane.Family(f))
+	}
+	return out
 }
 
 // progress shows the timeline's steps and the syncs so far on a terminal.

@@ -184,3 +184,40 @@ func TestBuildInfoFallsBack(t *testing.T) {
 	require.Equal(t, version, b.Version)
 	require.NotEmpty(t, b.Commit, "unknown rather than empty when neither -X nor VCS stamping gave one")
 }
+
+// TestRunWritesState checks --state: what the dataplane holds at the end of
+// the run, in the format `kpsim state --diff` reads.
+func TestRunWritesState(t *testing.T) {
+	dir := t.TempDir()
+	out, state := filepath.Join(dir, "r.json"), filepath.Join(dir, "state.json")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "-s", "smoke", "-o", out, "--state", state, "--set", "cluster.services=8", "--set", "probes.services=2"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+
+	st, err := results.ReadStateFile(state)
+	require.NoError(t, err)
+	require.Len(t, st.IPSets, 17, "kube-proxy's 17 sets always exist")
+	require.NotEmpty(t, st.VirtualServers)
+	// Every address bound to kube-ipvs0 serves at least one virtual server,
+	// and every ClusterIP entry names one.
+	vsAddrs := map[string]bool{}
+	for _, vs := range st.VirtualServers {
+		vsAddrs[vs.Address] = true
+	}
+	require.NotEmpty(t, st.Addresses)
+	for _, a := range st.Addresses {
+		require.True(t, vsAddrs[strings.TrimSuffix(strings.TrimSuffix(a, "/32"), "/128")], "address %s has no virtual server", a)
+	}
+	for _, set := range st.IPSets {
+		if set.Name != "KUBE-CLUSTER-IP" {
+			continue
+		}
+		require.NotEmpty(t, set.Entries)
+		for _, e := range set.Entries {
+			require.True(t, vsAddrs[strings.Split(e, ",")[0]], "KUBE-CLUSTER-IP entry %s has no virtual server", e)
+		}
+	}
+
+	stdout.Reset()
+	require.Equal(t, 0, run([]string{"state", "--diff", state, state}, &stdout, &stderr), stderr.String())
+}
