@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // base is a valid scenario; tests append to it or replace parts of it.
@@ -320,4 +323,47 @@ func FuzzParse(f *testing.F) {
 			require.NotNil(t, s.set)
 		}
 	})
+}
+
+// TestProxierOverrides: the proxier settings `kpsim state --set` takes are
+// the scenario's proxier section, decoded and checked alike.
+func TestProxierOverrides(t *testing.T) {
+	for _, tc := range []struct {
+		kv   string
+		want func(*proxier.Config) any
+		val  any
+		err  string
+	}{
+		{kv: "proxier.scheduler=wrr", want: func(c *proxier.Config) any { return c.Scheduler }, val: "wrr"},
+		{kv: "proxier.masqueradeAll=true", want: func(c *proxier.Config) any { return c.MasqueradeAll }, val: true},
+		{kv: "proxier.clusterCIDRs=[10.244.0.0/16, fd00:244::/56]", want: func(c *proxier.Config) any { return c.ClusterCIDRs },
+			val: []string{"10.244.0.0/16", "fd00:244::/56"}},
+		{kv: "proxier.families=[IPv4, IPv6]", want: func(c *proxier.Config) any { return c.Families },
+			val: []dataplane.Family{dataplane.IPv4, dataplane.IPv6}},
+		{kv: "proxier.minSyncPeriod=250ms", want: func(c *proxier.Config) any { return c.MinSyncPeriod.String() }, val: "250ms"},
+		{kv: "proxier.initialSync=legacy", want: func(c *proxier.Config) any { return c.InitialSync }, val: proxier.InitialSyncLegacy},
+		{kv: "scheduler=wrr", err: "--set scheduler=wrr: only proxier.* keys apply here"},
+		{kv: "proxier.scheduler", err: "--set proxier.scheduler: must be key=value"},
+		{kv: "proxier.masqueradeAll=maybe", err: `proxier.masqueradeAll: must be true or false, got the string "maybe"`},
+		{kv: "proxier.syncPeriod=30", err: "proxier.syncPeriod: must be a duration"},
+		{kv: "proxier.ipset=fast", err: `proxier.ipset: "fast" is not one of exec, restore, netlink`},
+		{kv: "proxier.clusterCIDRs=[nope]", err: `proxier.clusterCIDRs[0]: not a CIDR: "nope"`},
+	} {
+		t.Run(tc.kv, func(t *testing.T) {
+			cfg, _, err := ProxierOverrides([]string{tc.kv})
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.val, tc.want(&cfg))
+		})
+	}
+	// Without overrides: kube-proxy's defaults and kpsim's ipset strategy.
+	cfg, strategy, err := ProxierOverrides(nil)
+	require.NoError(t, err)
+	require.Equal(t, proxier.Config{}.Defaults().SyncPeriod, cfg.SyncPeriod)
+	require.Equal(t, "rr", cfg.Scheduler)
+	require.Equal(t, DefaultIPSetStrategy, strategy)
+	require.Empty(t, cfg.Families, "families are the caller's to decide")
 }

@@ -100,7 +100,7 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 		o:          o,
 		now:        time.Now,
 		dp:         o.Backend.Dataplane(),
-		cfg:        s.proxierConfig(),
+		cfg:        s.Proxier.config(s.Cluster.Node.Name),
 		churn:      dataplane.NewChurn(),
 		metrics:    proxier.NewMetrics(reg),
 		syncNote:   make(chan struct{}),
@@ -426,28 +426,6 @@ func (x *run) createCluster(rate float64) error {
 		return err
 	}
 	return x.batch(rest)
-}
-
-// proxierConfig is the scenario's proxier.Config.
-func (s *Scenario) proxierConfig() proxier.Config {
-	p := s.Proxier
-	cfg := proxier.Config{
-		NodeName:                 s.Cluster.Node.Name,
-		InitialSync:              proxier.InitialSyncMode(p.InitialSync),
-		MinSyncPeriod:            p.MinSyncPeriod.D(),
-		SyncPeriod:               p.SyncPeriod.D(),
-		Scheduler:                p.Scheduler,
-		NodePortAddresses:        p.NodePortAddresses,
-		MasqueradeAll:            p.MasqueradeAll,
-		ClusterCIDRs:             p.ClusterCIDRs,
-		ExcludeCIDRs:             p.ExcludeCIDRs,
-		StrictARP:                p.StrictARP,
-		GracefulTerminationRetry: p.GracefulTerminationRetry.D(),
-	}
-	for _, f := range p.Families {
-		cfg.Families = append(cfg.Families, dataplane.Family(f))
-	}
-	return cfg
 }
 
 // startProxier starts the next proxier generation on the run's kernel, with

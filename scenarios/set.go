@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // pathSeg is one step of an override path: a mapping key or a list index.
@@ -146,4 +149,35 @@ func (d *decoder) mark(n *yaml.Node, kv string) {
 	for _, c := range n.Content {
 		d.mark(c, kv)
 	}
+}
+
+// ProxierOverrides turns proxier.KEY=VALUE overrides alone into proxier
+// settings, decoded, defaulted and validated exactly as a scenario's proxier
+// section is, for commands that run the proxier without a scenario (kpsim
+// state). Families stay as set (empty if not): the caller decides them.
+func ProxierOverrides(sets []string) (proxier.Config, dataplane.IPSetStrategy, error) {
+	root := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	d := newDecoder("")
+	for _, kv := range sets {
+		if !strings.HasPrefix(kv, "proxier.") {
+			return proxier.Config{}, "", &Error{Set: kv, Msg: "only proxier.* keys apply here"}
+		}
+		if err := d.applySet(root, kv); err != nil {
+			return proxier.Config{}, "", err
+		}
+	}
+	var doc struct {
+		Proxier Proxier `yaml:"proxier"`
+	}
+	if err := d.decodeStruct(root, &doc, ""); err != nil {
+		return proxier.Config{}, "", err
+	}
+	p := &doc.Proxier
+	p.defaults()
+	v := &validator{d: d}
+	p.validate(v)
+	if err := v.errs.orNil(); err != nil {
+		return proxier.Config{}, "", err
+	}
+	return p.config(""), dataplane.IPSetStrategy(p.IPSet), nil
 }

@@ -87,24 +87,7 @@ func (s *Scenario) defaults(present func(string) bool) {
 			}
 		}
 	}
-	p := &s.Proxier
-	if p.IPSet == "" {
-		p.IPSet = string(DefaultIPSetStrategy)
-	}
-	cfg := proxier.Config{
-		InitialSync:              proxier.InitialSyncMode(p.InitialSync),
-		MinSyncPeriod:            p.MinSyncPeriod.D(),
-		SyncPeriod:               p.SyncPeriod.D(),
-		Scheduler:                p.Scheduler,
-		GracefulTerminationRetry: p.GracefulTerminationRetry.D(),
-		NodeName:                 c.Node.Name,
-	}
-	cfg = cfg.Defaults() // as proxier.Run will: a zero period means the default
-	p.InitialSync = string(cfg.InitialSync)
-	p.MinSyncPeriod = Duration(cfg.MinSyncPeriod)
-	p.SyncPeriod = Duration(cfg.SyncPeriod)
-	p.Scheduler = cfg.Scheduler
-	p.GracefulTerminationRetry = Duration(cfg.GracefulTerminationRetry)
+	s.Proxier.defaults()
 
 	if s.Probes.Interval == 0 {
 		s.Probes.Interval = Duration(100 * time.Millisecond)
@@ -272,6 +255,42 @@ func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 			v.errf("cluster.node.addresses", "needs an %s address (the proxier runs %s)", f, f)
 		}
 	}
+}
+
+// defaults fills kube-proxy's defaults (proxier.Config.Defaults) and kpsim's
+// ipset strategy into the proxier section, so that the scenario as run shows
+// them. Families depend on the cluster and are the scenario's to fill.
+func (p *Proxier) defaults() {
+	if p.IPSet == "" {
+		p.IPSet = string(DefaultIPSetStrategy)
+	}
+	cfg := p.config("").Defaults() // as proxier.Run will: a zero period means the default
+	p.InitialSync = string(cfg.InitialSync)
+	p.MinSyncPeriod = Duration(cfg.MinSyncPeriod)
+	p.SyncPeriod = Duration(cfg.SyncPeriod)
+	p.Scheduler = cfg.Scheduler
+	p.GracefulTerminationRetry = Duration(cfg.GracefulTerminationRetry)
+}
+
+// config is the section as a proxier.Config for the named node.
+func (p *Proxier) config(nodeName string) proxier.Config {
+	cfg := proxier.Config{
+		NodeName:                 nodeName,
+		InitialSync:              proxier.InitialSyncMode(p.InitialSync),
+		MinSyncPeriod:            p.MinSyncPeriod.D(),
+		SyncPeriod:               p.SyncPeriod.D(),
+		Scheduler:                p.Scheduler,
+		NodePortAddresses:        p.NodePortAddresses,
+		MasqueradeAll:            p.MasqueradeAll,
+		ClusterCIDRs:             p.ClusterCIDRs,
+		ExcludeCIDRs:             p.ExcludeCIDRs,
+		StrictARP:                p.StrictARP,
+		GracefulTerminationRetry: p.GracefulTerminationRetry.D(),
+	}
+	for _, f := range p.Families {
+		cfg.Families = append(cfg.Families, dataplane.Family(f))
+	}
+	return cfg
 }
 
 func (p *Proxier) validate(v *validator) {

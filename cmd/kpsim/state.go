@@ -8,16 +8,13 @@ import (
 	"maps"
 	"net/netip"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
-	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
 	"github.com/kpsim/kpsim/sim"
 )
@@ -76,13 +73,11 @@ func runState(args []string, stdout, stderr io.Writer) error {
 		return usageError("want -f OBJECTS and no other arguments (see kpsim state -h)")
 	}
 
-	cfg := proxier.Config{NodeName: node}
-	var strategy dataplane.IPSetStrategy
-	for _, kv := range sets {
-		if err := applyProxierSet(&cfg, &strategy, kv); err != nil {
-			return usageError("--set %s: %v", kv, err)
-		}
+	cfg, strategy, err := scenarios.ProxierOverrides(sets)
+	if err != nil {
+		return usageError("%v", err)
 	}
+	cfg.NodeName = node
 	switch family {
 	case "":
 	case "dual":
@@ -331,94 +326,4 @@ func (r *stateRun) conflicts() []string {
 		}
 	}
 	return out
-}
-
-// applyProxierSet applies one proxier.KEY=VALUE override. Keys are
-// proxier.Config's JSON names (the scenario file's proxier keys), plus
-// "ipset", the scenario key for the sim's ipset strategy. Values are YAML, so
-// lists are [a, b] and durations "1s".
-func applyProxierSet(cfg *proxier.Config, strategy *dataplane.IPSetStrategy, kv string) error {
-	key, value, ok := strings.Cut(kv, "=")
-	if !ok {
-		return fmt.Errorf("must be proxier.KEY=VALUE")
-	}
-	name, ok := strings.CutPrefix(key, "proxier.")
-	if !ok {
-		return fmt.Errorf("only proxier.* keys apply to kpsim state")
-	}
-	var v any
-	if err := yaml.Unmarshal([]byte(value), &v); err != nil {
-		return fmt.Errorf("value is not valid YAML: %v", err)
-	}
-	if name == "ipset" {
-		s, ok := v.(string)
-		if !ok || !slices.Contains(dataplane.IPSetStrategies, dataplane.IPSetStrategy(s)) {
-			return fmt.Errorf("want one of %v", dataplane.IPSetStrategies)
-		}
-		*strategy = dataplane.IPSetStrategy(s)
-		return nil
-	}
-	rv := reflect.ValueOf(cfg).Elem()
-	var keys []string
-	for i := 0; i < rv.NumField(); i++ {
-		tag, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
-		keys = append(keys, tag)
-		if tag == name {
-			return setField(rv.Field(i), v)
-		}
-	}
-	return fmt.Errorf("unknown key; known: ipset, %s", strings.Join(keys, ", "))
-}
-
-func setField(f reflect.Value, v any) error {
-	if f.Type() == reflect.TypeOf(time.Duration(0)) {
-		s, ok := v.(string)
-		if !ok {
-			return fmt.Errorf("want a duration such as 1s")
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return err
-		}
-		f.SetInt(int64(d))
-		return nil
-	}
-	switch f.Kind() {
-	case reflect.String:
-		s, ok := v.(string)
-		if !ok {
-			return fmt.Errorf("want a string")
-		}
-		f.SetString(s)
-	case reflect.Bool:
-		b, ok := v.(bool)
-		if !ok {
-			return fmt.Errorf("want true or false")
-		}
-		f.SetBool(b)
-	case reflect.Slice:
-		var items []any
-		switch x := v.(type) {
-		case []any:
-			items = x
-		case string:
-			for _, s := range strings.Split(x, ",") {
-				items = append(items, strings.TrimSpace(s))
-			}
-		default:
-			return fmt.Errorf("want a list such as [a, b]")
-		}
-		out := reflect.MakeSlice(f.Type(), 0, len(items))
-		for _, it := range items {
-			s, ok := it.(string)
-			if !ok || f.Type().Elem().Kind() != reflect.String {
-				return fmt.Errorf("want a list of strings")
-			}
-			out = reflect.Append(out, reflect.ValueOf(s).Convert(f.Type().Elem()))
-		}
-		f.Set(out)
-	default:
-		return fmt.Errorf("cannot be set from the command line")
-	}
-	return nil
 }

@@ -281,7 +281,7 @@ func TestStateCommand(t *testing.T) {
 			"scale: 2 x external IP equal to a node address"},
 		{"bad scale", []string{"state", "-f", exampleDir, "--scale", "0"}, 2, "", "the factor must be at least 1"},
 		{"bad object", []string{"state", "-f", bad}, 2, "", "services default/web: spec.ports[1].port: 70000 is not a valid port"},
-		{"bad key", []string{"state", "-f", exampleDir, "--set", "proxier.nope=1"}, 2, "", "unknown key; known: ipset, nodeName"},
+		{"bad key", []string{"state", "-f", exampleDir, "--set", "proxier.nope=1"}, 2, "", "proxier.nope: unknown field (known: families, initialSync, ipset"},
 		{"bad family", []string{"state", "-f", exampleDir, "--family", "IPv5"}, 2, "", "want IPv4, IPv6 or dual"},
 		{"no input", []string{"state"}, 2, "", "want -f OBJECTS"},
 		{"diff arity", []string{"state", "--diff", a}, 2, "", "exactly two dump files"},
@@ -300,41 +300,6 @@ func TestStateCommand(t *testing.T) {
 	got, err := results.ReadStateFile(a)
 	require.NoError(t, err)
 	require.Empty(t, results.DiffStates(stateOf(t, set, proxier.Config{}), got))
-}
-
-func TestApplyProxierSet(t *testing.T) {
-	for _, tc := range []struct {
-		kv   string
-		want func(*proxier.Config) any
-		val  any
-		err  string
-	}{
-		{kv: "proxier.scheduler=wrr", want: func(c *proxier.Config) any { return c.Scheduler }, val: "wrr"},
-		{kv: "proxier.masqueradeAll=true", want: func(c *proxier.Config) any { return c.MasqueradeAll }, val: true},
-		{kv: "proxier.clusterCIDRs=[10.244.0.0/16, fd00:244::/56]", want: func(c *proxier.Config) any { return c.ClusterCIDRs },
-			val: []string{"10.244.0.0/16", "fd00:244::/56"}},
-		{kv: "proxier.families=IPv4,IPv6", want: func(c *proxier.Config) any { return c.Families },
-			val: []dataplane.Family{dataplane.IPv4, dataplane.IPv6}},
-		{kv: "proxier.minSyncPeriod=250ms", want: func(c *proxier.Config) any { return c.MinSyncPeriod.String() }, val: "250ms"},
-		{kv: "proxier.initialSync=legacy", want: func(c *proxier.Config) any { return c.InitialSync }, val: proxier.InitialSyncLegacy},
-		{kv: "scheduler=wrr", err: "only proxier.* keys"},
-		{kv: "proxier.scheduler", err: "must be proxier.KEY=VALUE"},
-		{kv: "proxier.masqueradeAll=maybe", err: "want true or false"},
-		{kv: "proxier.syncPeriod=30", err: "want a duration"},
-		{kv: "proxier.ipset=fast", err: "want one of"},
-	} {
-		t.Run(tc.kv, func(t *testing.T) {
-			var cfg proxier.Config
-			var strategy dataplane.IPSetStrategy
-			err := applyProxierSet(&cfg, &strategy, tc.kv)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.val, tc.want(&cfg))
-		})
-	}
 }
 
 func TestAnonymizeCommand(t *testing.T) {
