@@ -124,13 +124,3 @@ func sliceFixture() *discoveryv1.EndpointSlice {
 		},
 	}
 }
-
-func TestClientAddress(t *testing.T) {
-	for _, tc := range []struct{ cidr, want string }{
-		{"10.244.0.0/16", "10.244.255.254"},
-		{"10.244.3.7/24", "10.244.3.254"},
-		{"fd00:244::/64", "fd00:244::ffff:ffff:ffff:fffe"},
-	} {
-		require.Equal(t, tc.want, clientAddress(netip.MustParsePrefix(tc.cidr)).String(), tc.cidr)
-	}
-}

@@ -56,33 +56,21 @@ type TopologyConfig struct {
 	// fd00::10/64, so that sim and kernel runs of a scenario probe the same
 	// addresses.
 	NodeAddresses []netip.Prefix
-	// PodCIDRs place the client pod: it takes each CIDR's last address but
-	// one, which a scenario's generator hands out last, as the in-memory
-	// kernel's client does. Empty means 10.244.0.0/16 and fd00:244::/64.
-	PodCIDRs []netip.Prefix
+	// Clients are the client pod's addresses, one per family: where probes
+	// come from (scenarios.Cluster.ProbeClients). Empty means what a
+	// scenario's default pod CIDRs give, 10.244.255.254 and
+	// fd00:10:244:0:ffff:ffff:ffff:fffe.
+	Clients []netip.Addr
 }
 
 func (c TopologyConfig) withDefaults() TopologyConfig {
 	if len(c.NodeAddresses) == 0 {
 		c.NodeAddresses = []netip.Prefix{netip.MustParsePrefix("192.168.0.10/24"), netip.MustParsePrefix("fd00::10/64")}
 	}
-	if len(c.PodCIDRs) == 0 {
-		c.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/64")}
+	if len(c.Clients) == 0 {
+		c.Clients = []netip.Addr{netip.MustParseAddr("10.244.255.254"), netip.MustParseAddr("fd00:10:244:0:ffff:ffff:ffff:fffe")}
 	}
 	return c
-}
-
-// clientAddress is the last address of p but one.
-func clientAddress(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	host := len(b)*8 - p.Bits()
-	for i := len(b) - 1; i >= 0 && host > 0; i-- {
-		n := min(host, 8)
-		b[i] |= byte(1<<n - 1)
-		host -= n
-	}
-	last, _ := netip.AddrFromSlice(b)
-	return last.Prev()
 }
 
 // Topology is the client and pods namespaces around the node namespace.
@@ -135,8 +123,7 @@ func NewTopology(cfg TopologyConfig) (t *Topology, err error) {
 			return t, err
 		}
 	}
-	for _, p := range t.cfg.PodCIDRs {
-		a := clientAddress(p)
+	for _, a := range t.cfg.Clients {
 		if err := t.Client.Do(func() error { return addAddr(podLink, netip.PrefixFrom(a, a.BitLen())) }); err != nil {
 			return t, err
 		}

@@ -419,3 +419,27 @@ func (s *Scenario) build(v *validator) error {
 // ClusterObjects returns the scenario's cluster as built by Parse: the
 // objects a createCluster step creates. Callers must not modify it.
 func (s *Scenario) ClusterObjects() *objects.Set { return s.set }
+
+// ProbeClients are the addresses of the pod that probes from the node, one
+// per pod CIDR: the CIDR's last address below its IPv4 broadcast address,
+// which the generator hands out last. The sim's modeled probes and the
+// kernel's real ones come from these same addresses, so that UDP flows (and
+// their stale conntrack entries) are keyed alike on both backends.
+func (c *Cluster) ProbeClients() []netip.Addr {
+	var out []netip.Addr
+	for _, cidr := range c.PodCIDRs {
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			continue // validation reports it
+		}
+		b := p.Masked().Addr().AsSlice()
+		for i, host := len(b)-1, p.Addr().BitLen()-p.Bits(); i >= 0 && host > 0; i-- {
+			n := min(host, 8)
+			b[i] |= byte(1<<n - 1)
+			host -= n
+		}
+		last, _ := netip.AddrFromSlice(b)
+		out = append(out, last.Prev())
+	}
+	return out
+}

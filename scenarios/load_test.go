@@ -367,3 +367,14 @@ func TestProxierOverrides(t *testing.T) {
 	require.Equal(t, DefaultIPSetStrategy, strategy)
 	require.Empty(t, cfg.Families, "families are the caller's to decide")
 }
+
+// TestProbeClients: the probing pod takes each pod CIDR's last address but
+// one; the sim and the kernel topology both use it.
+func TestProbeClients(t *testing.T) {
+	c := Cluster{PodCIDRs: []string{"10.244.0.0/16", "10.244.3.7/24", "fd00:244::/64", "fd00:10:244::/64"}}
+	var got []string
+	for _, a := range c.ProbeClients() {
+		got = append(got, a.String())
+	}
+	require.Equal(t, []string{"10.244.255.254", "10.244.3.254", "fd00:244::ffff:ffff:ffff:fffe", "fd00:10:244:0:ffff:ffff:ffff:fffe"}, got)
+}

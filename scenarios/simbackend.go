@@ -53,28 +53,11 @@ func NewSimBackend(s *Scenario) (*SimBackend, error) {
 		return nil, fmt.Errorf("sim backend: %w", err)
 	}
 	b := &SimBackend{k: k, profile: prof, timeScale: s.Sim.TimeScale, clients: map[dataplane.Family]netip.Addr{}}
-	for _, c := range s.Cluster.PodCIDRs {
-		if p, err := netip.ParsePrefix(c); err == nil {
-			// The pod CIDR's last-but-one address: a client pod the generator never hands out early.
-			b.clients[dataplane.FamilyOf(p.Addr())] = lastUsable(p.Masked())
-		}
+	for _, a := range s.Cluster.ProbeClients() {
+		b.clients[dataplane.FamilyOf(a)] = a
 	}
 	b.port.Store(32768)
 	return b, nil
-}
-
-// lastUsable returns the highest address of p below its IPv4 broadcast address.
-func lastUsable(p netip.Prefix) netip.Addr {
-	a := p.Addr()
-	bits := a.BitLen() - p.Bits()
-	b := a.AsSlice()
-	for i := len(b) - 1; i >= 0 && bits > 0; i-- {
-		n := min(bits, 8)
-		b[i] |= byte(1<<n - 1)
-		bits -= n
-	}
-	last, _ := netip.AddrFromSlice(b)
-	return last.Prev()
 }
 
 // Kernel returns the in-memory kernel, for tests that inspect its state.

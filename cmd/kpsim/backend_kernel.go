@@ -37,12 +37,6 @@ func newKernelBackend(sc *scenarios.Scenario) (scenarios.Backend, error) {
 		}
 		opts.Topology.NodeAddresses = append(opts.Topology.NodeAddresses, p)
 	}
-	for _, c := range sc.Cluster.PodCIDRs {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			return nil, fmt.Errorf("pod CIDR %q: %w", c, err)
-		}
-		opts.Topology.PodCIDRs = append(opts.Topology.PodCIDRs, p)
-	}
+	opts.Topology.Clients = sc.Cluster.ProbeClients()
 	return kernel.NewBackend(opts)
 }
