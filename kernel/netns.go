@@ -159,34 +159,16 @@ func NewNetns(role string) (*Netns, error) {
 
 func newNamedNetns(name string) (*Netns, error) {
 	n := &Netns{Name: name}
-	errc := make(chan error, 1)
-	go func() {
-		// Creating a namespace moves the creating thread into it; this
-		// goroutine's thread goes back or, if it cannot, dies locked.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns %s: get current: %w", name, err)
-			return
-		}
-		defer orig.Close()
+	// Creating a namespace moves the creating thread into it.
+	create := func() error {
 		h, err := netns.NewNamed(name)
-		if err == nil {
-			n.handle = h
-		}
-		if serr := netns.Set(orig); serr != nil {
-			errc <- errors.Join(err, fmt.Errorf("netns %s: return to node namespace: %w", name, serr))
-			return // the thread stays locked and ends with this goroutine
-		}
-		runtime.UnlockOSThread()
 		if err != nil {
-			errc <- fmt.Errorf("netns %s: create: %w", name, err)
-			return
+			return fmt.Errorf("netns %s: create: %w", name, err)
 		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+		n.handle = h
+		return nil
+	}
+	if err := onNetnsThread(name, create, nil); err != nil {
 		if n.handle.IsOpen() {
 			n.Delete()
 		}
@@ -218,6 +200,20 @@ func (n *Netns) Delete() error {
 }
 
 func doInNetns(h netns.NsHandle, name string, f func() error) error {
+	enter := func() error {
+		if err := netns.Set(h); err != nil {
+			return fmt.Errorf("netns %s: enter: %w", name, err)
+		}
+		return nil
+	}
+	return onNetnsThread(name, enter, f)
+}
+
+// onNetnsThread runs enter, which moves the calling OS thread into another
+// network namespace, then f (if any) there, on a thread of its own; then it
+// moves the thread back to the namespace it came from. A thread that cannot
+// go back is never reused: it stays locked and ends with its goroutine.
+func onNetnsThread(name string, enter, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -228,18 +224,17 @@ func doInNetns(h netns.NsHandle, name string, f func() error) error {
 			return
 		}
 		defer orig.Close()
-		if err := netns.Set(h); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns %s: enter: %w", name, err)
+		err = enter()
+		if err == nil && f != nil {
+			err = f()
+		}
+		// Go back even when enter failed: it may have moved the thread first.
+		if serr := netns.Set(orig); serr != nil {
+			errc <- errors.Join(err, fmt.Errorf("netns %s: return to the node namespace: %w", name, serr))
 			return
 		}
-		ferr := f()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("netns %s: leave: %w", name, err))
-			return // thread stays locked: it dies with this goroutine
-		}
 		runtime.UnlockOSThread()
-		errc <- ferr
+		errc <- err
 	}()
 	return <-errc
 }
