@@ -158,7 +158,9 @@ func NewNetns(role string) (*Netns, error) {
 }
 
 func newNamedNetns(name string) (*Netns, error) {
-	n := &Netns{Name: name}
+	// No handle yet: the zero NsHandle is file descriptor 0, which a failed
+	// create must not close.
+	n := &Netns{Name: name, handle: netns.None()}
 	// Creating a namespace moves the creating thread into it.
 	create := func() error {
 		h, err := netns.NewNamed(name)
