@@ -65,9 +65,10 @@ func Read(path string) (*File, error) {
 	if probe.SchemaVersion == nil {
 		return nil, fmt.Errorf("read results %s: no schemaVersion: not a kpsim results file", path)
 	}
-	if *probe.SchemaVersion != SchemaVersion {
-		return nil, fmt.Errorf("read results %s: schemaVersion %d, this kpsim reads version %d only",
-			path, *probe.SchemaVersion, SchemaVersion)
+	// Version 2 only added fields: a version 1 file reads without them.
+	if v := *probe.SchemaVersion; v < 1 || v > SchemaVersion {
+		return nil, fmt.Errorf("read results %s: schemaVersion %d, this kpsim reads versions 1 to %d",
+			path, v, SchemaVersion)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var f File

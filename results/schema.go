@@ -12,7 +12,23 @@ import (
 )
 
 // SchemaVersion is bumped on any change that an older reader would misread.
-const SchemaVersion = 1
+// Version 2 added the clock, the proxier under test, the modeled kernel and
+// proxier parts of every duration and the probes' first successes; a version 1
+// file reads as a version 2 file without them.
+const SchemaVersion = 2
+
+// Clock values: how a file's timestamps were taken.
+const (
+	// ClockModeled is the discrete-event clock of the in-memory kernel at time
+	// scale 0: every timestamp and duration is modeled, syncs take their
+	// modeled time, and a seed repeats them exactly.
+	ClockModeled = "modeled"
+	// ClockWall is the wall clock: the real kernel, or the sim at a time scale above 0.
+	ClockWall = "wall"
+)
+
+// ProxierKpsim names kpsim's own proxier in File.Proxier.
+const ProxierKpsim = "kpsim"
 
 // Basis values: whether a figure was measured on a real kernel, or includes
 // the in-memory kernel's modeled cost.
@@ -30,7 +46,13 @@ type File struct {
 	// Basis of every duration in Syncs and Phases: Modeled for the sim
 	// (proxier time measured + kernel time from the cost profile), Measured
 	// for the kernel backend.
-	Basis       string          `json:"basis"`
+	Basis string `json:"basis"`
+	// Clock is ClockModeled or ClockWall: what Start, End and every other
+	// timestamp in the file were read from.
+	Clock string `json:"clock"`
+	// Proxier is the proxier under test: ProxierKpsim, or a kube-proxy
+	// release as "kube-proxy@v1.37.1".
+	Proxier     string          `json:"proxier"`
 	CostProfile *ProfileRef     `json:"costProfile,omitempty"` // sim only
 	Scenario    json.RawMessage `json:"scenario"`              // the scenario as run, after defaults
 	Start       time.Time       `json:"start"`
@@ -88,12 +110,15 @@ type Sync struct {
 	// Full is set when the sync visited every service and read the kernel back
 	// (the first sync, and the periodic verification); otherwise it touched
 	// only what changed.
-	Full    bool          `json:"full"`
-	Start   time.Time     `json:"start"`
-	Seconds float64       `json:"seconds"`     // duration, on the file's Basis
-	Wall    float64       `json:"wallSeconds"` // measured wall time (equals Seconds on the kernel)
-	Phases  []Phase       `json:"phases"`
-	Ops     dataplane.Ops `json:"ops"` // totals over phases
+	Full    bool      `json:"full"`
+	Start   time.Time `json:"start"`
+	Seconds float64   `json:"seconds"` // duration, on the file's Basis
+	Parts
+	Wall float64 `json:"wallSeconds"` // measured wall time (equals Seconds on the kernel)
+	// Phases are the sync's named phases in order; empty for a proxier that
+	// is not phased (a kube-proxy release), whose syncs are one block.
+	Phases []Phase       `json:"phases"`
+	Ops    dataplane.Ops `json:"ops"` // totals over phases
 	// What the proxier knew when the sync started.
 	Services  int `json:"services"`  // service ports
 	Endpoints int `json:"endpoints"` // endpoints over all service ports
@@ -104,12 +129,27 @@ type Sync struct {
 	Error      string       `json:"error,omitempty"`
 }
 
+// Failed reports whether the sync ended with an error.
+func (s *Sync) Failed() bool { return s.Error != "" }
+
 // Phase is one named step of a sync.
 type Phase struct {
-	Name    string        `json:"name"`
-	Seconds float64       `json:"seconds"`
-	Wall    float64       `json:"wallSeconds"`
-	Ops     dataplane.Ops `json:"ops"`
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	Parts
+	Wall float64       `json:"wallSeconds"`
+	Ops  dataplane.Ops `json:"ops"`
+}
+
+// Parts splits a modeled duration into the kernel's part, priced from the
+// cost profile per operation, and the proxier's own part, priced from the
+// profile per unit of work (on the modeled clock) or measured (at a time
+// scale above 0). Both are zero on the real kernel, where nothing is modeled.
+// The kernel part depends only on the operations issued, so a comparison
+// holds it to exact equality, as it does operation counts.
+type Parts struct {
+	KernelSeconds  float64 `json:"kernelSeconds,omitempty"`
+	ProxierSeconds float64 `json:"proxierSeconds,omitempty"`
 }
 
 // Programmed is the network programming latency of one change.
@@ -135,6 +175,11 @@ type Target struct {
 	Address  string             `json:"address"` // ip:port
 	Protocol dataplane.Protocol `json:"protocol"`
 	Attempts int                `json:"attempts"`
+	// First is the target's first attempt and FirstOK its first successful
+	// one (zero when none succeeded): how long a service took to become
+	// reachable, e.g. from a node that just joined.
+	First   time.Time `json:"first,omitzero"`
+	FirstOK time.Time `json:"firstOK,omitzero"`
 }
 
 // Failure is one failed probe attempt.
@@ -176,11 +221,17 @@ type Bucket struct {
 // by every reader that can.
 type Summary struct {
 	Syncs       int             `json:"syncs"`
-	Sync        Dist            `json:"sync"`              // sync Seconds over all syncs
+	FailedSyncs int             `json:"failedSyncs"`       // syncs that ended with an error
+	Sync        Dist            `json:"sync"`              // sync Seconds over the syncs that succeeded
 	Phases      map[string]Dist `json:"phases"`            // phase Seconds by phase name
 	Programming Dist            `json:"programming"`       // network programming latency
 	Slowest     *SlowestSync    `json:"slowest,omitempty"` // nil when there were no syncs
 	Disruption  Disruption      `json:"disruption"`
+	// Reachable is, over the probed targets that succeeded at all, the time
+	// from each one's first attempt to its first success; Unreachable counts
+	// the targets that never succeeded.
+	Reachable   Dist `json:"reachable"`
+	Unreachable int  `json:"unreachable"`
 }
 
 // Dist is a distribution of seconds (or counts) by gonum/stat.

@@ -18,6 +18,12 @@ func Summarize(f *File) {
 	phases := map[string][]float64{}
 	for i := range f.Syncs {
 		sy := &f.Syncs[i]
+		if sy.Failed() {
+			// A failed sync stopped part way: its duration says nothing about
+			// how long syncing takes, and it is counted apart.
+			s.FailedSyncs++
+			continue
+		}
 		syncs = append(syncs, sy.Seconds)
 		for _, p := range sy.Phases {
 			phases[p.Name] = append(phases[p.Name], p.Seconds)
@@ -35,7 +41,28 @@ func Summarize(f *File) {
 	}
 	s.Programming = NewDist(programmed)
 	s.Disruption = Disrupt(f.Probes)
+	s.Reachable, s.Unreachable = reachable(f.Probes)
 	f.Summary = s
+}
+
+// reachable is the time each probed target took from its first attempt to
+// its first success, and how many targets never succeeded.
+func reachable(p *Probes) (Dist, int) {
+	if p == nil {
+		return Dist{}, 0
+	}
+	var xs []float64
+	never := 0
+	for _, t := range p.Targets {
+		switch {
+		case t.Attempts == 0:
+		case t.FirstOK.IsZero():
+			never++
+		default:
+			xs = append(xs, t.FirstOK.Sub(t.First).Seconds())
+		}
+	}
+	return NewDist(xs), never
 }
 
 func slowestOf(sy *Sync) *SlowestSync {

@@ -118,7 +118,7 @@ func TestWriteRead(t *testing.T) {
 	require.Empty(t, left, "temporary files left behind")
 
 	tests := []struct{ name, body, errContains string }{
-		{"newer schema", `{"schemaVersion": 99}`, "schemaVersion 99, this kpsim reads version 1"},
+		{"newer schema", `{"schemaVersion": 99}`, "schemaVersion 99, this kpsim reads versions 1 to 2"},
 		{"no schema", `{"syncs": []}`, "no schemaVersion"},
 		{"not json", `<html>`, "not a kpsim results file"},
 		{"bad op name", `{"schemaVersion": 1, "totals": {"ops": {"teleport": 1}}}`, `unknown kernel operation "teleport"`},
@@ -222,4 +222,31 @@ func TestHistogramsAndChecks(t *testing.T) {
 	require.True(t, cs[0].Consistent)
 	require.Empty(t, cs[0].Samples)
 	require.Len(t, cs[0].Checks, 2)
+}
+
+func TestSummarizeCountsFailedSyncsApart(t *testing.T) {
+	f := &results.File{Syncs: []results.Sync{
+		{Seq: 1, Seconds: 1},
+		{Seq: 2, Seconds: 50, Error: "ipset add KUBE-CLUSTER-IP 10.0.0.1,tcp:80: set is full"},
+		{Seq: 3, Seconds: 3},
+	}}
+	results.Summarize(f)
+	require.Equal(t, 3, f.Summary.Syncs)
+	require.Equal(t, 1, f.Summary.FailedSyncs)
+	require.Equal(t, 2, f.Summary.Sync.N, "a failed sync's duration is not a sync duration")
+	require.Equal(t, 3.0, f.Summary.Sync.Max)
+}
+
+func TestSummarizeReachable(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := &results.File{Probes: &results.Probes{Targets: []results.Target{
+		{Attempts: 5, First: t0, FirstOK: t0.Add(2 * time.Second)},
+		{Attempts: 5, First: t0, FirstOK: t0},
+		{Attempts: 5, First: t0}, // never reached
+		{Attempts: 0},            // never probed: neither
+	}}}
+	results.Summarize(f)
+	require.Equal(t, 2, f.Summary.Reachable.N)
+	require.Equal(t, 2.0, f.Summary.Reachable.Max)
+	require.Equal(t, 1, f.Summary.Unreachable)
 }

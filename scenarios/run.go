@@ -121,8 +121,13 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 		SchemaVersion: results.SchemaVersion,
 		Backend:       s.Backend,
 		Basis:         o.Backend.Basis(),
+		Clock:         results.ClockWall,
+		Proxier:       results.ProxierKpsim,
 		Scenario:      scJSON,
 		Start:         x.now(),
+	}
+	if x.ls != nil {
+		f.Clock = results.ClockModeled
 	}
 	if pb, ok := o.Backend.(ProfiledBackend); ok {
 		f.CostProfile = pb.CostProfile()
