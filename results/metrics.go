@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
-
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"strings"
 )
 
 // Names of the histograms that CheckHistograms can compare with the raw
@@ -19,44 +17,6 @@ const (
 	LabelFamily              = "ip_family"
 	LabelPhase               = "phase"
 )
-
-// Histograms returns every classic histogram g exports, as they stand: the
-// final state a results file records so that the histogram a dashboard would
-// have drawn can be checked against the raw samples later.
-func Histograms(g prometheus.Gatherer) ([]Metric, error) {
-	mfs, err := g.Gather()
-	if err != nil {
-		return nil, fmt.Errorf("gather metrics: %w", err)
-	}
-	var out []Metric
-	for _, mf := range mfs {
-		if mf.GetType() != dto.MetricType_HISTOGRAM {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			h := m.GetHistogram()
-			if h == nil {
-				continue
-			}
-			mt := Metric{Name: mf.GetName(), Count: h.GetSampleCount(), Sum: h.GetSampleSum(), Buckets: []Bucket{}}
-			if len(m.GetLabel()) > 0 {
-				mt.Labels = map[string]string{}
-				for _, lp := range m.GetLabel() {
-					mt.Labels[lp.GetName()] = lp.GetValue()
-				}
-			}
-			for _, b := range h.GetBucket() {
-				// The +Inf bucket equals Count and cannot be encoded in JSON.
-				if math.IsInf(b.GetUpperBound(), +1) {
-					continue
-				}
-				mt.Buckets = append(mt.Buckets, Bucket{UpperBound: b.GetUpperBound(), Count: b.GetCumulativeCount()})
-			}
-			out = append(out, mt)
-		}
-	}
-	return out, nil
-}
 
 // HistogramCheck is the verdict on one recorded histogram.
 type HistogramCheck struct {
@@ -93,6 +53,20 @@ func CheckHistograms(f *File) []HistogramCheck {
 		out = append(out, c)
 	}
 	return out
+}
+
+// LabelText is the histogram's labels as Prometheus writes them, sorted by name.
+func (c *HistogramCheck) LabelText() string {
+	keys := make([]string, 0, len(c.Labels))
+	for k := range c.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, c.Labels[k])
+	}
+	return strings.Join(parts, ",")
 }
 
 func (c *HistogramCheck) fail(format string, a ...any) {

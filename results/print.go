@@ -18,12 +18,12 @@ import (
 func PrintSummary(w io.Writer, f *File) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	s := &f.Summary
-	basis := basisOr(f.Basis)
+	basis := BasisText(f.Basis)
 	title := ScenarioName(f)
 	if title == "" {
 		title = "run"
 	}
-	fmt.Fprintf(tw, "kpsim %s\t%s backend, durations %s%s\n", title, orDash(f.Backend), basis, profileNote(f))
+	fmt.Fprintf(tw, "kpsim %s\t%s backend, durations %s%s\n", title, OrDash(f.Backend), basis, profileNote(f))
 	if f.Interrupted {
 		fmt.Fprintf(tw, "interrupted\trun stopped before its timeline finished\n")
 	}
@@ -38,11 +38,11 @@ func PrintSummary(w io.Writer, f *File) error {
 	}
 	if sl := s.Slowest; sl != nil {
 		fmt.Fprintf(tw, "slowest sync\tproxier %d %s #%d: %s; slowest phase %s %s (%s)\n",
-			sl.Proxier, sl.Family, sl.Seq, FormatSeconds(sl.Seconds), orDash(sl.Phase), FormatSeconds(sl.PhaseSeconds), basis)
+			sl.Proxier, sl.Family, sl.Seq, FormatSeconds(sl.Seconds), OrDash(sl.Phase), FormatSeconds(sl.PhaseSeconds), basis)
 	}
-	fmt.Fprintf(tw, "kernel writes\t%d (counted)%s\n", f.Totals.Ops.Writes(), topOps(f.Totals.Ops, 4))
+	fmt.Fprintf(tw, "kernel writes\t%d (counted)%s\n", f.Totals.Ops.Writes(), TopOps(f.Totals.Ops, 4))
 	re := f.Totals.Readded
-	fmt.Fprintf(tw, "deleted, re-added\t%d (counted)%s\n", sumOps(re), topOps(re, 4))
+	fmt.Fprintf(tw, "deleted, re-added\t%d (counted)%s\n", SumOps(re), TopOps(re, 4))
 	if s.Programming.N == 0 {
 		fmt.Fprintf(tw, "net programming\tno changes with a trigger time\n")
 	} else {
@@ -54,13 +54,13 @@ func PrintSummary(w io.Writer, f *File) error {
 		fmt.Fprintf(tw, "disruption\tno probes ran\n")
 	} else {
 		fmt.Fprintf(tw, "disruption\t%s total, longest %s, %d services, %d of %d attempts failed (%s)\n",
-			FormatSeconds(d.Seconds), FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts, basisOr(d.Basis))
+			FormatSeconds(d.Seconds), FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts, BasisText(d.Basis))
 	}
 	if len(f.Metrics) > 0 {
 		var bad []string
 		for _, c := range CheckHistograms(f) {
 			if !c.Consistent {
-				bad = append(bad, fmt.Sprintf("%s{%s}: %s", c.Name, labelText(c.Labels), c.Problems[0]))
+				bad = append(bad, fmt.Sprintf("%s{%s}: %s", c.Name, c.LabelText(), c.Problems[0]))
 			}
 		}
 		if len(bad) == 0 {
@@ -75,8 +75,8 @@ func PrintSummary(w io.Writer, f *File) error {
 	return tw.Flush()
 }
 
-// topOps lists the n largest non-zero write counts, for a one-line summary.
-func topOps(o dataplane.Ops, n int) string {
+// TopOps lists the n largest non-zero write counts, for a one-line summary.
+func TopOps(o dataplane.Ops, n int) string {
 	type kv struct {
 		op dataplane.Op
 		c  int64
@@ -102,7 +102,8 @@ func topOps(o dataplane.Ops, n int) string {
 	return ": " + strings.Join(parts, ", ")
 }
 
-func sumOps(o dataplane.Ops) int64 {
+// SumOps is the total of every operation count.
+func SumOps(o dataplane.Ops) int64 {
 	var n int64
 	for _, c := range o {
 		n += c
@@ -128,14 +129,16 @@ func profileNote(f *File) string {
 	return fmt.Sprintf(" (cost profile %s, time scale %g)", f.CostProfile.Name, f.CostProfile.TimeScale)
 }
 
-func basisOr(b string) string {
+// BasisText names a basis for a reader, saying so when it is unknown.
+func BasisText(b string) string {
 	if b == "" {
 		return "basis unknown"
 	}
 	return b
 }
 
-func orDash(s string) string {
+// OrDash stands in a dash for an empty value in a table.
+func OrDash(s string) string {
 	if s == "" {
 		return "-"
 	}
@@ -168,4 +171,9 @@ func FormatBytes(b int64) string {
 	default:
 		return fmt.Sprintf("%d B", b)
 	}
+}
+
+// EscapeMarkdown keeps file names from turning into Markdown emphasis or tables.
+func EscapeMarkdown(s string) string {
+	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "`", "\\`").Replace(s)
 }

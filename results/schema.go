@@ -1,7 +1,10 @@
 // Package results is the results file: one self-describing JSON document per
-// run, and the pure functions (statistics, reports, comparisons) that read it.
-// A report or a comparison never re-runs anything; whatever it shows can be
-// recomputed from the file.
+// run, reading and writing it, and its summary (the statistics every reader
+// recomputes, and the text that ends a run). Reports (results/report) and
+// comparisons (results/compare) read it from packages of their own, so that
+// the proxier, which records its syncs in this schema, does not carry their
+// charting and statistics libraries. A report or a comparison never re-runs
+// anything; whatever it shows can be recomputed from the file.
 package results
 
 import (

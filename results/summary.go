@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sort"
 	"time"
-
-	"gonum.org/v1/gonum/stat"
 )
 
 // Summarize recomputes f.Summary from the raw samples. It is the only writer
@@ -84,14 +82,27 @@ func NewDist(xs []float64) Dist {
 	}
 	sorted := slices.Clone(xs)
 	sort.Float64s(sorted)
+	var sum float64
+	for _, x := range sorted {
+		sum += x
+	}
 	return Dist{
 		N:    len(sorted),
-		Mean: stat.Mean(sorted, nil),
-		P50:  stat.Quantile(0.50, stat.Empirical, sorted, nil),
-		P90:  stat.Quantile(0.90, stat.Empirical, sorted, nil),
-		P99:  stat.Quantile(0.99, stat.Empirical, sorted, nil),
+		Mean: sum / float64(len(sorted)),
+		P50:  empiricalQuantile(0.50, sorted),
+		P90:  empiricalQuantile(0.90, sorted),
+		P99:  empiricalQuantile(0.99, sorted),
 		Max:  sorted[len(sorted)-1],
 	}
+}
+
+// empiricalQuantile is the smallest of the sorted samples with at least a
+// fraction p of them at or below it. It is computed here rather than by
+// gonum/stat, whose linear-algebra dependencies would otherwise come with
+// the results schema into every package that records a sync.
+func empiricalQuantile(p float64, sorted []float64) float64 {
+	k := int(math.Ceil(p * float64(len(sorted))))
+	return sorted[min(max(k, 1), len(sorted))-1]
 }
 
 // Disrupt groups the probes' failures into windows.
@@ -190,4 +201,37 @@ func unionSeconds(ws []Window) float64 {
 	}
 	total += end.Sub(start)
 	return total.Seconds()
+}
+
+// PhaseNames lists phases in the order the first sync that has them ran
+// them, so rows read in sync order.
+func PhaseNames(sides ...[]*File) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, fs := range sides {
+		for _, f := range fs {
+			for _, s := range f.Syncs {
+				for _, p := range s.Phases {
+					if !seen[p.Name] {
+						seen[p.Name] = true
+						names = append(names, p.Name)
+					}
+				}
+			}
+		}
+	}
+	return names
+}
+
+// CommonBasis is the common basis of the files' durations, or "mixed".
+func CommonBasis(fs []*File) string {
+	b := ""
+	for i, f := range fs {
+		if i == 0 {
+			b = f.Basis
+		} else if f.Basis != b {
+			return "mixed"
+		}
+	}
+	return b
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/prom"
 	"github.com/kpsim/kpsim/results/resultstest"
 )
 
@@ -214,7 +215,7 @@ func TestHistogramsAndChecks(t *testing.T) {
 	reg.MustRegister(h, prometheus.NewCounter(prometheus.CounterOpts{Name: "not_a_histogram_total"}))
 	h.Observe(0.5)
 	h.Observe(3)
-	ms, err := results.Histograms(reg)
+	ms, err := prom.Histograms(reg)
 	require.NoError(t, err)
 	require.Equal(t, []results.Metric{{Name: "other_seconds", Count: 2, Sum: 3.5,
 		Buckets: []results.Bucket{{UpperBound: 1, Count: 1}, {UpperBound: 2, Count: 1}}}}, ms)

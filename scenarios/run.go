@@ -16,6 +16,7 @@ import (
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/prom"
 )
 
 // RunOptions connect a run to its caller.
@@ -671,7 +672,7 @@ func (x *run) finish(f *results.File, reg *prometheus.Registry) {
 	if x.probes != nil {
 		f.Probes = x.probes.results()
 	}
-	if m, err := results.Histograms(reg); err == nil {
+	if m, err := prom.Histograms(reg); err == nil {
 		f.Metrics = m
 	} else if f.Error == "" {
 		f.Error = err.Error()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/compare"
 )
 
 func init() {
@@ -23,7 +24,7 @@ func init() {
 
 func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("compare", stderr)
-	o := results.DefaultCompareOptions()
+	o := compare.DefaultOptions()
 	var baseList, headList, format, latency, out string
 	fs.StringVar(&baseList, "base", "", "comma-separated base results files (instead of BASE... --)")
 	fs.StringVar(&headList, "head", "", "comma-separated head results files")
@@ -74,16 +75,16 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	}
 
 	var buf bytes.Buffer
-	var c *results.Comparison
+	var c *compare.Comparison
 	if format == "benchstat" {
-		if err := results.WriteBenchstat(&buf, "base", base); err != nil {
+		if err := compare.WriteBenchstat(&buf, "base", base); err != nil {
 			return err
 		}
-		if err := results.WriteBenchstat(&buf, "head", head); err != nil {
+		if err := compare.WriteBenchstat(&buf, "head", head); err != nil {
 			return err
 		}
 	}
-	c = results.Compare(base, head, baseNames(basePaths), baseNames(headPaths), o)
+	c = compare.Compare(base, head, baseNames(basePaths), baseNames(headPaths), o)
 	switch format {
 	case "text":
 		err = c.WriteText(&buf)
@@ -103,18 +104,18 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 
 	var failing []string
 	if !*allowOps {
-		for _, m := range c.Regressions(results.Exact) {
+		for _, m := range c.Regressions(compare.Exact) {
 			failing = append(failing, m.Name)
 		}
 	}
 	if latency == "gate" {
-		for _, m := range c.Regressions(results.Timing) {
+		for _, m := range c.Regressions(compare.Timing) {
 			failing = append(failing, m.Name)
 		}
 	}
 	if len(failing) > 0 {
 		hint := ""
-		if !*allowOps && len(c.Regressions(results.Exact)) > 0 {
+		if !*allowOps && len(c.Regressions(compare.Exact)) > 0 {
 			hint = " (kernel operation counts changed: pass --allow-ops-change if intended)"
 		}
 		return verdict("%d metrics regressed or changed: %s%s", len(failing), strings.Join(failing, ", "), hint)

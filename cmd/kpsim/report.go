@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/report"
 )
 
 func init() {
@@ -44,7 +45,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 			return usageError("%v", err)
 		}
 	}
-	r, err := results.NewReport(paths, files)
+	r, err := report.New(paths, files)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/prom"
 )
 
 // Options shape a synthetic run.
@@ -220,7 +221,7 @@ func observe(f *results.File) []results.Metric {
 			phases.WithLabelValues(string(s.Family), p.Name).Observe(p.Seconds)
 		}
 	}
-	ms, err := results.Histograms(reg)
+	ms, err := prom.Histograms(reg)
 	if err != nil {
 		panic(fmt.Sprintf("gather synthetic histograms: %v", err))
 	}

@@ -1,4 +1,4 @@
-package results_test
+package report_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/report"
 )
 
 func TestRunLabels(t *testing.T) {
@@ -35,7 +36,7 @@ func TestRunLabels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, results.RunLabels(tt.paths, tt.files))
+			require.Equal(t, tt.want, report.RunLabels(tt.paths, tt.files))
 		})
 	}
 }

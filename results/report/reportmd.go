@@ -1,24 +1,26 @@
-package results
+package report
 
 import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/kpsim/kpsim/results"
 )
 
 // WriteMarkdown writes the report's tables (no images) sized for a
 // pull-request comment.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "### kpsim report: %s\n\n", mdEscape(strings.Join(r.labels(), " vs ")))
+	fmt.Fprintf(&b, "### kpsim report: %s\n\n", results.EscapeMarkdown(strings.Join(r.labels(), " vs ")))
 	table := func(first string, header []string, rows []row) {
 		fmt.Fprintf(&b, "| %s |", first)
 		for _, h := range header {
-			fmt.Fprintf(&b, " %s |", mdEscape(h))
+			fmt.Fprintf(&b, " %s |", results.EscapeMarkdown(h))
 		}
 		b.WriteString("\n|---|" + strings.Repeat("---|", len(header)) + "\n")
 		for _, rw := range rows {
-			fmt.Fprintf(&b, "| %s |", mdEscape(rw.Label))
+			fmt.Fprintf(&b, "| %s |", results.EscapeMarkdown(rw.Label))
 			for _, c := range rw.Cells {
 				fmt.Fprintf(&b, " %s |", mdCell(c))
 			}
@@ -42,7 +44,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if ws, more := r.windows(); len(ws) > 0 {
 		b.WriteString("**Disruption windows** (longest first)\n\n| run | service | start (s) | length | failed attempts |\n|---|---|---:|---:|---:|\n")
 		for _, wr := range ws {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %d |\n", mdEscape(wr.Run), mdEscape(wr.Service), wr.Start, wr.Length, wr.Failures)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %d |\n", results.EscapeMarkdown(wr.Run), results.EscapeMarkdown(wr.Service), wr.Start, wr.Length, wr.Failures)
 		}
 		if more > 0 {
 			fmt.Fprintf(&b, "\nand %d shorter windows.\n", more)
@@ -62,7 +64,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, "**Histograms:** %d of %d exported histograms are inconsistent:\n\n", bad, len(hs))
 			for _, h := range hs {
 				if !h.Consistent {
-					fmt.Fprintf(&b, "- %s `%s{%s}`: %s\n", mdEscape(h.Run), h.Metric, h.Labels, mdEscape(strings.Join(h.Problems, "; ")))
+					fmt.Fprintf(&b, "- %s `%s{%s}`: %s\n", results.EscapeMarkdown(h.Run), h.Metric, h.Labels, results.EscapeMarkdown(strings.Join(h.Problems, "; ")))
 				}
 			}
 		}
@@ -72,12 +74,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 }
 
 func mdCell(c cell) string {
-	s := mdEscape(c.Text)
+	s := results.EscapeMarkdown(c.Text)
 	if c.Basis != "" {
 		s = strings.TrimSpace(s + " _(" + c.Basis + ")_")
 	}
 	if c.Note != "" {
-		s += "<br>" + mdEscape(c.Note)
+		s += "<br>" + results.EscapeMarkdown(c.Note)
 	}
 	return s
 }

@@ -1,4 +1,4 @@
-package results_test
+package report_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/report"
 	"github.com/kpsim/kpsim/results/resultstest"
 )
 
@@ -106,7 +107,7 @@ func selfContained(t *testing.T, doc *html.Node) {
 
 func renderHTML(t *testing.T, paths []string, files ...*results.File) []byte {
 	t.Helper()
-	r, err := results.NewReport(paths, files)
+	r, err := report.New(paths, files)
 	require.NoError(t, err)
 	var b bytes.Buffer
 	require.NoError(t, r.WriteHTML(&b))
@@ -191,7 +192,7 @@ func TestReportFlagsInconsistentHistogram(t *testing.T) {
 	require.Contains(t, page, `<span class="bad">inconsistent</span>`)
 	require.Contains(t, page, "cumulative count falls")
 
-	r, err := results.NewReport([]string{"r.json"}, []*results.File{f})
+	r, err := report.New([]string{"r.json"}, []*results.File{f})
 	require.NoError(t, err)
 	var md bytes.Buffer
 	require.NoError(t, r.WriteMarkdown(&md))
@@ -202,7 +203,7 @@ func TestReportFlagsInconsistentHistogram(t *testing.T) {
 func TestReportMarkdown(t *testing.T) {
 	exec := resultstest.File(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 12, Probes: true, Metrics: true, IPSetExec: true})
 	netlink := resultstest.File(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 12, Probes: true, Metrics: true})
-	r, err := results.NewReport([]string{"a.json", "b.json"}, []*results.File{exec, netlink})
+	r, err := report.New([]string{"a.json", "b.json"}, []*results.File{exec, netlink})
 	require.NoError(t, err)
 	var b bytes.Buffer
 	require.NoError(t, r.WriteMarkdown(&b))
@@ -225,7 +226,7 @@ func TestReportMarkdown(t *testing.T) {
 		}
 	}
 
-	_, err = results.NewReport(nil, nil)
+	_, err = report.New(nil, nil)
 	require.Error(t, err)
 }
 

@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
+
+	"github.com/kpsim/kpsim/results"
 )
 
 // palette is Tableau 10: distinct, and readable by most colour-blind readers.
@@ -52,7 +54,7 @@ type legendItem struct {
 // run is one results file as a report draws it.
 type run struct {
 	Label string
-	File  *File
+	File  *results.File
 	Color color.RGBA
 	start time.Time
 }
@@ -284,7 +286,7 @@ func stepLabels(p *plot.Plot, r *run, y float64) error {
 }
 
 // stepText names a step without repeating its kind ("sleep: sleep 300ms").
-func stepText(st Step) string {
+func stepText(st results.Step) string {
 	switch {
 	case st.Label == "":
 		return st.Kind
@@ -314,7 +316,7 @@ func (r relabel) Ticks(min, max float64) []plot.Tick {
 
 // secondsAxis labels an axis of durations in their units.
 func secondsAxis(a *plot.Axis) {
-	a.Tick.Marker = relabel{inner: a.Tick.Marker, format: FormatSeconds}
+	a.Tick.Marker = relabel{inner: a.Tick.Marker, format: results.FormatSeconds}
 }
 
 // wholeTicks labels only whole numbers: sync 2, not sync 1.5.
@@ -347,18 +349,18 @@ func noSyncs(runs []*run, need string) string {
 	case 0:
 		return "No data: the run recorded no syncs."
 	case 1:
-		return fmt.Sprintf("No data: the run recorded a single sync (%s); %s.", FormatSeconds(runs[0].File.Syncs[0].Seconds), need)
+		return fmt.Sprintf("No data: the run recorded a single sync (%s); %s.", results.FormatSeconds(runs[0].File.Syncs[0].Seconds), need)
 	}
 	return "No data: " + need + "."
 }
 
 // phaseNamesOf is the phase order of a set of runs.
 func phaseNamesOf(runs []*run) []string {
-	fs := make([]*File, len(runs))
+	fs := make([]*results.File, len(runs))
 	for i, r := range runs {
 		fs[i] = r.File
 	}
-	return phaseNames(fs)
+	return results.PhaseNames(fs)
 }
 
 // phaseStack is one run's syncs as stacked bars, one segment per phase.
@@ -546,7 +548,7 @@ func cdfPoints(xs []float64, maxSteps int) plotter.XYs {
 	return pts
 }
 
-func programmedSeconds(f *File) []float64 {
+func programmedSeconds(f *results.File) []float64 {
 	var xs []float64
 	for _, s := range f.Syncs {
 		for _, p := range s.Programmed {
@@ -574,7 +576,7 @@ func disruptionTimeline(runs []*run) (chart, error) {
 			basis = r.File.Probes.Basis
 		}
 	}
-	ch.Title += " (" + basisOr(basis) + ")"
+	ch.Title += " (" + results.BasisText(basis) + ")"
 	switch {
 	case probed == 0:
 		ch.NoData = "No data: this run made no probe attempts, so disruption was not measured."
@@ -677,7 +679,7 @@ func disruptionTimeline(runs []*run) (chart, error) {
 	}
 	p.X.Min, p.X.Max = 0, float64(buckets)*width
 	p.Y.Min, p.Y.Max = 0, top*1.1
-	ch.Caption += fmt.Sprintf(" Counted in %s buckets.", FormatSeconds(width))
+	ch.Caption += fmt.Sprintf(" Counted in %s buckets.", results.FormatSeconds(width))
 	if len(runs) == 1 {
 		for _, st := range runs[0].File.Steps {
 			x := runs[0].since(st.Start)
@@ -801,7 +803,7 @@ func opsChart(runs []*run, phases []string) (chart, error) {
 	return ch, err
 }
 
-func phaseOpsTotal(f *File, op dataplane.Op) int64 {
+func phaseOpsTotal(f *results.File, op dataplane.Op) int64 {
 	var n int64
 	for _, s := range f.Syncs {
 		for _, p := range s.Phases {

@@ -1,4 +1,4 @@
-package results_test
+package compare_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/results/resultstest"
 )
 
@@ -25,8 +26,8 @@ func runs(n int, o resultstest.Options, firstRun uint64) ([]*results.File, []str
 	return fs, labels
 }
 
-func byName(c *results.Comparison) map[string]results.MetricComparison {
-	m := map[string]results.MetricComparison{}
+func byName(c *compare.Comparison) map[string]compare.MetricComparison {
+	m := map[string]compare.MetricComparison{}
 	for _, r := range c.Metrics {
 		m[r.Name] = r
 	}
@@ -52,11 +53,11 @@ func TestCompareTellsNoiseFromRegression(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			base, bl := runs(tt.perSide, shape, 0)
 			head, hl := runs(tt.perSide, tt.head, 100)
-			c := results.Compare(base, head, bl, hl, results.DefaultCompareOptions())
+			c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
 			require.Equal(t, tt.perSide == 1, c.PerSync)
 			rows := byName(c)
 			var regressed []string
-			for _, m := range c.Regressions(results.Timing) {
+			for _, m := range c.Regressions(compare.Timing) {
 				regressed = append(regressed, m.Name)
 			}
 			if len(tt.regressed) == 0 {
@@ -72,8 +73,8 @@ func TestCompareTellsNoiseFromRegression(t *testing.T) {
 					"only the ipset phase and the syncs containing it may regress, got %s", name)
 			}
 			// The ipset strategy changes timing, not what is programmed.
-			require.Empty(t, c.Regressions(results.Exact))
-			require.Equal(t, results.Same, rows["ops/ipset-add"].Verdict)
+			require.Empty(t, c.Regressions(compare.Exact))
+			require.Equal(t, compare.Same, rows["ops/ipset-add"].Verdict)
 			require.Equal(t, "modeled", rows["sync/p50"].Basis)
 			require.Equal(t, "measured", rows["process/cpu"].Basis)
 
@@ -95,8 +96,8 @@ func TestCompareOpsExactly(t *testing.T) {
 	for _, f := range head {
 		f.Totals.Ops[dataplane.OpIPSetDel]++
 	}
-	c := results.Compare(base, head, bl, hl, results.DefaultCompareOptions())
-	ex := c.Regressions(results.Exact)
+	c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
+	ex := c.Regressions(compare.Exact)
 	require.Len(t, ex, 2)
 	require.Equal(t, "ops/ipset-del", ex[0].Name)
 	require.Equal(t, "ops/writes", ex[1].Name)
@@ -113,22 +114,22 @@ func TestCompareOpsExactly(t *testing.T) {
 	for i, f := range head5 {
 		f.Totals.Ops[dataplane.OpIPSetDel] += int64((i + 1) % 2)
 	}
-	c = results.Compare(base5, head5, bl5, hl5, results.DefaultCompareOptions())
+	c = compare.Compare(base5, head5, bl5, hl5, compare.DefaultOptions())
 	rows := byName(c)
-	require.Equal(t, results.NoChange, rows["ops/ipset-del"].Verdict)
+	require.Equal(t, compare.NoChange, rows["ops/ipset-del"].Verdict)
 	require.Contains(t, rows["ops/ipset-del"].Warnings[0], "compared statistically")
 	require.Contains(t, strings.Join(c.Notes, "\n"), "not deterministic")
 	for _, f := range head5 {
 		f.Totals.Ops[dataplane.OpIPSetDel] += 5
 	}
-	c = results.Compare(base5, head5, bl5, hl5, results.DefaultCompareOptions())
+	c = compare.Compare(base5, head5, bl5, hl5, compare.DefaultOptions())
 	rows = byName(c)
-	require.Equal(t, results.Different, rows["ops/ipset-del"].Verdict)
+	require.Equal(t, compare.Different, rows["ops/ipset-del"].Verdict)
 	require.Less(t, rows["ops/ipset-del"].P, 0.05)
 
 	// Different scenarios are flagged.
 	other := resultstest.File(resultstest.Options{Name: "churn-endpoints", Seed: 7, Syncs: 6})
-	c = results.Compare(base[:1], []*results.File{other}, bl[:1], []string{"x"}, results.DefaultCompareOptions())
+	c = compare.Compare(base[:1], []*results.File{other}, bl[:1], []string{"x"}, compare.DefaultOptions())
 	require.Contains(t, c.Notes[0], "different scenarios")
 }
 
@@ -138,7 +139,7 @@ func TestCompareFormats(t *testing.T) {
 	exec.IPSetExec = true
 	base, bl := runs(4, shape, 0)
 	head, hl := runs(4, exec, 50)
-	c := results.Compare(base, head, bl, hl, results.DefaultCompareOptions())
+	c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
 
 	var md bytes.Buffer
 	require.NoError(t, c.WriteMarkdown(&md, "kpsim compare: smoke"))
@@ -150,8 +151,8 @@ func TestCompareFormats(t *testing.T) {
 	require.NotContains(t, out, "<svg")
 
 	var bs bytes.Buffer
-	require.NoError(t, results.WriteBenchstat(&bs, "base", base))
-	require.NoError(t, results.WriteBenchstat(&bs, "head", head))
+	require.NoError(t, compare.WriteBenchstat(&bs, "base", base))
+	require.NoError(t, compare.WriteBenchstat(&bs, "head", head))
 	r := benchfmt.NewReader(&bs, "compare.txt")
 	n := map[string]int{}
 	for r.Scan() {
@@ -172,7 +173,7 @@ func TestCompareFormats(t *testing.T) {
 		}
 	}
 	require.NoError(t, r.Err())
-	defs := len(results.Catalog(base))
+	defs := len(compare.Catalog(base))
 	require.Equal(t, map[string]int{"base": 4 * defs, "head": 4 * defs}, n)
 }
 
@@ -194,10 +195,10 @@ func TestCompareIgnoresMicrosecondJitter(t *testing.T) {
 	}
 	set(base, 1e-6)
 	set(head, 2e-6) // +100%, significant, and one microsecond
-	c := results.Compare(base, head, bl, hl, results.DefaultCompareOptions())
-	require.Equal(t, results.NoChange, byName(c)["phase/cleanup/p50"].Verdict)
-	o := results.DefaultCompareOptions()
+	c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
+	require.Equal(t, compare.NoChange, byName(c)["phase/cleanup/p50"].Verdict)
+	o := compare.DefaultOptions()
 	o.MinDeltaSeconds = 0
-	c = results.Compare(base, head, bl, hl, o)
-	require.Equal(t, results.Regressed, byName(c)["phase/cleanup/p50"].Verdict)
+	c = compare.Compare(base, head, bl, hl, o)
+	require.Equal(t, compare.Regressed, byName(c)["phase/cleanup/p50"].Verdict)
 }

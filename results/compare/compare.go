@@ -1,4 +1,7 @@
-package results
+// Package compare compares the results files of two builds or settings,
+// metric by metric, with a verdict on each: exact where a seed makes a
+// figure deterministic, statistical where it is not.
+package compare
 
 import (
 	"fmt"
@@ -10,6 +13,8 @@ import (
 	"golang.org/x/perf/benchmath"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
+
+	"github.com/kpsim/kpsim/results"
 )
 
 // Class says how a metric is compared.
@@ -35,8 +40,8 @@ const (
 	Different Verdict = "exact-different"
 )
 
-// CompareOptions set the significance rules.
-type CompareOptions struct {
+// Options set the significance rules.
+type Options struct {
 	// Alpha is the p-value below which a difference is significant.
 	Alpha float64
 	// Threshold is the change, in percent, below which a significant
@@ -50,15 +55,15 @@ type CompareOptions struct {
 	MinDeltaSeconds float64
 }
 
-// DefaultCompareOptions are the defaults of `kpsim compare`.
-func DefaultCompareOptions() CompareOptions {
-	return CompareOptions{Alpha: 0.05, Threshold: 10, Confidence: 0.95, MinDeltaSeconds: 50e-6}
+// DefaultOptions are the defaults of `kpsim compare`.
+func DefaultOptions() Options {
+	return Options{Alpha: 0.05, Threshold: 10, Confidence: 0.95, MinDeltaSeconds: 50e-6}
 }
 
 // Comparison is base against head, metric by metric.
 type Comparison struct {
 	Base, Head []string // labels of the files on each side
-	Options    CompareOptions
+	Options    Options
 	// PerSync is set when each side had a single file and the sync and phase
 	// distributions were compared over their per-sync samples.
 	PerSync bool
@@ -117,7 +122,7 @@ func (c *Comparison) Regressions(class Class) []MetricComparison {
 //
 // Kernel operation counts are compared exactly: with a fixed seed a change
 // in them is a change in behaviour, never noise.
-func Compare(base, head []*File, baseLabels, headLabels []string, o CompareOptions) *Comparison {
+func Compare(base, head []*results.File, baseLabels, headLabels []string, o Options) *Comparison {
 	c := &Comparison{Base: baseLabels, Head: headLabels, Options: o, PerSync: len(base) == 1 && len(head) == 1}
 	if names := scenarioNames(base, head); len(names) > 1 {
 		c.Notes = append(c.Notes, fmt.Sprintf("the files come from different scenarios (%v): differences may not be the build's", names))
@@ -126,7 +131,7 @@ func Compare(base, head []*File, baseLabels, headLabels []string, o CompareOptio
 		c.Notes = append(c.Notes, fmt.Sprintf("%d+%d runs: timing metrics need at least 4 runs per side to reach significance at alpha %g",
 			len(base), len(head), o.Alpha))
 	}
-	timingB := timingBasis(append(slices.Clone(base), head...))
+	timingB := results.CommonBasis(append(slices.Clone(base), head...))
 	disruptB := disruptionBasis(base, head)
 	// With one file per side, each distribution's per-sync test, by group.
 	perSync := map[string]*benchmath.Comparison{}
@@ -144,8 +149,8 @@ func Compare(base, head []*File, baseLabels, headLabels []string, o CompareOptio
 		switch d.Basis {
 		case "disruption":
 			basis = disruptB
-		case Measured:
-			basis = Measured
+		case results.Measured:
+			basis = results.Measured
 		}
 		var ps *benchmath.Comparison
 		if c.PerSync && d.Raw != nil {
@@ -176,47 +181,47 @@ type MetricDef struct {
 	// Basis is Measured for process figures, "disruption" for figures on
 	// the probes' basis, and empty for durations on the file's basis.
 	Basis string
-	Value func(*File) float64
+	Value func(*results.File) float64
 	// Group and Raw, for quantiles of a per-sync distribution, name the
 	// distribution and return its per-sync samples.
 	Group string
-	Raw   func(*File) []float64
+	Raw   func(*results.File) []float64
 }
 
 // Catalog lists the metrics that comparisons (and their benchstat output)
 // cover for the given files: the phases and operation kinds any of them has.
-func Catalog(files []*File) []MetricDef {
+func Catalog(files []*results.File) []MetricDef {
 	var defs []MetricDef
-	quantile := func(group string, dist func(*File) Dist, raw func(*File) []float64, withMax bool) {
+	quantile := func(group string, dist func(*results.File) results.Dist, raw func(*results.File) []float64, withMax bool) {
 		qs := []struct {
 			name string
-			get  func(Dist) float64
-		}{{"p50", func(d Dist) float64 { return d.P50 }}, {"p99", func(d Dist) float64 { return d.P99 }}}
+			get  func(results.Dist) float64
+		}{{"p50", func(d results.Dist) float64 { return d.P50 }}, {"p99", func(d results.Dist) float64 { return d.P99 }}}
 		if withMax {
 			qs = append(qs, struct {
 				name string
-				get  func(Dist) float64
-			}{"max", func(d Dist) float64 { return d.Max }})
+				get  func(results.Dist) float64
+			}{"max", func(d results.Dist) float64 { return d.Max }})
 		}
 		for _, q := range qs {
 			defs = append(defs, MetricDef{Name: group + "/" + q.name, Unit: "s", Class: Timing, Group: group, Raw: raw,
-				Value: func(f *File) float64 { return q.get(dist(f)) }})
+				Value: func(f *results.File) float64 { return q.get(dist(f)) }})
 		}
 	}
-	quantile("sync", func(f *File) Dist { return f.Summary.Sync }, syncSeconds, true)
-	for _, ph := range phaseNames(files) {
-		quantile("phase/"+ph, func(f *File) Dist { return f.Summary.Phases[ph] },
-			func(f *File) []float64 { return phaseSeconds(f, ph) }, false)
+	quantile("sync", func(f *results.File) results.Dist { return f.Summary.Sync }, syncSeconds, true)
+	for _, ph := range results.PhaseNames(files) {
+		quantile("phase/"+ph, func(f *results.File) results.Dist { return f.Summary.Phases[ph] },
+			func(f *results.File) []float64 { return phaseSeconds(f, ph) }, false)
 	}
 	defs = append(defs,
-		MetricDef{Name: "programming/p50", Unit: "s", Class: Timing, Value: func(f *File) float64 { return f.Summary.Programming.P50 }},
-		MetricDef{Name: "programming/p99", Unit: "s", Class: Timing, Value: func(f *File) float64 { return f.Summary.Programming.P99 }},
+		MetricDef{Name: "programming/p50", Unit: "s", Class: Timing, Value: func(f *results.File) float64 { return f.Summary.Programming.P50 }},
+		MetricDef{Name: "programming/p99", Unit: "s", Class: Timing, Value: func(f *results.File) float64 { return f.Summary.Programming.P99 }},
 		MetricDef{Name: "disruption/seconds", Unit: "s", Class: Timing, Basis: "disruption",
-			Value: func(f *File) float64 { return f.Summary.Disruption.Seconds }},
+			Value: func(f *results.File) float64 { return f.Summary.Disruption.Seconds }},
 		MetricDef{Name: "disruption/failed-attempts", Unit: "attempts", Class: Timing, Basis: "disruption",
-			Value: func(f *File) float64 { return float64(f.Summary.Disruption.FailedAttempts) }},
-		MetricDef{Name: "process/cpu", Unit: "s", Class: Timing, Basis: Measured, Value: func(f *File) float64 { return f.Totals.CPUSeconds }},
-		MetricDef{Name: "process/peak-rss", Unit: "bytes", Class: Timing, Basis: Measured, Value: func(f *File) float64 { return float64(f.Totals.PeakRSS) }},
+			Value: func(f *results.File) float64 { return float64(f.Summary.Disruption.FailedAttempts) }},
+		MetricDef{Name: "process/cpu", Unit: "s", Class: Timing, Basis: results.Measured, Value: func(f *results.File) float64 { return f.Totals.CPUSeconds }},
+		MetricDef{Name: "process/peak-rss", Unit: "bytes", Class: Timing, Basis: results.Measured, Value: func(f *results.File) float64 { return float64(f.Totals.PeakRSS) }},
 	)
 	var ops, readded dataplane.Ops
 	for _, f := range files {
@@ -226,15 +231,15 @@ func Catalog(files []*File) []MetricDef {
 	for _, op := range dataplane.AllOps() {
 		if ops[op] != 0 {
 			defs = append(defs, MetricDef{Name: "ops/" + op.String(), Unit: "ops", Class: Exact,
-				Value: func(f *File) float64 { return float64(f.Totals.Ops[op]) }})
+				Value: func(f *results.File) float64 { return float64(f.Totals.Ops[op]) }})
 		}
 	}
 	defs = append(defs, MetricDef{Name: "ops/writes", Unit: "ops", Class: Exact,
-		Value: func(f *File) float64 { return float64(f.Totals.Ops.Writes()) }})
+		Value: func(f *results.File) float64 { return float64(f.Totals.Ops.Writes()) }})
 	for _, op := range dataplane.AllOps() {
 		if readded[op] != 0 {
 			defs = append(defs, MetricDef{Name: "readded/" + op.String(), Unit: "ops", Class: Exact,
-				Value: func(f *File) float64 { return float64(f.Totals.Readded[op]) }})
+				Value: func(f *results.File) float64 { return float64(f.Totals.Readded[op]) }})
 		}
 	}
 	return defs
@@ -276,9 +281,9 @@ func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, perSync
 // exactly; they are then compared like a timing metric, with the U test,
 // and any significant difference (whatever its size) is still reported as
 // Different.
-func (c *Comparison) exact(d MetricDef, base, head []*File) MetricComparison {
+func (c *Comparison) exact(d MetricDef, base, head []*results.File) MetricComparison {
 	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: Exact, Basis: "counted", Samples: "file", P: math.NaN()}
-	side := func(fs []*File) (Estimate, bool) {
+	side := func(fs []*results.File) (Estimate, bool) {
 		vals := collect(fs, d.Value)
 		sort.Float64s(vals)
 		if len(vals) == 0 {
@@ -307,11 +312,11 @@ func (c *Comparison) exact(d MetricDef, base, head []*File) MetricComparison {
 	return m
 }
 
-func sample(xs []float64, o CompareOptions) *benchmath.Sample {
+func sample(xs []float64, o Options) *benchmath.Sample {
 	return benchmath.NewSample(slices.Clone(xs), &benchmath.Thresholds{CompareAlpha: o.Alpha})
 }
 
-func estimate(s *benchmath.Sample, o CompareOptions) Estimate {
+func estimate(s *benchmath.Sample, o Options) Estimate {
 	if len(s.Values) == 0 {
 		return Estimate{Center: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
 	}
@@ -329,7 +334,7 @@ func deltaPct(base, head float64) float64 {
 	return (head/base - 1) * 100
 }
 
-func collect(fs []*File, get func(*File) float64) []float64 {
+func collect(fs []*results.File, get func(*results.File) float64) []float64 {
 	out := make([]float64, len(fs))
 	for i, f := range fs {
 		out[i] = get(f)
@@ -337,7 +342,7 @@ func collect(fs []*File, get func(*File) float64) []float64 {
 	return out
 }
 
-func syncSeconds(f *File) []float64 {
+func syncSeconds(f *results.File) []float64 {
 	out := make([]float64, len(f.Syncs))
 	for i, s := range f.Syncs {
 		out[i] = s.Seconds
@@ -345,7 +350,7 @@ func syncSeconds(f *File) []float64 {
 	return out
 }
 
-func phaseSeconds(f *File, name string) []float64 {
+func phaseSeconds(f *results.File, name string) []float64 {
 	var out []float64
 	for _, s := range f.Syncs {
 		for _, p := range s.Phases {
@@ -357,32 +362,12 @@ func phaseSeconds(f *File, name string) []float64 {
 	return out
 }
 
-// phaseNames lists phases in the order the first sync that has them ran
-// them, so rows read in sync order.
-func phaseNames(sides ...[]*File) []string {
-	var names []string
-	seen := map[string]bool{}
-	for _, fs := range sides {
-		for _, f := range fs {
-			for _, s := range f.Syncs {
-				for _, p := range s.Phases {
-					if !seen[p.Name] {
-						seen[p.Name] = true
-						names = append(names, p.Name)
-					}
-				}
-			}
-		}
-	}
-	return names
-}
-
-func scenarioNames(sides ...[]*File) []string {
+func scenarioNames(sides ...[]*results.File) []string {
 	seen := map[string]bool{}
 	var names []string
 	for _, fs := range sides {
 		for _, f := range fs {
-			if n := ScenarioName(f); !seen[n] {
+			if n := results.ScenarioName(f); !seen[n] {
 				seen[n] = true
 				names = append(names, n)
 			}
@@ -391,20 +376,7 @@ func scenarioNames(sides ...[]*File) []string {
 	return names
 }
 
-// timingBasis is the common basis of the files' durations, or "mixed".
-func timingBasis(fs []*File) string {
-	b := ""
-	for i, f := range fs {
-		if i == 0 {
-			b = f.Basis
-		} else if f.Basis != b {
-			return "mixed"
-		}
-	}
-	return b
-}
-
-func disruptionBasis(sides ...[]*File) string {
+func disruptionBasis(sides ...[]*results.File) string {
 	b := ""
 	for _, fs := range sides {
 		for _, f := range fs {

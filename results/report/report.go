@@ -1,4 +1,7 @@
-package results
+// Package report turns results files into a report a person reads: a
+// self-contained HTML page with charts, or Markdown tables for a
+// pull-request comment. Several files are overlaid in one report.
+package report
 
 import (
 	"bytes"
@@ -11,6 +14,8 @@ import (
 	"time"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
+
+	"github.com/kpsim/kpsim/results"
 )
 
 // Report is what `kpsim report` shows for one or more results files: the
@@ -20,17 +25,17 @@ type Report struct {
 	phases []string
 }
 
-// NewReport prepares a report of files (read from paths, which name them).
+// New prepares a report of files (read from paths, which name them).
 // The files' summaries are recomputed, so a report never trusts a stored
 // headline over the raw samples.
-func NewReport(paths []string, files []*File) (*Report, error) {
+func New(paths []string, files []*results.File) (*Report, error) {
 	if len(files) == 0 || len(paths) != len(files) {
 		return nil, fmt.Errorf("report: want one path per file and at least one file, got %d paths and %d files", len(paths), len(files))
 	}
 	labels := RunLabels(paths, files)
 	r := &Report{}
 	for i, f := range files {
-		Summarize(f)
+		results.Summarize(f)
 		start := f.Start
 		if start.IsZero() && len(f.Syncs) > 0 {
 			start = f.Syncs[0].Start
@@ -43,11 +48,11 @@ func NewReport(paths []string, files []*File) (*Report, error) {
 
 // durationBasis is the runs' common basis for durations, or "mixed".
 func (r *Report) durationBasis() string {
-	fs := make([]*File, len(r.runs))
+	fs := make([]*results.File, len(r.runs))
 	for i, rn := range r.runs {
 		fs[i] = rn.File
 	}
-	return basisOr(timingBasis(fs))
+	return results.BasisText(results.CommonBasis(fs))
 }
 
 func (r *Report) charts() ([]chart, error) {
@@ -109,7 +114,7 @@ type scenarioInfo struct {
 	Seed        *int64 `json:"seed"`
 }
 
-func scenarioOf(f *File) scenarioInfo {
+func scenarioOf(f *results.File) scenarioInfo {
 	var s scenarioInfo
 	if len(f.Scenario) > 0 {
 		_ = json.Unmarshal(f.Scenario, &s) // a scenario we cannot read leaves the fields empty
@@ -119,7 +124,7 @@ func scenarioOf(f *File) scenarioInfo {
 
 func (r *Report) environment() []row {
 	text := func(get func(*run) string) func(*run) cell {
-		return func(rn *run) cell { return cell{Text: orDash(get(rn))} }
+		return func(rn *run) cell { return cell{Text: results.OrDash(get(rn))} }
 	}
 	rows := []row{
 		r.rowOf("scenario", text(func(rn *run) string { return scenarioOf(rn.File).Name })),
@@ -144,7 +149,7 @@ func (r *Report) environment() []row {
 			return strings.Join(parts, " ")
 		})),
 		r.rowOf("backend", text(func(rn *run) string { return rn.File.Backend })),
-		r.rowOf("durations", func(rn *run) cell { return cell{Text: "", Basis: basisOr(rn.File.Basis)} }),
+		r.rowOf("durations", func(rn *run) cell { return cell{Text: "", Basis: results.BasisText(rn.File.Basis)} }),
 		r.rowOf("cost profile", text(func(rn *run) string {
 			if p := rn.File.CostProfile; p != nil {
 				return fmt.Sprintf("%s (time scale %g; from %s)", p.Name, p.TimeScale, p.Source)
@@ -155,7 +160,7 @@ func (r *Report) environment() []row {
 			if rn.File.Start.IsZero() {
 				return ""
 			}
-			return rn.File.Start.UTC().Format(time.RFC3339) + ", ran " + FormatSeconds(rn.File.End.Sub(rn.File.Start).Seconds())
+			return rn.File.Start.UTC().Format(time.RFC3339) + ", ran " + results.FormatSeconds(rn.File.End.Sub(rn.File.Start).Seconds())
 		})),
 		r.rowOf("kpsim", text(func(rn *run) string {
 			return strings.TrimSpace(rn.File.Kpsim.Version + " " + rn.File.Kpsim.Commit)
@@ -184,7 +189,7 @@ func (r *Report) environment() []row {
 
 func (r *Report) headline() []row {
 	dur := func(rn *run, v float64, note string) cell {
-		return cell{Text: FormatSeconds(v), Basis: basisOr(rn.File.Basis), Note: note}
+		return cell{Text: results.FormatSeconds(v), Basis: results.BasisText(rn.File.Basis), Note: note}
 	}
 	return []row{
 		r.rowOf("slowest sync", func(rn *run) cell {
@@ -193,35 +198,35 @@ func (r *Report) headline() []row {
 				return cell{Text: "no syncs"}
 			}
 			return dur(rn, sl.Seconds, fmt.Sprintf("proxier %d %s sync #%d; slowest phase %s %s",
-				sl.Proxier, sl.Family, sl.Seq, orDash(sl.Phase), FormatSeconds(sl.PhaseSeconds)))
+				sl.Proxier, sl.Family, sl.Seq, results.OrDash(sl.Phase), results.FormatSeconds(sl.PhaseSeconds)))
 		}),
 		r.rowOf("p99 sync", func(rn *run) cell {
 			s := rn.File.Summary
 			if s.Syncs == 0 {
 				return cell{Text: "no syncs"}
 			}
-			return dur(rn, s.Sync.P99, fmt.Sprintf("%d syncs, p50 %s", s.Syncs, FormatSeconds(s.Sync.P50)))
+			return dur(rn, s.Sync.P99, fmt.Sprintf("%d syncs, p50 %s", s.Syncs, results.FormatSeconds(s.Sync.P50)))
 		}),
 		r.rowOf("p99 network programming", func(rn *run) cell {
 			p := rn.File.Summary.Programming
 			if p.N == 0 {
 				return cell{Text: "no changes with a trigger time"}
 			}
-			return dur(rn, p.P99, fmt.Sprintf("%d changes, p50 %s", p.N, FormatSeconds(p.P50)))
+			return dur(rn, p.P99, fmt.Sprintf("%d changes, p50 %s", p.N, results.FormatSeconds(p.P50)))
 		}),
 		r.rowOf("disruption", func(rn *run) cell {
 			d := rn.File.Summary.Disruption
 			if d.Attempts == 0 {
 				return cell{Text: "not measured (no probes)"}
 			}
-			return cell{Text: FormatSeconds(d.Seconds), Basis: basisOr(d.Basis),
-				Note: fmt.Sprintf("longest window %s, %d services, %d of %d attempts failed", FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts)}
+			return cell{Text: results.FormatSeconds(d.Seconds), Basis: results.BasisText(d.Basis),
+				Note: fmt.Sprintf("longest window %s, %d services, %d of %d attempts failed", results.FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts)}
 		}),
 		r.rowOf("kernel writes", func(rn *run) cell {
-			return cell{Text: fmt.Sprint(rn.File.Totals.Ops.Writes()), Basis: "counted", Note: strings.TrimPrefix(topOps(rn.File.Totals.Ops, 3), ": ")}
+			return cell{Text: fmt.Sprint(rn.File.Totals.Ops.Writes()), Basis: "counted", Note: strings.TrimPrefix(results.TopOps(rn.File.Totals.Ops, 3), ": ")}
 		}),
 		r.rowOf("deleted then re-added", func(rn *run) cell {
-			return cell{Text: fmt.Sprint(sumOps(rn.File.Totals.Readded)), Basis: "counted", Note: strings.TrimPrefix(topOps(rn.File.Totals.Readded, 3), ": ")}
+			return cell{Text: fmt.Sprint(results.SumOps(rn.File.Totals.Readded)), Basis: "counted", Note: strings.TrimPrefix(results.TopOps(rn.File.Totals.Readded, 3), ": ")}
 		}),
 	}
 }
@@ -241,7 +246,7 @@ func (r *Report) phaseTable() (header []string, rows []row) {
 			if d.N == 0 {
 				return cell{Text: "-"}
 			}
-			return cell{Text: fmt.Sprintf("p50 %s · p99 %s · max %s", FormatSeconds(d.P50), FormatSeconds(d.P99), FormatSeconds(d.Max))}
+			return cell{Text: fmt.Sprintf("p50 %s · p99 %s · max %s", results.FormatSeconds(d.P50), results.FormatSeconds(d.P99), results.FormatSeconds(d.Max))}
 		}))
 	}
 	return header, rows
@@ -286,15 +291,15 @@ type windowRow struct {
 
 func (r *Report) windows() (rows []windowRow, more int) {
 	for _, rn := range r.runs {
-		ws := append([]Window(nil), rn.File.Summary.Disruption.Windows...)
+		ws := append([]results.Window(nil), rn.File.Summary.Disruption.Windows...)
 		sort.SliceStable(ws, func(i, j int) bool { return ws[i].End.Sub(ws[i].Start) > ws[j].End.Sub(ws[j].Start) })
 		for i, w := range ws {
 			if i == maxWindows {
 				more += len(ws) - maxWindows
 				break
 			}
-			rows = append(rows, windowRow{Run: rn.Label, Service: orDash(w.Service), Start: fmt.Sprintf("%.2f s", rn.since(w.Start)),
-				Length: FormatSeconds(w.End.Sub(w.Start).Seconds()), Failures: w.Failures})
+			rows = append(rows, windowRow{Run: rn.Label, Service: results.OrDash(w.Service), Start: fmt.Sprintf("%.2f s", rn.since(w.Start)),
+				Length: results.FormatSeconds(w.End.Sub(w.Start).Seconds()), Failures: w.Failures})
 		}
 	}
 	return rows, more
@@ -310,25 +315,12 @@ type histRow struct {
 func (r *Report) histograms() []histRow {
 	var out []histRow
 	for _, rn := range r.runs {
-		for i, c := range CheckHistograms(rn.File) {
-			out = append(out, histRow{Run: rn.Label, Metric: c.Name, Labels: labelText(c.Labels), Samples: orDash(c.Samples),
+		for i, c := range results.CheckHistograms(rn.File) {
+			out = append(out, histRow{Run: rn.Label, Metric: c.Name, Labels: c.LabelText(), Samples: results.OrDash(c.Samples),
 				Count: rn.File.Metrics[i].Count, Consistent: c.Consistent, Checks: c.Checks, Problems: c.Problems})
 		}
 	}
 	return out
-}
-
-func labelText(l map[string]string) string {
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%q", k, l[k])
-	}
-	return strings.Join(parts, ",")
 }
 
 type htmlRun struct {
@@ -467,7 +459,7 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 {{range .Ops}}<tr><th>{{.Label}}</th>{{range .Cells}}<td class="num">{{template "cell" .}}</td>{{end}}</tr>
 {{end}}</table>{{else}}<p class="nodata">No data: no kernel operations were recorded.</p>{{end}}
 
-<h2 id="disruption">Disruption windows</h2>
+<h2 id="disruption">results.Disruption windows</h2>
 {{if .Windows}}<p class="note">Consecutive failed probes of one target form a window; it ends one probe interval after its last failure. Longest first.</p>
 <table>
 <tr><th>run</th><th>service</th><th>start (s since run start)</th><th>length</th><th>failed attempts</th></tr>

@@ -1,4 +1,4 @@
-package results
+package compare
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/kpsim/kpsim/results"
 )
 
 // FormatValue prints a metric value in its unit.
@@ -14,9 +16,9 @@ func FormatValue(v float64, unit string) string {
 	case math.IsNaN(v):
 		return "-"
 	case unit == "s":
-		return FormatSeconds(v)
+		return results.FormatSeconds(v)
 	case unit == "bytes":
-		return FormatBytes(int64(v))
+		return results.FormatBytes(int64(v))
 	default:
 		return fmt.Sprintf("%.0f", v)
 	}
@@ -82,7 +84,7 @@ func (m *MetricComparison) describe() string {
 			m.value(m.Head), FormatValue(m.Head.Lo, m.Unit), FormatValue(m.Head.Hi, m.Unit), m.pValue())
 	}
 	return fmt.Sprintf("%s %s -> %s (%s, p=%s over %s samples, %s)", m.Name,
-		FormatValue(m.Base.Center, m.Unit), FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(), m.Samples, basisOr(m.Basis))
+		FormatValue(m.Base.Center, m.Unit), FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(), m.Samples, results.BasisText(m.Basis))
 }
 
 func (c *Comparison) method() string {
@@ -92,7 +94,7 @@ func (c *Comparison) method() string {
 	}
 	ci := fmt.Sprintf("%g%% confidence intervals of the median (shown with 6 or more runs per side)", 100*c.Options.Confidence)
 	return fmt.Sprintf("Mann-Whitney U test, alpha %g, threshold %g%% and %s; %s; %s; kernel operation counts compared exactly",
-		c.Options.Alpha, c.Options.Threshold, FormatSeconds(c.Options.MinDeltaSeconds), ci, per)
+		c.Options.Alpha, c.Options.Threshold, results.FormatSeconds(c.Options.MinDeltaSeconds), ci, per)
 }
 
 // WriteText writes the comparison as an aligned table followed by the changes.
@@ -106,7 +108,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw, "metric\tbasis\tbase\thead\tchange\tp\tverdict")
 	for i := range c.Metrics {
 		m := &c.Metrics[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, basisOr(m.Basis), m.value(m.Base), m.value(m.Head), m.delta(), m.pValue(), m.Verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, results.BasisText(m.Basis), m.value(m.Base), m.value(m.Head), m.delta(), m.pValue(), m.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -129,9 +131,9 @@ func (c *Comparison) WriteText(w io.Writer) error {
 // changes first, then every metric folded away.
 func (c *Comparison) WriteMarkdown(w io.Writer, title string) error {
 	fmt.Fprintf(w, "### %s\n\n", title)
-	fmt.Fprintf(w, "**base:** %s  \n**head:** %s\n\n", mdEscape(strings.Join(c.Base, ", ")), mdEscape(strings.Join(c.Head, ", ")))
+	fmt.Fprintf(w, "**base:** %s  \n**head:** %s\n\n", results.EscapeMarkdown(strings.Join(c.Base, ", ")), results.EscapeMarkdown(strings.Join(c.Head, ", ")))
 	for _, n := range c.Notes {
-		fmt.Fprintf(w, "> note: %s\n\n", mdEscape(n))
+		fmt.Fprintf(w, "> note: %s\n\n", results.EscapeMarkdown(n))
 	}
 	var changed []*MetricComparison
 	for i := range c.Metrics {
@@ -140,7 +142,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer, title string) error {
 		}
 	}
 	row := func(m *MetricComparison) {
-		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s |\n", m.Name, basisOr(m.Basis), m.value(m.Base), m.value(m.Head), m.delta(), m.pValue(), verdictMark(m.Verdict))
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s |\n", m.Name, results.BasisText(m.Basis), m.value(m.Base), m.value(m.Head), m.delta(), m.pValue(), verdictMark(m.Verdict))
 	}
 	header := "| metric | basis | base | head | change | p | verdict |\n|---|---|---:|---:|---:|---:|---|\n"
 	if len(changed) == 0 {
@@ -170,20 +172,15 @@ func verdictMark(v Verdict) string {
 	return string(v)
 }
 
-// mdEscape keeps file names from turning into Markdown emphasis or tables.
-func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "`", "\\`").Replace(s)
-}
-
 // WriteBenchstat writes one line per metric per file in Go's benchmark
 // format, preceded by a "kpsim-side: SIDE" configuration line, so that
 // `benchstat -col kpsim-side FILE` (or two separate outputs) tabulates it.
 // Seconds become ns/op; other units are kept.
-func WriteBenchstat(w io.Writer, side string, files []*File) error {
+func WriteBenchstat(w io.Writer, side string, files []*results.File) error {
 	defs := Catalog(files)
 	fmt.Fprintf(w, "kpsim-side: %s\n", side)
 	for _, f := range files {
-		name := benchName(ScenarioName(f))
+		name := benchName(results.ScenarioName(f))
 		for _, d := range defs {
 			v, unit := d.Value(f), d.Unit
 			switch unit {

@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"encoding/json"
@@ -6,18 +6,20 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/kpsim/kpsim/results"
 )
 
 // RunLabels names each file for a legend or a table: by what tells it apart
 // from the others. The scenario name when scenarios differ, then the
 // proxier settings whose values differ (ipset=exec, initialSync=legacy), and
 // the file name when that is still not enough to tell two files apart.
-func RunLabels(paths []string, files []*File) []string {
+func RunLabels(paths []string, files []*results.File) []string {
 	labels := make([][]string, len(files))
 	names := make([]string, len(files))
 	settings := make([]map[string]string, len(files))
 	for i, f := range files {
-		names[i] = ScenarioName(f)
+		names[i] = results.ScenarioName(f)
 		settings[i] = proxierSettings(f)
 	}
 	if distinct(names) > 1 || len(files) == 1 {
@@ -45,7 +47,7 @@ func RunLabels(paths []string, files []*File) []string {
 		}
 		if distinct(vals) > 1 {
 			for i := range files {
-				labels[i] = append(labels[i], k+"="+orDash(vals[i]))
+				labels[i] = append(labels[i], k+"="+results.OrDash(vals[i]))
 			}
 		}
 	}
@@ -71,7 +73,7 @@ func distinct(xs []string) int {
 }
 
 // proxierSettings flattens the scenario's proxier object to key=value text.
-func proxierSettings(f *File) map[string]string {
+func proxierSettings(f *results.File) map[string]string {
 	var s struct {
 		Proxier map[string]any `json:"proxier"`
 	}
