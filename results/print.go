@@ -11,68 +11,62 @@ import (
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
-// PrintSummary writes the short human summary that ends `kpsim run`. Every
+// PrintSummary writes the short human summary that ends `kpsim run`: one
+// line per figure of the table (Figures) that has something to say. Every
 // figure says how it was obtained: durations follow f.Basis, disruption
 // follows the probes' basis, kernel operations are counted, CPU and RSS are
 // measured. It recomputes nothing: call Summarize first.
 func PrintSummary(w io.Writer, f *File) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	s := &f.Summary
-	basis := BasisText(f.Basis)
 	title := ScenarioName(f)
 	if title == "" {
 		title = "run"
 	}
-	fmt.Fprintf(tw, "kpsim %s\t%s backend, durations %s%s\n", title, OrDash(f.Backend), basis, profileNote(f))
+	fmt.Fprintf(tw, "kpsim %s\t%s\n", title, RunNote(f))
 	if f.Interrupted {
 		fmt.Fprintf(tw, "interrupted\trun stopped before its timeline finished\n")
 	}
 	if f.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", f.Error)
 	}
-	if s.Syncs == 0 {
-		fmt.Fprintf(tw, "syncs\tnone\n")
-	} else {
-		fmt.Fprintf(tw, "syncs\t%d: p50 %s  p99 %s  max %s (%s)\n", s.Syncs,
-			FormatSeconds(s.Sync.P50), FormatSeconds(s.Sync.P99), FormatSeconds(s.Sync.Max), basis)
-	}
-	if sl := s.Slowest; sl != nil {
-		fmt.Fprintf(tw, "slowest sync\tproxier %d %s #%d: %s; slowest phase %s %s (%s)\n",
-			sl.Proxier, sl.Family, sl.Seq, FormatSeconds(sl.Seconds), OrDash(sl.Phase), FormatSeconds(sl.PhaseSeconds), basis)
-	}
-	fmt.Fprintf(tw, "kernel writes\t%d (counted)%s\n", f.Totals.Ops.Writes(), TopOps(f.Totals.Ops, 4))
-	re := f.Totals.Readded
-	fmt.Fprintf(tw, "deleted, re-added\t%d (counted)%s\n", SumOps(re), TopOps(re, 4))
-	if s.Programming.N == 0 {
-		fmt.Fprintf(tw, "net programming\tno changes with a trigger time\n")
-	} else {
-		fmt.Fprintf(tw, "net programming\t%d changes: p50 %s  p99 %s  max %s (%s)\n", s.Programming.N,
-			FormatSeconds(s.Programming.P50), FormatSeconds(s.Programming.P99), FormatSeconds(s.Programming.Max), basis)
-	}
-	d := &s.Disruption
-	if f.Probes == nil || d.Attempts == 0 {
-		fmt.Fprintf(tw, "disruption\tno probes ran\n")
-	} else {
-		fmt.Fprintf(tw, "disruption\t%s total, longest %s, %d services, %d of %d attempts failed (%s)\n",
-			FormatSeconds(d.Seconds), FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts, BasisText(d.Basis))
-	}
-	if len(f.Metrics) > 0 {
-		var bad []string
-		for _, c := range CheckHistograms(f) {
-			if !c.Consistent {
-				bad = append(bad, fmt.Sprintf("%s{%s}: %s", c.Name, c.LabelText(), c.Problems[0]))
-			}
+	for _, fg := range Figures(f) {
+		if fg.Line == nil {
+			continue
 		}
-		if len(bad) == 0 {
-			fmt.Fprintf(tw, "histograms\t%d exported, all consistent with the raw samples\n", len(f.Metrics))
-		} else {
-			fmt.Fprintf(tw, "histograms\t%d of %d INCONSISTENT: %s\n", len(bad), len(f.Metrics), strings.Join(bad, "; "))
+		if l, ok := fg.Line(f); ok {
+			fmt.Fprintf(tw, "%s\t%s\n", fg.Label, l)
 		}
-	}
-	if f.Totals.CPUSeconds > 0 || f.Totals.PeakRSS > 0 {
-		fmt.Fprintf(tw, "process\tCPU %s, peak RSS %s (measured)\n", FormatSeconds(f.Totals.CPUSeconds), FormatBytes(f.Totals.PeakRSS))
 	}
 	return tw.Flush()
+}
+
+// String is the line as the summary prints it: "15: p50 ... (modeled): note".
+func (l Line) String() string {
+	s := l.Text
+	if l.Basis != "" {
+		s += " (" + l.Basis + ")"
+	}
+	if l.Note != "" {
+		s += ": " + l.Note
+	}
+	return s
+}
+
+// RunNote says what ran and how its figures were obtained: backend, proxier
+// under test, the basis of its durations and the clock of its timestamps.
+func RunNote(f *File) string {
+	s := OrDash(f.Backend) + " backend"
+	if f.Proxier != "" && f.Proxier != ProxierKpsim {
+		s += ", proxier " + f.Proxier
+	}
+	s += ", durations " + BasisText(f.Basis)
+	if p := f.CostProfile; p != nil {
+		s += fmt.Sprintf(" (cost profile %s, time scale %g)", p.Name, p.TimeScale)
+	}
+	if f.Clock != "" {
+		s += ", " + f.Clock + " clock"
+	}
+	return s
 }
 
 // TopOps lists the n largest non-zero write counts, for a one-line summary.
@@ -99,7 +93,7 @@ func TopOps(o dataplane.Ops, n int) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s %d", e.op, e.c))
 	}
-	return ": " + strings.Join(parts, ", ")
+	return strings.Join(parts, ", ")
 }
 
 // SumOps is the total of every operation count.
@@ -120,13 +114,6 @@ func ScenarioName(f *File) string {
 		return ""
 	}
 	return s.Name
-}
-
-func profileNote(f *File) string {
-	if f.CostProfile == nil {
-		return ""
-	}
-	return fmt.Sprintf(" (cost profile %s, time scale %g)", f.CostProfile.Name, f.CostProfile.TimeScale)
 }
 
 // BasisText names a basis for a reader, saying so when it is unknown.

@@ -102,23 +102,17 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	var failing []string
-	if !*allowOps {
-		for _, m := range c.Regressions(compare.Exact) {
-			failing = append(failing, m.Name)
-		}
-	}
-	if latency == "gate" {
-		for _, m := range c.Regressions(compare.Timing) {
-			failing = append(failing, m.Name)
-		}
-	}
+	failing := c.Failures(compare.Gate{Timing: latency == "gate", AllowChanges: *allowOps})
 	if len(failing) > 0 {
+		names := make([]string, len(failing))
 		hint := ""
-		if !*allowOps && len(c.Regressions(compare.Exact)) > 0 {
-			hint = " (kernel operation counts changed: pass --allow-ops-change if intended)"
+		for i, m := range failing {
+			names[i] = m.Name
+			if m.Verdict == compare.Different {
+				hint = " (kernel operation counts or modeled kernel time changed: pass --allow-ops-change if intended)"
+			}
 		}
-		return verdict("%d metrics regressed or changed: %s%s", len(failing), strings.Join(failing, ", "), hint)
+		return verdict("%d metrics regressed or changed: %s%s", len(failing), strings.Join(names, ", "), hint)
 	}
 	return nil
 }

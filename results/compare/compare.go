@@ -12,21 +12,7 @@ import (
 
 	"golang.org/x/perf/benchmath"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
-
 	"github.com/kpsim/kpsim/results"
-)
-
-// Class says how a metric is compared.
-type Class string
-
-const (
-	// Timing metrics (latencies, disruption, CPU, RSS) vary from run to run;
-	// they are compared statistically.
-	Timing Class = "timing"
-	// Exact metrics (kernel operation counts) are deterministic for a fixed
-	// scenario seed; any difference is real.
-	Exact Class = "exact"
 )
 
 // Verdict is the outcome for one metric.
@@ -77,7 +63,7 @@ type Comparison struct {
 type MetricComparison struct {
 	Name  string // sync/p99, phase/ipset-entries/p50, ops/ipset-add, ...
 	Unit  string // s, ops, attempts, bytes
-	Class Class
+	Class results.Class
 	Basis string // measured, modeled or counted
 	// Samples says what one sample of the test is: "file" (each file's
 	// value) or "sync" (each sync of the single file per side).
@@ -97,12 +83,25 @@ type Estimate struct {
 	N              int
 }
 
-// Regressions returns the rows whose verdict is Regressed or, for exact
-// metrics, Different.
-func (c *Comparison) Regressions(class Class) []MetricComparison {
+// Gate says which changes fail a comparison.
+type Gate struct {
+	// Timing makes a significant timing regression fail; otherwise timing
+	// is only reported, since it varies with the machine.
+	Timing bool
+	// AllowChanges declares changes of exact figures that have no worse
+	// direction (kernel operation counts, modeled kernel time) as expected.
+	AllowChanges bool
+}
+
+// Failures are the rows that fail the comparison under g: exact figures
+// that got worse (more failed syncs) always, exact figures that changed
+// unless declared, and timing regressions when gated.
+func (c *Comparison) Failures(g Gate) []MetricComparison {
 	var out []MetricComparison
 	for _, m := range c.Metrics {
-		if m.Class == class && (m.Verdict == Regressed || m.Verdict == Different) {
+		switch {
+		case m.Verdict == Different && !g.AllowChanges,
+			m.Verdict == Regressed && (m.Class == results.Exact || g.Timing):
 			out = append(out, m)
 		}
 	}
@@ -131,13 +130,12 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 		c.Notes = append(c.Notes, fmt.Sprintf("%d+%d runs: timing metrics need at least 4 runs per side to reach significance at alpha %g",
 			len(base), len(head), o.Alpha))
 	}
-	timingB := results.CommonBasis(append(slices.Clone(base), head...))
-	disruptB := disruptionBasis(base, head)
+	all := append(slices.Clone(base), head...)
 	// With one file per side, each distribution's per-sync test, by group.
 	perSync := map[string]*benchmath.Comparison{}
 	var varying []string
-	for _, d := range Catalog(append(slices.Clone(base), head...)) {
-		if d.Class == Exact {
+	for _, d := range Catalog(all) {
+		if d.Class == results.Exact {
 			m := c.exact(d, base, head)
 			if len(m.Warnings) > 0 {
 				varying = append(varying, m.Name)
@@ -145,18 +143,11 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 			c.Metrics = append(c.Metrics, m)
 			continue
 		}
-		basis := timingB
-		switch d.Basis {
-		case "disruption":
-			basis = disruptB
-		case results.Measured:
-			basis = results.Measured
-		}
 		var ps *benchmath.Comparison
-		if c.PerSync && d.Raw != nil {
+		if c.PerSync && d.PerSync != nil {
 			if _, done := perSync[d.Group]; !done {
 				perSync[d.Group] = nil
-				bs, hs := d.Raw(base[0]), d.Raw(head[0])
+				bs, hs := values(d.PerSync(base[0])), values(d.PerSync(head[0]))
 				if len(bs) > 0 && len(hs) > 0 {
 					cmp := benchmath.AssumeNothing.Compare(sample(bs, o), sample(hs, o))
 					perSync[d.Group] = &cmp
@@ -164,7 +155,7 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 			}
 			ps = perSync[d.Group]
 		}
-		c.Metrics = append(c.Metrics, c.timing(d, basis, collect(base, d.Value), collect(head, d.Value), ps))
+		c.Metrics = append(c.Metrics, c.timing(d, commonBasis(all, d.Basis), collect(base, d.Value), collect(head, d.Value), ps))
 	}
 	if len(varying) > 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("kernel operation counts differ between runs with the same seed (%s): the runs are not deterministic, so those counts were compared statistically",
@@ -173,73 +164,40 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 	return c
 }
 
-// MetricDef is one comparable figure of a results file.
+// MetricDef is one compared number: a figure of the table
+// (results.Figures), or one quantile of a distribution figure.
 type MetricDef struct {
-	Name  string
-	Unit  string
-	Class Class
-	// Basis is Measured for process figures, "disruption" for figures on
-	// the probes' basis, and empty for durations on the file's basis.
-	Basis string
-	Value func(*results.File) float64
-	// Group and Raw, for quantiles of a per-sync distribution, name the
-	// distribution and return its per-sync samples.
-	Group string
-	Raw   func(*results.File) []float64
+	Name          string
+	Unit          string
+	Class         results.Class
+	HigherIsWorse bool
+	Basis         func(*results.File) string
+	Value         func(*results.File) float64
+	// Group and PerSync, for quantiles of a per-sync distribution, name
+	// the distribution and return its samples sync by sync.
+	Group   string
+	PerSync func(*results.File) []results.SyncValue
 }
 
 // Catalog lists the metrics that comparisons (and their benchstat output)
-// cover for the given files: the phases and operation kinds any of them has.
+// cover for the given files: every compared figure of the table, a
+// distribution by its quantiles.
 func Catalog(files []*results.File) []MetricDef {
 	var defs []MetricDef
-	quantile := func(group string, dist func(*results.File) results.Dist, raw func(*results.File) []float64, withMax bool) {
-		qs := []struct {
-			name string
-			get  func(results.Dist) float64
-		}{{"p50", func(d results.Dist) float64 { return d.P50 }}, {"p99", func(d results.Dist) float64 { return d.P99 }}}
-		if withMax {
-			qs = append(qs, struct {
-				name string
-				get  func(results.Dist) float64
-			}{"max", func(d results.Dist) float64 { return d.Max }})
+	for _, fg := range results.Figures(files...) {
+		if fg.Class == "" {
+			continue
 		}
-		for _, q := range qs {
-			defs = append(defs, MetricDef{Name: group + "/" + q.name, Unit: "s", Class: Timing, Group: group, Raw: raw,
-				Value: func(f *results.File) float64 { return q.get(dist(f)) }})
+		d := MetricDef{Name: fg.Name, Unit: fg.Unit, Class: fg.Class, HigherIsWorse: fg.HigherIsWorse, Basis: fg.Basis, Value: fg.Value}
+		if fg.Dist == nil {
+			defs = append(defs, d)
+			continue
 		}
-	}
-	quantile("sync", func(f *results.File) results.Dist { return f.Summary.Sync }, syncSeconds, true)
-	for _, ph := range results.PhaseNames(files) {
-		quantile("phase/"+ph, func(f *results.File) results.Dist { return f.Summary.Phases[ph] },
-			func(f *results.File) []float64 { return phaseSeconds(f, ph) }, false)
-	}
-	defs = append(defs,
-		MetricDef{Name: "programming/p50", Unit: "s", Class: Timing, Value: func(f *results.File) float64 { return f.Summary.Programming.P50 }},
-		MetricDef{Name: "programming/p99", Unit: "s", Class: Timing, Value: func(f *results.File) float64 { return f.Summary.Programming.P99 }},
-		MetricDef{Name: "disruption/seconds", Unit: "s", Class: Timing, Basis: "disruption",
-			Value: func(f *results.File) float64 { return f.Summary.Disruption.Seconds }},
-		MetricDef{Name: "disruption/failed-attempts", Unit: "attempts", Class: Timing, Basis: "disruption",
-			Value: func(f *results.File) float64 { return float64(f.Summary.Disruption.FailedAttempts) }},
-		MetricDef{Name: "process/cpu", Unit: "s", Class: Timing, Basis: results.Measured, Value: func(f *results.File) float64 { return f.Totals.CPUSeconds }},
-		MetricDef{Name: "process/peak-rss", Unit: "bytes", Class: Timing, Basis: results.Measured, Value: func(f *results.File) float64 { return float64(f.Totals.PeakRSS) }},
-	)
-	var ops, readded dataplane.Ops
-	for _, f := range files {
-		ops.Add(&f.Totals.Ops)
-		readded.Add(&f.Totals.Readded)
-	}
-	for _, op := range dataplane.AllOps() {
-		if ops[op] != 0 {
-			defs = append(defs, MetricDef{Name: "ops/" + op.String(), Unit: "ops", Class: Exact,
-				Value: func(f *results.File) float64 { return float64(f.Totals.Ops[op]) }})
-		}
-	}
-	defs = append(defs, MetricDef{Name: "ops/writes", Unit: "ops", Class: Exact,
-		Value: func(f *results.File) float64 { return float64(f.Totals.Ops.Writes()) }})
-	for _, op := range dataplane.AllOps() {
-		if readded[op] != 0 {
-			defs = append(defs, MetricDef{Name: "readded/" + op.String(), Unit: "ops", Class: Exact,
-				Value: func(f *results.File) float64 { return float64(f.Totals.Readded[op]) }})
+		for _, q := range fg.Quantiles {
+			qd := d
+			qd.Name, qd.Group, qd.PerSync = fg.Name+"/"+q.Name, fg.Name, fg.PerSync
+			qd.Value = func(f *results.File) float64 { return q.Of(fg.Dist(f)) }
+			defs = append(defs, qd)
 		}
 	}
 	return defs
@@ -247,7 +205,7 @@ func Catalog(files []*results.File) []MetricDef {
 
 func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, perSync *benchmath.Comparison) MetricComparison {
 	o := c.Options
-	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: Timing, Basis: basis, Samples: "file"}
+	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Timing, Basis: basis, Samples: "file"}
 	bsmp, hsmp := sample(bs, o), sample(hs, o)
 	m.Base, m.Head = estimate(bsmp, o), estimate(hsmp, o)
 	cmp := benchmath.AssumeNothing.Compare(bsmp, hsmp)
@@ -262,7 +220,7 @@ func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, perSync
 	m.DeltaPct = deltaPct(m.Base.Center, m.Head.Center)
 	m.Verdict = NoChange
 	beyond := math.IsNaN(m.DeltaPct) || math.Abs(m.DeltaPct) > o.Threshold
-	if m.Unit == "s" && math.Abs(m.Head.Center-m.Base.Center) < o.MinDeltaSeconds {
+	if m.Unit == results.UnitSeconds && math.Abs(m.Head.Center-m.Base.Center) < o.MinDeltaSeconds {
 		beyond = false
 	}
 	if m.P < o.Alpha && beyond && m.Base.Center != m.Head.Center {
@@ -282,7 +240,8 @@ func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, perSync
 // and any significant difference (whatever its size) is still reported as
 // Different.
 func (c *Comparison) exact(d MetricDef, base, head []*results.File) MetricComparison {
-	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: Exact, Basis: "counted", Samples: "file", P: math.NaN()}
+	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Exact, Basis: commonBasis(append(slices.Clone(base), head...), d.Basis),
+		Samples: "file", P: math.NaN()}
 	side := func(fs []*results.File) (Estimate, bool) {
 		vals := collect(fs, d.Value)
 		sort.Float64s(vals)
@@ -298,7 +257,7 @@ func (c *Comparison) exact(d MetricDef, base, head []*results.File) MetricCompar
 	m.Verdict = Same
 	if bOK && hOK {
 		if m.Base.Center != m.Head.Center {
-			m.Verdict = Different
+			m.Verdict = d.changed(m.Base.Center, m.Head.Center)
 		}
 		return m
 	}
@@ -307,9 +266,21 @@ func (c *Comparison) exact(d MetricDef, base, head []*results.File) MetricCompar
 	cmp := benchmath.AssumeNothing.Compare(sample(collect(base, d.Value), c.Options), sample(collect(head, d.Value), c.Options))
 	m.P = cmp.P
 	if m.P < c.Options.Alpha {
-		m.Verdict = Different
+		m.Verdict = d.changed(m.Base.Center, m.Head.Center)
 	}
 	return m
+}
+
+// changed is the verdict on an exact figure that changed: by its direction
+// when it has a worse one, and otherwise a change to be declared.
+func (d *MetricDef) changed(base, head float64) Verdict {
+	switch {
+	case !d.HigherIsWorse:
+		return Different
+	case head > base:
+		return Regressed
+	}
+	return Improved
 }
 
 func sample(xs []float64, o Options) *benchmath.Sample {
@@ -342,26 +313,6 @@ func collect(fs []*results.File, get func(*results.File) float64) []float64 {
 	return out
 }
 
-func syncSeconds(f *results.File) []float64 {
-	out := make([]float64, len(f.Syncs))
-	for i, s := range f.Syncs {
-		out[i] = s.Seconds
-	}
-	return out
-}
-
-func phaseSeconds(f *results.File, name string) []float64 {
-	var out []float64
-	for _, s := range f.Syncs {
-		for _, p := range s.Phases {
-			if p.Name == name {
-				out = append(out, p.Seconds)
-			}
-		}
-	}
-	return out
-}
-
 func scenarioNames(sides ...[]*results.File) []string {
 	seen := map[string]bool{}
 	var names []string
@@ -376,18 +327,25 @@ func scenarioNames(sides ...[]*results.File) []string {
 	return names
 }
 
-func disruptionBasis(sides ...[]*results.File) string {
+func values(svs []results.SyncValue) []float64 {
+	out := make([]float64, len(svs))
+	for i, sv := range svs {
+		out[i] = sv.Value
+	}
+	return out
+}
+
+// commonBasis is the basis the files share for a figure, or "mixed"; files
+// without one (no probes) do not count.
+func commonBasis(fs []*results.File, basis func(*results.File) string) string {
 	b := ""
-	for _, fs := range sides {
-		for _, f := range fs {
-			if f.Probes == nil {
-				continue
-			}
-			if b == "" {
-				b = f.Probes.Basis
-			} else if f.Probes.Basis != b {
-				return "mixed"
-			}
+	for _, f := range fs {
+		switch fb := basis(f); {
+		case fb == "":
+		case b == "":
+			b = fb
+		case fb != b:
+			return "mixed"
 		}
 	}
 	return b

@@ -34,6 +34,17 @@ func byName(c *compare.Comparison) map[string]compare.MetricComparison {
 	return m
 }
 
+// regressions are the rows of a class that regressed or changed.
+func regressions(c *compare.Comparison, class results.Class) []compare.MetricComparison {
+	var out []compare.MetricComparison
+	for _, m := range c.Metrics {
+		if m.Class == class && (m.Verdict == compare.Regressed || m.Verdict == compare.Different) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func TestCompareTellsNoiseFromRegression(t *testing.T) {
 	shape := resultstest.Options{Name: "smoke", Seed: 7, Syncs: 20, Services: 200, Noise: 0.1, Probes: true}
 	exec := shape
@@ -57,7 +68,7 @@ func TestCompareTellsNoiseFromRegression(t *testing.T) {
 			require.Equal(t, tt.perSide == 1, c.PerSync)
 			rows := byName(c)
 			var regressed []string
-			for _, m := range c.Regressions(compare.Timing) {
+			for _, m := range regressions(c, results.Timing) {
 				regressed = append(regressed, m.Name)
 			}
 			if len(tt.regressed) == 0 {
@@ -73,7 +84,7 @@ func TestCompareTellsNoiseFromRegression(t *testing.T) {
 					"only the ipset phase and the syncs containing it may regress, got %s", name)
 			}
 			// The ipset strategy changes timing, not what is programmed.
-			require.Empty(t, c.Regressions(compare.Exact))
+			require.Empty(t, regressions(c, results.Exact))
 			require.Equal(t, compare.Same, rows["ops/ipset-add"].Verdict)
 			require.Equal(t, "modeled", rows["sync/p50"].Basis)
 			require.Equal(t, "measured", rows["process/cpu"].Basis)
@@ -97,11 +108,14 @@ func TestCompareOpsExactly(t *testing.T) {
 		f.Totals.Ops[dataplane.OpIPSetDel]++
 	}
 	c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
-	ex := c.Regressions(compare.Exact)
+	ex := regressions(c, results.Exact)
 	require.Len(t, ex, 2)
-	require.Equal(t, "ops/ipset-del", ex[0].Name)
-	require.Equal(t, "ops/writes", ex[1].Name)
-	require.Equal(t, 1.0, ex[0].Head.Center-ex[0].Base.Center)
+	require.Equal(t, "ops/writes", ex[0].Name)
+	require.Equal(t, "ops/ipset-del", ex[1].Name)
+	for _, m := range ex {
+		require.Equal(t, 1.0, m.Head.Center-m.Base.Center)
+		require.Equal(t, compare.Different, m.Verdict, "an operation count has no better direction")
+	}
 	require.Contains(t, c.Notes[0], "at least 4 runs per side")
 
 	// Repetitions that disagree are compared statistically: a count that
@@ -201,4 +215,29 @@ func TestCompareIgnoresMicrosecondJitter(t *testing.T) {
 	o.MinDeltaSeconds = 0
 	c = compare.Compare(base, head, bl, hl, o)
 	require.Equal(t, compare.Regressed, byName(c)["phase/cleanup/p50"].Verdict)
+}
+
+// TestCatalogIsTheTable: comparisons cover every compared figure of the
+// table, a distribution by each of its quantiles, and nothing else.
+func TestCatalogIsTheTable(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 4, Probes: true})
+	want := map[string]bool{}
+	for _, fg := range results.Figures(f) {
+		switch {
+		case fg.Class == "":
+		case fg.Dist == nil:
+			want[fg.Name] = true
+		default:
+			for _, q := range fg.Quantiles {
+				want[fg.Name+"/"+q.Name] = true
+			}
+		}
+	}
+	got := map[string]bool{}
+	for _, d := range compare.Catalog([]*results.File{f}) {
+		got[d.Name] = true
+	}
+	require.Equal(t, want, got)
+	require.True(t, got["failed-syncs"])
+	require.True(t, got["sync/p99"])
 }

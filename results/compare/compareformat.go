@@ -10,20 +10,6 @@ import (
 	"github.com/kpsim/kpsim/results"
 )
 
-// FormatValue prints a metric value in its unit.
-func FormatValue(v float64, unit string) string {
-	switch {
-	case math.IsNaN(v):
-		return "-"
-	case unit == "s":
-		return results.FormatSeconds(v)
-	case unit == "bytes":
-		return results.FormatBytes(int64(v))
-	default:
-		return fmt.Sprintf("%.0f", v)
-	}
-}
-
 // interval prints an estimate's confidence interval as ±percent of its center.
 func (e Estimate) interval() string {
 	switch {
@@ -40,8 +26,8 @@ func (e Estimate) interval() string {
 }
 
 func (m *MetricComparison) value(e Estimate) string {
-	s := FormatValue(e.Center, m.Unit)
-	if iv := e.interval(); iv != "" && m.Class == Timing {
+	s := results.FormatValue(e.Center, m.Unit)
+	if iv := e.interval(); iv != "" && m.Class == results.Timing {
 		s += " " + iv
 	}
 	return s
@@ -61,7 +47,7 @@ func (m *MetricComparison) pValue() string {
 	if math.IsNaN(m.P) {
 		return "exact"
 	}
-	if m.Class == Exact {
+	if m.Class == results.Exact {
 		return fmt.Sprintf("%.3f (varies)", m.P)
 	}
 	return fmt.Sprintf("%.3f", m.P)
@@ -75,16 +61,16 @@ func (m *MetricComparison) changed() bool {
 // describe is a one-line account of a changed row, naming the metric (and
 // so the phase), the change and how sure it is.
 func (m *MetricComparison) describe() string {
-	if m.Class == Exact && math.IsNaN(m.P) {
+	if m.Class == results.Exact && math.IsNaN(m.P) {
 		return fmt.Sprintf("%s %s -> %s (%s, counted exactly)", m.Name, m.value(m.Base), m.value(m.Head), m.delta())
 	}
-	if m.Class == Exact {
+	if m.Class == results.Exact {
 		return fmt.Sprintf("%s median %s (%s..%s) -> %s (%s..%s) (p=%s: counts vary between runs)", m.Name,
-			m.value(m.Base), FormatValue(m.Base.Lo, m.Unit), FormatValue(m.Base.Hi, m.Unit),
-			m.value(m.Head), FormatValue(m.Head.Lo, m.Unit), FormatValue(m.Head.Hi, m.Unit), m.pValue())
+			m.value(m.Base), results.FormatValue(m.Base.Lo, m.Unit), results.FormatValue(m.Base.Hi, m.Unit),
+			m.value(m.Head), results.FormatValue(m.Head.Lo, m.Unit), results.FormatValue(m.Head.Hi, m.Unit), m.pValue())
 	}
 	return fmt.Sprintf("%s %s -> %s (%s, p=%s over %s samples, %s)", m.Name,
-		FormatValue(m.Base.Center, m.Unit), FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(), m.Samples, results.BasisText(m.Basis))
+		results.FormatValue(m.Base.Center, m.Unit), results.FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(), m.Samples, results.BasisText(m.Basis))
 }
 
 func (c *Comparison) method() string {
@@ -184,9 +170,9 @@ func WriteBenchstat(w io.Writer, side string, files []*results.File) error {
 		for _, d := range defs {
 			v, unit := d.Value(f), d.Unit
 			switch unit {
-			case "s":
+			case results.UnitSeconds:
 				v, unit = v*1e9, "ns/op"
-			case "bytes":
+			case results.UnitBytes:
 				unit = "B"
 			}
 			if _, err := fmt.Fprintf(w, "BenchmarkKpsim/%s/%s 1 %.6g %s\n", name, d.Name, v, unit); err != nil {

@@ -354,15 +354,6 @@ func noSyncs(runs []*run, need string) string {
 	return "No data: " + need + "."
 }
 
-// phaseNamesOf is the phase order of a set of runs.
-func phaseNamesOf(runs []*run) []string {
-	fs := make([]*results.File, len(runs))
-	for i, r := range runs {
-		fs[i] = r.File
-	}
-	return results.PhaseNames(fs)
-}
-
 // phaseStack is one run's syncs as stacked bars, one segment per phase.
 func phaseStack(r *run, phases []string, multi bool, basis string) (chart, error) {
 	ch := chart{ID: "phase-stack", Title: "Phases of each sync (" + basis + ")",

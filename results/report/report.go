@@ -42,17 +42,21 @@ func New(paths []string, files []*results.File) (*Report, error) {
 		}
 		r.runs = append(r.runs, &run{Label: labels[i], File: f, Color: colorOf(i), start: start})
 	}
-	r.phases = phaseNamesOf(r.runs)
+	r.phases = results.PhaseNames(r.files())
 	return r, nil
 }
 
 // durationBasis is the runs' common basis for durations, or "mixed".
 func (r *Report) durationBasis() string {
+	return results.BasisText(results.CommonBasis(r.files()))
+}
+
+func (r *Report) files() []*results.File {
 	fs := make([]*results.File, len(r.runs))
 	for i, rn := range r.runs {
 		fs[i] = rn.File
 	}
-	return results.BasisText(results.CommonBasis(fs))
+	return fs
 }
 
 func (r *Report) charts() ([]chart, error) {
@@ -86,20 +90,14 @@ func (r *Report) charts() ([]chart, error) {
 	return out, nil
 }
 
-// cell is one value of a table, with how it was obtained.
-type cell struct {
-	Text  string
-	Basis string // measured, modeled, counted, or empty
-	Note  string
-}
-
-// row is a labelled table row, one cell per run.
+// row is a labelled table row, one cell per run: a value, the basis it
+// was obtained on, and a note.
 type row struct {
 	Label string
-	Cells []cell
+	Cells []results.Line
 }
 
-func (r *Report) rowOf(label string, f func(*run) cell) row {
+func (r *Report) rowOf(label string, f func(*run) results.Line) row {
 	rw := row{Label: label}
 	for _, rn := range r.runs {
 		rw.Cells = append(rw.Cells, f(rn))
@@ -123,8 +121,8 @@ func scenarioOf(f *results.File) scenarioInfo {
 }
 
 func (r *Report) environment() []row {
-	text := func(get func(*run) string) func(*run) cell {
-		return func(rn *run) cell { return cell{Text: results.OrDash(get(rn))} }
+	text := func(get func(*run) string) func(*run) results.Line {
+		return func(rn *run) results.Line { return results.Line{Text: results.OrDash(get(rn))} }
 	}
 	rows := []row{
 		r.rowOf("scenario", text(func(rn *run) string { return scenarioOf(rn.File).Name })),
@@ -149,7 +147,7 @@ func (r *Report) environment() []row {
 			return strings.Join(parts, " ")
 		})),
 		r.rowOf("backend", text(func(rn *run) string { return rn.File.Backend })),
-		r.rowOf("durations", func(rn *run) cell { return cell{Text: "", Basis: results.BasisText(rn.File.Basis)} }),
+		r.rowOf("durations", func(rn *run) results.Line { return results.Line{Text: "", Basis: results.BasisText(rn.File.Basis)} }),
 		r.rowOf("cost profile", text(func(rn *run) string {
 			if p := rn.File.CostProfile; p != nil {
 				return fmt.Sprintf("%s (time scale %g; from %s)", p.Name, p.TimeScale, p.Source)
@@ -187,48 +185,28 @@ func (r *Report) environment() []row {
 	return rows
 }
 
+// headline is one row per figure of the table (results.Figures) that any
+// of the runs has something to say about.
 func (r *Report) headline() []row {
-	dur := func(rn *run, v float64, note string) cell {
-		return cell{Text: results.FormatSeconds(v), Basis: results.BasisText(rn.File.Basis), Note: note}
+	var rows []row
+	for _, fg := range results.Figures(r.files()...) {
+		if fg.Line == nil {
+			continue
+		}
+		said := false
+		rw := r.rowOf(fg.Label, func(rn *run) results.Line {
+			l, ok := fg.Line(rn.File)
+			if !ok {
+				return results.Line{Text: "-"}
+			}
+			said = true
+			return l
+		})
+		if said {
+			rows = append(rows, rw)
+		}
 	}
-	return []row{
-		r.rowOf("slowest sync", func(rn *run) cell {
-			sl := rn.File.Summary.Slowest
-			if sl == nil {
-				return cell{Text: "no syncs"}
-			}
-			return dur(rn, sl.Seconds, fmt.Sprintf("proxier %d %s sync #%d; slowest phase %s %s",
-				sl.Proxier, sl.Family, sl.Seq, results.OrDash(sl.Phase), results.FormatSeconds(sl.PhaseSeconds)))
-		}),
-		r.rowOf("p99 sync", func(rn *run) cell {
-			s := rn.File.Summary
-			if s.Syncs == 0 {
-				return cell{Text: "no syncs"}
-			}
-			return dur(rn, s.Sync.P99, fmt.Sprintf("%d syncs, p50 %s", s.Syncs, results.FormatSeconds(s.Sync.P50)))
-		}),
-		r.rowOf("p99 network programming", func(rn *run) cell {
-			p := rn.File.Summary.Programming
-			if p.N == 0 {
-				return cell{Text: "no changes with a trigger time"}
-			}
-			return dur(rn, p.P99, fmt.Sprintf("%d changes, p50 %s", p.N, results.FormatSeconds(p.P50)))
-		}),
-		r.rowOf("disruption", func(rn *run) cell {
-			d := rn.File.Summary.Disruption
-			if d.Attempts == 0 {
-				return cell{Text: "not measured (no probes)"}
-			}
-			return cell{Text: results.FormatSeconds(d.Seconds), Basis: results.BasisText(d.Basis),
-				Note: fmt.Sprintf("longest window %s, %d services, %d of %d attempts failed", results.FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts)}
-		}),
-		r.rowOf("kernel writes", func(rn *run) cell {
-			return cell{Text: fmt.Sprint(rn.File.Totals.Ops.Writes()), Basis: "counted", Note: strings.TrimPrefix(results.TopOps(rn.File.Totals.Ops, 3), ": ")}
-		}),
-		r.rowOf("deleted then re-added", func(rn *run) cell {
-			return cell{Text: fmt.Sprint(results.SumOps(rn.File.Totals.Readded)), Basis: "counted", Note: strings.TrimPrefix(results.TopOps(rn.File.Totals.Readded, 3), ": ")}
-		}),
-	}
+	return rows
 }
 
 // phaseRows are per-phase quantiles: one row per phase and statistic.
@@ -238,15 +216,15 @@ func (r *Report) phaseTable() (header []string, rows []row) {
 		header = append(header, rn.Label)
 	}
 	for _, ph := range append([]string{"whole sync"}, r.phases...) {
-		rows = append(rows, r.rowOf(ph, func(rn *run) cell {
+		rows = append(rows, r.rowOf(ph, func(rn *run) results.Line {
 			d := rn.File.Summary.Sync
 			if ph != "whole sync" {
 				d = rn.File.Summary.Phases[ph]
 			}
 			if d.N == 0 {
-				return cell{Text: "-"}
+				return results.Line{Text: "-"}
 			}
-			return cell{Text: fmt.Sprintf("p50 %s · p99 %s · max %s", results.FormatSeconds(d.P50), results.FormatSeconds(d.P99), results.FormatSeconds(d.Max))}
+			return results.Line{Text: fmt.Sprintf("p50 %s · p99 %s · max %s", results.FormatSeconds(d.P50), results.FormatSeconds(d.P99), results.FormatSeconds(d.Max))}
 		}))
 	}
 	return header, rows
@@ -270,8 +248,8 @@ func (r *Report) opsRows() []row {
 		case !op.IsWrite():
 			label += " (read)"
 		}
-		rows = append(rows, r.rowOf(label, func(rn *run) cell {
-			c := cell{Text: fmt.Sprint(rn.File.Totals.Ops[op])}
+		rows = append(rows, r.rowOf(label, func(rn *run) results.Line {
+			c := results.Line{Text: fmt.Sprint(rn.File.Totals.Ops[op])}
 			if n := rn.File.Totals.Readded[op]; n != 0 {
 				c.Note = fmt.Sprintf("%d re-added after a delete", n)
 			}
@@ -459,7 +437,7 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 {{range .Ops}}<tr><th>{{.Label}}</th>{{range .Cells}}<td class="num">{{template "cell" .}}</td>{{end}}</tr>
 {{end}}</table>{{else}}<p class="nodata">No data: no kernel operations were recorded.</p>{{end}}
 
-<h2 id="disruption">results.Disruption windows</h2>
+<h2 id="disruption">Disruption windows</h2>
 {{if .Windows}}<p class="note">Consecutive failed probes of one target form a window; it ends one probe interval after its last failure. Longest first.</p>
 <table>
 <tr><th>run</th><th>service</th><th>start (s since run start)</th><th>length</th><th>failed attempts</th></tr>

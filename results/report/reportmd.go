@@ -73,7 +73,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	return err
 }
 
-func mdCell(c cell) string {
+func mdCell(c results.Line) string {
 	s := results.EscapeMarkdown(c.Text)
 	if c.Basis != "" {
 		s = strings.TrimSpace(s + " _(" + c.Basis + ")_")

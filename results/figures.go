@@ -1,0 +1,387 @@
+package results
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// Class says how comparisons treat a figure.
+type Class string
+
+const (
+	// Timing figures (latencies, disruption, CPU, RSS) vary from run to
+	// run; comparisons test them statistically.
+	Timing Class = "timing"
+	// Exact figures (kernel operation counts, modeled kernel time, failed
+	// syncs) are deterministic for a fixed scenario seed; comparisons hold
+	// them to exact equality, and any difference is real.
+	Exact Class = "exact"
+)
+
+// Units of figures. Seconds and bytes are formatted for a reader; the
+// others are counts of what they name.
+const (
+	UnitSeconds  = "s"
+	UnitBytes    = "bytes"
+	UnitOps      = "ops"
+	UnitAttempts = "attempts"
+	UnitSyncs    = "syncs"
+	UnitTargets  = "targets"
+)
+
+// Counted is the basis of figures that are counts of what happened.
+const Counted = "counted"
+
+// Figure is one quantity of a run: the single list that the summary
+// printed after a run, the report's headline and comparisons all read, so
+// that a new figure is added in one place.
+type Figure struct {
+	// Name identifies the figure in comparisons and benchstat output
+	// ("sync", "ops/ipset-add"); a distribution's quantiles add theirs
+	// ("sync/p99").
+	Name string
+	// Label names the figure's line in the summary and its row in the
+	// report's headline; empty for a figure only comparisons show.
+	Label string
+	Unit  string
+	// Basis says how the figure was obtained in f: measured, modeled or counted.
+	Basis func(f *File) string
+	// Class is how comparisons test the figure; empty for a figure they skip.
+	Class Class
+	// HigherIsWorse makes an exact figure's change a regression or an
+	// improvement by its direction. An exact figure without it (operation
+	// counts) has no better direction: any change is a change in behaviour,
+	// to be declared. Every timing figure is worse higher.
+	HigherIsWorse bool
+
+	// A compared figure is a single Value, or a distribution (Dist) whose
+	// Quantiles are compared. PerSync, when set, gives the distribution's
+	// samples sync by sync, so that two runs' syncs can be paired.
+	Value     func(f *File) float64
+	Dist      func(f *File) Dist
+	Quantiles []Quantile
+	PerSync   func(f *File) []SyncValue
+
+	// Line is the figure as a reader sees it, in the summary and the
+	// headline; ok is false when f has nothing to say about it (the line is
+	// left out). Nil for a figure only comparisons show.
+	Line func(f *File) (l Line, ok bool)
+}
+
+// Line is a figure's text: its value, the basis of that value (empty when
+// the text holds no value, such as "no probes ran") and a note that explains it.
+type Line struct {
+	Text, Basis, Note string
+}
+
+// Quantile is one compared statistic of a distribution.
+type Quantile struct {
+	Name string
+	Of   func(Dist) float64
+}
+
+// The quantiles comparisons read.
+var (
+	P50 = Quantile{"p50", func(d Dist) float64 { return d.P50 }}
+	P99 = Quantile{"p99", func(d Dist) float64 { return d.P99 }}
+	Max = Quantile{"max", func(d Dist) float64 { return d.Max }}
+)
+
+// SyncKey names a sync within a run. On the modeled clock, sync k of two
+// runs of one scenario and seed applied the same changes.
+type SyncKey struct {
+	Proxier int
+	Family  dataplane.Family
+	Seq     int
+}
+
+// Key is the sync's SyncKey.
+func (s *Sync) Key() SyncKey { return SyncKey{s.Proxier, s.Family, s.Seq} }
+
+func (k SyncKey) String() string { return fmt.Sprintf("proxier %d %s #%d", k.Proxier, k.Family, k.Seq) }
+
+// SyncValue is one sync's sample of a distribution.
+type SyncValue struct {
+	Sync  SyncKey
+	Value float64
+}
+
+// Bases of figures.
+func durationBasis(f *File) string { return f.Basis }
+func countedBasis(*File) string    { return Counted }
+func measuredBasis(*File) string   { return Measured }
+func probeBasis(f *File) string {
+	if f.Probes == nil {
+		return ""
+	}
+	return f.Probes.Basis
+}
+
+// Figures lists the figures of the given files, in the order a reader
+// meets them. Phases and operation kinds are those any of the files has,
+// so that files compared side by side list the same figures.
+func Figures(files ...*File) []Figure {
+	// Figures a file may not have at all are listed only when one of them
+	// does: the kernel backend models nothing, and files before schema
+	// version 2 recorded no first attempts.
+	modeled := slices.ContainsFunc(files, func(f *File) bool { return KernelSeconds(f) != 0 })
+	firsts := slices.ContainsFunc(files, recordsFirstAttempts)
+	var figs []Figure
+	add := func(when bool, fs ...Figure) {
+		if when {
+			figs = append(figs, fs...)
+		}
+	}
+	add(true,
+		Figure{Name: "sync", Label: "syncs", Unit: UnitSeconds, Basis: durationBasis, Class: Timing, HigherIsWorse: true,
+			Dist: func(f *File) Dist { return f.Summary.Sync }, Quantiles: []Quantile{P50, P99, Max}, PerSync: syncSeconds,
+			Line: syncsLine},
+		Figure{Name: "failed-syncs", Label: "failed syncs", Unit: UnitSyncs, Basis: countedBasis, Class: Exact, HigherIsWorse: true,
+			Value: func(f *File) float64 { return float64(f.Summary.FailedSyncs) }, Line: failedSyncsLine},
+		Figure{Name: "slowest-sync", Label: "slowest sync", Unit: UnitSeconds, Basis: durationBasis, Line: slowestLine})
+	add(modeled,
+		Figure{Name: "kernel/seconds", Label: "kernel time", Unit: UnitSeconds, Basis: func(*File) string { return Modeled },
+			Class: Exact, HigherIsWorse: true, Value: KernelSeconds, Line: kernelTimeLine})
+	add(true,
+		Figure{Name: "ops/writes", Label: "kernel writes", Unit: UnitOps, Basis: countedBasis, Class: Exact,
+			Value: func(f *File) float64 { return float64(f.Totals.Ops.Writes()) },
+			Line: func(f *File) (Line, bool) {
+				return Line{fmt.Sprint(f.Totals.Ops.Writes()), Counted, TopOps(f.Totals.Ops, 4)}, true
+			}},
+		Figure{Name: "readded/total", Label: "deleted, re-added", Unit: UnitOps, Basis: countedBasis, Class: Exact,
+			Value: func(f *File) float64 { return float64(SumOps(f.Totals.Readded)) },
+			Line: func(f *File) (Line, bool) {
+				return Line{fmt.Sprint(SumOps(f.Totals.Readded)), Counted, TopOps(f.Totals.Readded, 4)}, true
+			}},
+		Figure{Name: "programming", Label: "net programming", Unit: UnitSeconds, Basis: durationBasis, Class: Timing, HigherIsWorse: true,
+			Dist: func(f *File) Dist { return f.Summary.Programming }, Quantiles: []Quantile{P50, P99},
+			Line: func(f *File) (Line, bool) {
+				p := f.Summary.Programming
+				if p.N == 0 {
+					return Line{Text: "no changes with a trigger time"}, true
+				}
+				return Line{Text: fmt.Sprintf("%d changes: %s", p.N, quantiles(p)), Basis: f.Basis}, true
+			}},
+		Figure{Name: "disruption/seconds", Label: "disruption", Unit: UnitSeconds, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
+			Value: func(f *File) float64 { return f.Summary.Disruption.Seconds }, Line: disruptionLine},
+		Figure{Name: "disruption/failed-attempts", Unit: UnitAttempts, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
+			Value: func(f *File) float64 { return float64(f.Summary.Disruption.FailedAttempts) }})
+	add(firsts,
+		Figure{Name: "reachable", Label: "first success", Unit: UnitSeconds, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
+			Dist: func(f *File) Dist { return f.Summary.Reachable }, Quantiles: []Quantile{P50, Max}, Line: reachableLine},
+		Figure{Name: "unreachable", Unit: UnitTargets, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
+			Value: func(f *File) float64 { return float64(f.Summary.Unreachable) }})
+	add(true,
+		Figure{Name: "histograms", Label: "histograms", Line: histogramsLine},
+		Figure{Name: "process/cpu", Label: "process", Unit: UnitSeconds, Basis: measuredBasis, Class: Timing, HigherIsWorse: true,
+			Value: func(f *File) float64 { return f.Totals.CPUSeconds },
+			Line: func(f *File) (Line, bool) {
+				t := f.Totals
+				return Line{Text: fmt.Sprintf("CPU %s, peak RSS %s", FormatSeconds(t.CPUSeconds), FormatBytes(t.PeakRSS)), Basis: Measured},
+					t.CPUSeconds > 0 || t.PeakRSS > 0
+			}},
+		Figure{Name: "process/peak-rss", Unit: UnitBytes, Basis: measuredBasis, Class: Timing, HigherIsWorse: true,
+			Value: func(f *File) float64 { return float64(f.Totals.PeakRSS) }})
+	for _, ph := range PhaseNames(files) {
+		figs = append(figs, Figure{Name: "phase/" + ph, Unit: UnitSeconds, Basis: durationBasis, Class: Timing, HigherIsWorse: true,
+			Dist: func(f *File) Dist { return f.Summary.Phases[ph] }, Quantiles: []Quantile{P50, P99},
+			PerSync: func(f *File) []SyncValue { return phaseSeconds(f, ph) }})
+	}
+	var ops, readded dataplane.Ops
+	for _, f := range files {
+		ops.Add(&f.Totals.Ops)
+		readded.Add(&f.Totals.Readded)
+	}
+	for _, op := range dataplane.AllOps() {
+		if ops[op] != 0 {
+			figs = append(figs, Figure{Name: "ops/" + op.String(), Unit: UnitOps, Basis: countedBasis, Class: Exact,
+				Value: func(f *File) float64 { return float64(f.Totals.Ops[op]) }})
+		}
+	}
+	for _, op := range dataplane.AllOps() {
+		if readded[op] != 0 {
+			figs = append(figs, Figure{Name: "readded/" + op.String(), Unit: UnitOps, Basis: countedBasis, Class: Exact,
+				Value: func(f *File) float64 { return float64(f.Totals.Readded[op]) }})
+		}
+	}
+	return figs
+}
+
+// KernelSeconds is the modeled kernel time of all syncs, summed in sync
+// order so that two runs that issued the same operations sum to the same
+// float64, bit for bit.
+func KernelSeconds(f *File) float64 {
+	var s float64
+	for i := range f.Syncs {
+		s += f.Syncs[i].KernelSeconds
+	}
+	return s
+}
+
+func syncSeconds(f *File) []SyncValue {
+	var out []SyncValue
+	for i := range f.Syncs {
+		if s := &f.Syncs[i]; !s.Failed() {
+			out = append(out, SyncValue{s.Key(), s.Seconds})
+		}
+	}
+	return out
+}
+
+func phaseSeconds(f *File, name string) []SyncValue {
+	var out []SyncValue
+	for i := range f.Syncs {
+		s := &f.Syncs[i]
+		if s.Failed() {
+			continue
+		}
+		for _, p := range s.Phases {
+			if p.Name == name {
+				out = append(out, SyncValue{s.Key(), p.Seconds})
+			}
+		}
+	}
+	return out
+}
+
+func quantiles(d Dist) string {
+	return fmt.Sprintf("p50 %s  p99 %s  max %s", FormatSeconds(d.P50), FormatSeconds(d.P99), FormatSeconds(d.Max))
+}
+
+func syncsLine(f *File) (Line, bool) {
+	s := &f.Summary
+	switch {
+	case s.Syncs == 0:
+		return Line{Text: "none"}, true
+	case s.FailedSyncs == 0:
+		return Line{Text: fmt.Sprintf("%d: %s", s.Syncs, quantiles(s.Sync)), Basis: f.Basis}, true
+	case s.FailedSyncs == s.Syncs:
+		return Line{Text: fmt.Sprintf("%d, %d failed", s.Syncs, s.FailedSyncs), Note: "none succeeded"}, true
+	}
+	return Line{Text: fmt.Sprintf("%d, %d failed: %s", s.Syncs, s.FailedSyncs, quantiles(s.Sync)), Basis: f.Basis,
+		Note: fmt.Sprintf("over the %d that succeeded", s.Sync.N)}, true
+}
+
+// FirstFailure is the first failed sync of f, or nil.
+func FirstFailure(f *File) *Sync {
+	for i := range f.Syncs {
+		if f.Syncs[i].Failed() {
+			return &f.Syncs[i]
+		}
+	}
+	return nil
+}
+
+func failedSyncsLine(f *File) (Line, bool) {
+	first := FirstFailure(f)
+	if first == nil {
+		return Line{}, false
+	}
+	errs := map[string]bool{}
+	for i := range f.Syncs {
+		if s := &f.Syncs[i]; s.Failed() {
+			errs[s.Error] = true
+		}
+	}
+	note := fmt.Sprintf("first: %s: %s", first.Key(), first.Error)
+	if len(errs) > 1 {
+		note += fmt.Sprintf(" (%d different errors)", len(errs))
+	}
+	return Line{fmt.Sprint(f.Summary.FailedSyncs), Counted, note}, true
+}
+
+func slowestLine(f *File) (Line, bool) {
+	sl := f.Summary.Slowest
+	if sl == nil {
+		return Line{}, false
+	}
+	phase := "not phased"
+	if sl.Phase != "" {
+		phase = fmt.Sprintf("slowest phase %s %s", sl.Phase, FormatSeconds(sl.PhaseSeconds))
+	}
+	key := SyncKey{sl.Proxier, sl.Family, sl.Seq}
+	return Line{FormatSeconds(sl.Seconds), f.Basis, fmt.Sprintf("%s; %s", key, phase)}, true
+}
+
+func kernelTimeLine(f *File) (Line, bool) {
+	k := KernelSeconds(f)
+	if k == 0 {
+		return Line{}, false
+	}
+	var own float64
+	for i := range f.Syncs {
+		own += f.Syncs[i].ProxierSeconds
+	}
+	note := "priced per operation from the cost profile"
+	if p := f.CostProfile; p != nil {
+		note = fmt.Sprintf("priced per operation from cost profile %s", p.Name)
+	}
+	if own > 0 {
+		note += fmt.Sprintf("; the proxier's own part %s", FormatSeconds(own))
+	}
+	return Line{FormatSeconds(k), Modeled, note}, true
+}
+
+func disruptionLine(f *File) (Line, bool) {
+	d := &f.Summary.Disruption
+	if f.Probes == nil || d.Attempts == 0 {
+		return Line{Text: "no probes ran"}, true
+	}
+	return Line{FormatSeconds(d.Seconds), d.Basis, fmt.Sprintf("longest window %s, %d services, %d of %d attempts failed",
+		FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts)}, true
+}
+
+// recordsFirstAttempts reports whether f's probes say when each target was
+// first tried (files before schema version 2 do not).
+func recordsFirstAttempts(f *File) bool {
+	return f.Probes != nil && slices.ContainsFunc(f.Probes.Targets, func(t Target) bool { return !t.First.IsZero() })
+}
+
+func reachableLine(f *File) (Line, bool) {
+	if !recordsFirstAttempts(f) {
+		return Line{}, false
+	}
+	s := &f.Summary
+	note := fmt.Sprintf("from each target's first attempt, over %d targets", s.Reachable.N)
+	if s.Unreachable > 0 {
+		note += fmt.Sprintf("; %d never succeeded", s.Unreachable)
+	}
+	if s.Reachable.N == 0 {
+		return Line{Text: fmt.Sprintf("no target succeeded (%d probed)", s.Unreachable)}, true
+	}
+	return Line{quantiles(s.Reachable), f.Probes.Basis, note}, true
+}
+
+func histogramsLine(f *File) (Line, bool) {
+	if len(f.Metrics) == 0 {
+		return Line{}, false
+	}
+	var bad []string
+	for _, c := range CheckHistograms(f) {
+		if !c.Consistent {
+			bad = append(bad, fmt.Sprintf("%s{%s}: %s", c.Name, c.LabelText(), c.Problems[0]))
+		}
+	}
+	if len(bad) == 0 {
+		return Line{Text: fmt.Sprintf("%d exported, all consistent with the raw samples", len(f.Metrics))}, true
+	}
+	return Line{Text: fmt.Sprintf("%d of %d INCONSISTENT", len(bad), len(f.Metrics)), Note: strings.Join(bad, "; ")}, true
+}
+
+// FormatValue prints a figure's value in its unit.
+func FormatValue(v float64, unit string) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case unit == UnitSeconds:
+		return FormatSeconds(v)
+	case unit == UnitBytes:
+		return FormatBytes(int64(v))
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}

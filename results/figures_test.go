@@ -1,0 +1,97 @@
+package results_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/resultstest"
+)
+
+// TestFiguresTable checks that every row of the table can be read the way
+// its readers read it: compared rows have a unit, a basis and exactly one
+// of a value and a distribution; shown rows have a label.
+func TestFiguresTable(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 6, Probes: true, Metrics: true})
+	f.Syncs[0].KernelSeconds = 0.5
+	f.Probes.Targets[0].First = resultstest.Epoch
+	results.Summarize(f)
+	names := map[string]bool{}
+	for _, fg := range results.Figures(f) {
+		require.NotEmpty(t, fg.Name)
+		require.False(t, names[fg.Name], "figure %s listed twice", fg.Name)
+		names[fg.Name] = true
+		if fg.Line != nil {
+			require.NotEmpty(t, fg.Label, fg.Name)
+		}
+		if fg.Class == "" {
+			require.NotNil(t, fg.Line, "%s: neither compared nor shown", fg.Name)
+			continue
+		}
+		require.NotEmpty(t, fg.Unit, fg.Name)
+		require.NotNil(t, fg.Basis, fg.Name)
+		require.True(t, (fg.Value == nil) != (fg.Dist == nil), "%s: want a value or a distribution", fg.Name)
+		if fg.Dist != nil {
+			require.NotEmpty(t, fg.Quantiles, fg.Name)
+		}
+		if fg.Class == results.Timing {
+			require.True(t, fg.HigherIsWorse, "%s: every timing figure is worse higher", fg.Name)
+		}
+	}
+	for _, want := range []string{"sync", "failed-syncs", "kernel/seconds", "ops/writes", "readded/total", "programming",
+		"disruption/seconds", "reachable", "unreachable", "process/cpu", "phase/ipset-entries", "ops/ipset-add"} {
+		require.True(t, names[want], "figure %s missing", want)
+	}
+}
+
+// TestFiguresOnlyWhenRecorded leaves out what a file cannot have: modeled
+// kernel time on the real kernel, first successes in a file that did not
+// record first attempts.
+func TestFiguresOnlyWhenRecorded(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 3, Probes: true})
+	for _, fg := range results.Figures(f) {
+		require.NotContains(t, []string{"kernel/seconds", "reachable", "unreachable"}, fg.Name)
+	}
+}
+
+// TestPrintSummaryPrintsTheTable: the summary has a line for every figure
+// of the table with something to say, under the figure's label.
+func TestPrintSummaryPrintsTheTable(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 6, Probes: true, Metrics: true})
+	f.Syncs[1].KernelSeconds = 0.25
+	f.Syncs[1].ProxierSeconds = 0.01
+	for i := range f.Probes.Targets {
+		f.Probes.Targets[i].First = resultstest.Epoch
+		if i > 0 {
+			f.Probes.Targets[i].FirstOK = resultstest.Epoch.Add(time.Duration(i) * 500 * time.Millisecond)
+		}
+	}
+	results.Summarize(f)
+	var b bytes.Buffer
+	require.NoError(t, results.PrintSummary(&b, f))
+	lines := strings.Split(b.String(), "\n")
+	shown := 0
+	for _, fg := range results.Figures(f) {
+		if fg.Line == nil {
+			continue
+		}
+		l, ok := fg.Line(f)
+		if !ok {
+			continue
+		}
+		shown++
+		want := fg.Label + "  "
+		found := false
+		for _, line := range lines {
+			found = found || (strings.HasPrefix(line, want) && strings.Contains(line, l.Text))
+		}
+		require.True(t, found, "no line %q with %q in\n%s", fg.Label, l.Text, b.String())
+	}
+	require.GreaterOrEqual(t, shown, 9)
+	require.Contains(t, b.String(), "kernel time        250ms (modeled): priced per operation from cost profile host-2026; the proxier's own part 10ms")
+	require.Contains(t, b.String(), "first success      p50 1s  p99 2s  max 2s (modeled): from each target's first attempt, over 4 targets; 1 never succeeded")
+}
