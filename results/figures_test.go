@@ -95,3 +95,40 @@ func TestPrintSummaryPrintsTheTable(t *testing.T) {
 	require.Contains(t, b.String(), "kernel time        250ms (modeled): priced per operation from cost profile host-2026; the proxier's own part 10ms")
 	require.Contains(t, b.String(), "first success      p50 1s  p99 2s  max 2s (modeled): from each target's first attempt, over 4 targets; 1 never succeeded")
 }
+
+// TestPrintSummaryShowsFailedSyncs: failed syncs are counted apart and the
+// first error is printed, whether some or all syncs failed.
+func TestPrintSummaryShowsFailedSyncs(t *testing.T) {
+	const full = "ipset add KUBE-CLUSTER-IP 10.96.0.10,tcp:80: set is full (maxelem 65536)"
+	tests := []struct {
+		name   string
+		failed []int // indexes of failed syncs
+		want   []string
+		absent []string
+	}{
+		{name: "none failed", want: []string{"syncs              6: p50"}, absent: []string{"failed"}},
+		{name: "some failed", failed: []int{2, 4},
+			want: []string{"syncs              6, 2 failed: p50", "over the 4 that succeeded",
+				"failed syncs       2 (counted): first: proxier 0 IPv4 #3: " + full}},
+		{name: "all failed", failed: []int{0, 1, 2, 3, 4, 5},
+			want:   []string{"syncs              6, 6 failed: none succeeded", "failed syncs       6 (counted): first: proxier 0 IPv4 #1: " + full},
+			absent: []string{"slowest sync"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 6})
+			for _, i := range tt.failed {
+				f.Syncs[i].Error = full
+			}
+			results.Summarize(f)
+			var b bytes.Buffer
+			require.NoError(t, results.PrintSummary(&b, f))
+			for _, w := range tt.want {
+				require.Contains(t, b.String(), w)
+			}
+			for _, a := range tt.absent {
+				require.NotContains(t, b.String(), a)
+			}
+		})
+	}
+}

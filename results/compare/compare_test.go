@@ -2,6 +2,7 @@ package compare_test
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -240,4 +241,50 @@ func TestCatalogIsTheTable(t *testing.T) {
 	require.Equal(t, want, got)
 	require.True(t, got["failed-syncs"])
 	require.True(t, got["sync/p99"])
+}
+
+// TestCompareFailedSyncs: more failed syncs is a regression that fails the
+// comparison whatever the gate; fewer is an improvement.
+func TestCompareFailedSyncs(t *testing.T) {
+	shape := resultstest.Options{Name: "smoke", Seed: 7, Syncs: 8, Noise: 0.05}
+	fail := func(fs []*results.File, n int) {
+		for _, f := range fs {
+			for i := 0; i < n; i++ {
+				f.Syncs[i].Error = "ipset add KUBE-CLUSTER-IP: set is full"
+			}
+			results.Summarize(f)
+		}
+	}
+	tests := []struct {
+		name       string
+		base, head int // failed syncs per run
+		verdict    compare.Verdict
+		fails      bool
+	}{
+		{name: "none", verdict: compare.Same},
+		{name: "more failures", head: 3, verdict: compare.Regressed, fails: true},
+		{name: "fewer failures", base: 3, head: 1, verdict: compare.Improved},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base, bl := runs(2, shape, 0)
+			head, hl := runs(2, shape, 10)
+			fail(base, tt.base)
+			fail(head, tt.head)
+			c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
+			row := byName(c)["failed-syncs"]
+			require.Equal(t, tt.verdict, row.Verdict)
+			require.Equal(t, float64(tt.head), row.Head.Center)
+			var failing []string
+			for _, m := range c.Failures(compare.Gate{AllowChanges: true}) {
+				failing = append(failing, m.Name)
+			}
+			require.Equal(t, tt.fails, slices.Contains(failing, "failed-syncs"), failing)
+			var text bytes.Buffer
+			require.NoError(t, c.WriteText(&text))
+			if tt.fails {
+				require.Contains(t, text.String(), "REGRESSED: failed-syncs 0 -> 3")
+			}
+		})
+	}
 }

@@ -33,6 +33,10 @@ var palette = []color.RGBA{
 
 func colorOf(i int) color.RGBA { return palette[i%len(palette)] }
 
+// failedColor marks failed syncs: darker than the palette's red, so that a
+// failure never reads as one more proxier or run.
+var failedColor = color.RGBA{0xb0, 0x00, 0x20, 0xff}
+
 func hexColor(c color.RGBA) string { return fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B) }
 
 // chart is one figure of a report: a rendered SVG, or the reason there is none.
@@ -48,7 +52,7 @@ type chart struct {
 type legendItem struct {
 	Label string
 	Color string
-	Style string // "line", "dashed" or "box"
+	Style string // "line", "dashed", "box" or "cross"
 }
 
 // run is one results file as a report draws it.
@@ -212,6 +216,7 @@ func syncTimeline(runs []*run, basis string) (chart, error) {
 		// run. Syncs are not joined by lines: the time between two syncs
 		// is not a duration of anything.
 		keys := map[string]int{}
+		var failed plotter.XYs
 		for _, s := range r.File.Syncs {
 			k := fmt.Sprintf("proxier %d %s", s.Proxier, s.Family)
 			j, ok := keys[k]
@@ -233,14 +238,60 @@ func syncTimeline(runs []*run, basis string) (chart, error) {
 			if err := addLine(p, plotter.XYs{{X: x, Y: y}}, c, false, true); err != nil {
 				return ch, err
 			}
+			if s.Failed() {
+				failed = append(failed, plotter.XY{X: x, Y: y})
+			}
+		}
+		if err := addCrosses(p, failed); err != nil {
+			return ch, err
 		}
 		if len(runs) > 1 {
 			ch.Legend = append(ch.Legend, legendItem{Label: r.Label, Color: hexColor(r.Color), Style: "line"})
 		}
 	}
+	if item, note, ok := failedLegend(runs); ok {
+		ch.Legend = append(ch.Legend, item)
+		ch.Caption += " " + note
+	}
 	var err error
 	ch.SVG, err = render(p, ch.Title, chartHeight)
 	return ch, err
+}
+
+// addCrosses marks failed syncs.
+func addCrosses(p *plot.Plot, xys plotter.XYs) error {
+	if len(xys) == 0 {
+		return nil
+	}
+	s, err := plotter.NewScatter(xys)
+	if err != nil {
+		return err
+	}
+	s.GlyphStyle.Color = failedColor
+	s.GlyphStyle.Radius = vg.Points(4.5)
+	s.GlyphStyle.Shape = draw.CrossGlyph{}
+	p.Add(s)
+	return nil
+}
+
+// failedLegend is the legend entry and caption sentence of the failed
+// syncs of runs, naming the first error so that a reader sees why they
+// failed without opening the file; ok is false when none failed.
+func failedLegend(runs []*run) (item legendItem, note string, ok bool) {
+	n, total := 0, 0
+	var first *results.Sync
+	for _, r := range runs {
+		total += len(r.File.Syncs)
+		n += r.File.Summary.FailedSyncs
+		if first == nil {
+			first = results.FirstFailure(r.File)
+		}
+	}
+	if first == nil {
+		return legendItem{}, "", false
+	}
+	item = legendItem{Label: fmt.Sprintf("failed sync (%d of %d)", n, total), Color: hexColor(failedColor), Style: "cross"}
+	return item, fmt.Sprintf("Crosses mark the %d failed syncs; the first (%s) failed with: %s", n, first.Key(), first.Error), true
 }
 
 func withAlpha(c color.RGBA, a uint8) color.RGBA {
@@ -402,9 +453,37 @@ func phaseStack(r *run, phases []string, multi bool, basis string) (chart, error
 	}
 	p.X.Min, p.X.Max = 0.5, float64(n)+0.5
 	p.Y.Min = 0
+	// A failed sync's bar is what it did before it failed; a cross above
+	// it says so.
+	top := 0.0
+	for _, s := range r.File.Syncs {
+		top = math.Max(top, phaseTotal(&s))
+	}
+	var failed plotter.XYs
+	for i, s := range r.File.Syncs {
+		if s.Failed() {
+			failed = append(failed, plotter.XY{X: float64(i + 1), Y: phaseTotal(&s) + top*0.05})
+		}
+	}
+	if err := addCrosses(p, failed); err != nil {
+		return ch, err
+	}
+	if item, note, ok := failedLegend([]*run{r}); ok {
+		p.Y.Max = top * 1.1
+		ch.Legend = append(ch.Legend, item)
+		ch.Caption += " " + note
+	}
 	var err error
 	ch.SVG, err = render(p, ch.Title, chartHeight)
 	return ch, err
+}
+
+func phaseTotal(s *results.Sync) float64 {
+	t := 0.0
+	for _, p := range s.Phases {
+		t += p.Seconds
+	}
+	return t
 }
 
 // phaseBoxes is the distribution of each phase's duration, one box per
@@ -412,11 +491,15 @@ func phaseStack(r *run, phases []string, multi bool, basis string) (chart, error
 func phaseBoxes(runs []*run, phases []string, basis string) (chart, error) {
 	ch := chart{ID: "phase-distribution", Title: "Distribution of each phase's duration (" + basis + ")",
 		Caption: "Box: middle half of the syncs; line: median; whiskers: 1.5x the box; dots: outliers. Look for a phase whose box sits high or whose outliers reach seconds."}
-	enough := false
+	enough, failed := false, 0
 	lo, hi := math.Inf(1), 0.0
 	for _, r := range runs {
-		enough = enough || len(r.File.Syncs) > 1
+		enough = enough || r.File.Summary.Sync.N > 1
+		failed += r.File.Summary.FailedSyncs
 		for _, s := range r.File.Syncs {
+			if s.Failed() {
+				continue
+			}
 			for _, p := range s.Phases {
 				if p.Seconds > 0 {
 					lo = math.Min(lo, p.Seconds)
@@ -425,8 +508,13 @@ func phaseBoxes(runs []*run, phases []string, basis string) (chart, error) {
 			}
 		}
 	}
+	if failed > 0 {
+		// As in the summary and the phase table: a failed sync stopped part
+		// way, and its phases are not durations of a sync's work.
+		ch.Caption += fmt.Sprintf(" The %d failed syncs are left out.", failed)
+	}
 	if !enough || len(phases) == 0 || hi == 0 {
-		ch.NoData = noSyncs(runs, "a distribution needs at least two syncs")
+		ch.NoData = noSyncs(runs, "a distribution needs at least two syncs that succeeded")
 		return ch, nil
 	}
 	p := newPlot("phase", "duration")
@@ -438,6 +526,9 @@ func phaseBoxes(runs []*run, phases []string, basis string) (chart, error) {
 		for j, ph := range phases {
 			var vals plotter.Values
 			for _, s := range r.File.Syncs {
+				if s.Failed() {
+					continue
+				}
 				for _, sp := range s.Phases {
 					if sp.Name == ph {
 						// A log axis cannot place zero; draw it at the floor.

@@ -391,6 +391,7 @@ ul.legend { list-style: none; padding: 0; margin: 0.3em 0 0; display: flex; flex
 ul.legend span { display: inline-block; width: 1.4em; height: 0.7em; margin-right: 0.35em; vertical-align: middle; }
 ul.legend span.line { height: 3px; }
 ul.legend span.dashed { height: 0; border-top: 3px dashed; background: none !important; }
+ul.legend span.cross { width: auto; height: auto; font-weight: bold; }
 .ok { color: #14602a; font-weight: bold; }
 .bad { color: #b00020; font-weight: bold; }
 pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
@@ -420,7 +421,7 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 {{range .Charts}}<figure class="chart" id="{{.ID}}">
 <h3>{{.Title}}</h3>
 {{if .NoData}}<div class="nodata">{{.NoData}}</div>{{else}}{{.SVGHTML}}
-{{if .Legend}}<ul class="legend">{{range .Legend}}<li><span class="{{.Style}}" style="background:{{.Color}};border-color:{{.Color}}"></span>{{.Label}}</li>{{end}}</ul>{{end}}{{end}}
+{{if .Legend}}<ul class="legend">{{range .Legend}}<li>{{if eq .Style "cross"}}<span class="cross" style="color:{{.Color}}">&#10005;</span>{{else}}<span class="{{.Style}}" style="background:{{.Color}};border-color:{{.Color}}"></span>{{end}}{{.Label}}</li>{{end}}</ul>{{end}}{{end}}
 <figcaption>{{.Caption}}</figcaption>
 </figure>
 {{end}}

@@ -256,3 +256,37 @@ func TestReportOfWrittenFile(t *testing.T) {
 		require.NoError(t, os.WriteFile(out, renderHTML(t, []string{p}, f), 0o644))
 	}
 }
+
+// TestReportShowsFailedSyncs: failed syncs are crossed on the sync charts,
+// the captions and the headline give the first error, and the phase
+// distribution leaves them out as the summary does.
+func TestReportShowsFailedSyncs(t *testing.T) {
+	const full = "ipset add KUBE-CLUSTER-IP 10.96.0.10,tcp:80: set is full (maxelem 65536)"
+	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 12, Probes: true})
+	for _, i := range []int{3, 4, 5} {
+		f.Syncs[i].Error = full
+	}
+	results.Summarize(f)
+	page := renderHTML(t, []string{"out/smoke.json"}, f)
+	figs, _ := parseReport(t, page)
+	for _, id := range []string{"sync-timeline", "phase-stack"} {
+		require.Contains(t, figs[id].legend, "✕failed sync (3 of 12)", id)
+		require.Contains(t, figs[id].caption, "the first (proxier 0 IPv4 #4) failed with: "+full, id)
+	}
+	require.Contains(t, figs["phase-distribution"].caption, "The 3 failed syncs are left out.")
+	require.Contains(t, string(page), "<th>failed syncs</th><td>3")
+	require.Contains(t, string(page), "first: proxier 0 IPv4 #4: "+full)
+
+	// Crosses are drawn: the timeline of the same run without failures has fewer shapes.
+	ok := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 12, Probes: true})
+	okFigs, _ := parseReport(t, renderHTML(t, []string{"out/smoke.json"}, ok))
+	require.Greater(t, figs["sync-timeline"].svgShapes, okFigs["sync-timeline"].svgShapes)
+	require.NotContains(t, okFigs["sync-timeline"].caption, "failed")
+
+	r, err := report.New([]string{"out/smoke.json"}, []*results.File{f})
+	require.NoError(t, err)
+	var md bytes.Buffer
+	require.NoError(t, r.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| failed syncs | 3 _(counted)_<br>first: proxier 0 IPv4 #4: "+full)
+	require.Contains(t, md.String(), "| syncs | 12, 3 failed: p50")
+}
