@@ -31,6 +31,7 @@ const (
 	UnitAttempts = "attempts"
 	UnitSyncs    = "syncs"
 	UnitTargets  = "targets"
+	UnitRuns     = "runs"
 )
 
 // Counted is the basis of figures that are counts of what happened.
@@ -142,10 +143,23 @@ func Figures(files ...*File) []Figure {
 			Line: syncsLine},
 		Figure{Name: "failed-syncs", Label: "failed syncs", Unit: UnitSyncs, Basis: countedBasis, Class: Exact, HigherIsWorse: true,
 			Value: func(f *File) float64 { return float64(f.Summary.FailedSyncs) }, Line: failedSyncsLine},
-		Figure{Name: "slowest-sync", Label: "slowest sync", Unit: UnitSeconds, Basis: durationBasis, Line: slowestLine})
+		Figure{Name: "slowest-sync", Label: "slowest sync", Unit: UnitSeconds, Basis: durationBasis, Line: slowestLine},
+		// A run that failed (it did not just stop at Ctrl-C) is worse than
+		// one that did not, whatever its other figures; the summary says
+		// why on its own line.
+		Figure{Name: "run/failed", Unit: UnitRuns, Basis: countedBasis, Class: Exact, HigherIsWorse: true,
+			Value: func(f *File) float64 {
+				if f.Error != "" && !f.Interrupted {
+					return 1
+				}
+				return 0
+			}})
 	add(modeled,
+		// Modeled kernel time is priced per operation: like the operation
+		// counts it follows, any change is a change in what the proxier
+		// asked of the kernel, to be declared, sync by sync.
 		Figure{Name: "kernel/seconds", Label: "kernel time", Unit: UnitSeconds, Basis: func(*File) string { return Modeled },
-			Class: Exact, HigherIsWorse: true, Value: KernelSeconds, Line: kernelTimeLine})
+			Class: Exact, Value: KernelSeconds, PerSync: syncKernelSeconds, Line: kernelTimeLine})
 	add(true,
 		Figure{Name: "ops/writes", Label: "kernel writes", Unit: UnitOps, Basis: countedBasis, Class: Exact,
 			Value: func(f *File) float64 { return float64(f.Totals.Ops.Writes()) },
@@ -228,6 +242,14 @@ func syncSeconds(f *File) []SyncValue {
 		if s := &f.Syncs[i]; !s.Failed() {
 			out = append(out, SyncValue{s.Key(), s.Seconds})
 		}
+	}
+	return out
+}
+
+func syncKernelSeconds(f *File) []SyncValue {
+	out := make([]SyncValue, len(f.Syncs))
+	for i := range f.Syncs {
+		out[i] = SyncValue{f.Syncs[i].Key(), f.Syncs[i].KernelSeconds}
 	}
 	return out
 }

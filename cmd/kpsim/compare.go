@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,15 +33,18 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level of the Mann-Whitney U test")
 	minDelta := fs.Duration("min-delta", time.Duration(o.MinDeltaSeconds*float64(time.Second)), "smallest absolute change of a duration that can count as a regression")
 	fs.StringVar(&latency, "latency", "gate", "report: timing metrics (latency, disruption, CPU, RSS) never fail the comparison; gate: a significant regression exits 1")
-	allowOps := fs.Bool("allow-ops-change", false, "a change in kernel operation counts is expected: report it, do not fail")
+	allowOps := fs.Bool("allow-ops-change", false, "a change in kernel operation counts or modeled kernel time is expected: report it, do not fail")
+	fs.BoolVar(&o.AllowDifferent, "allow-different", false, "compare runs of different scenarios, seeds or settings, and judge runs that ended early as whole")
 	fs.StringVar(&format, "format", "text", "text, md or benchstat")
 	fs.StringVar(&out, "o", "", "write to this file instead of standard output")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: kpsim compare %s\n\n", commands["compare"].usage)
-		fmt.Fprintln(stderr, "Several files per side are repetitions of one scenario with the same seed; each file's value is")
-		fmt.Fprintln(stderr, "one sample (4+ per side needed for significance at 0.05). With one file per side, sync and phase")
-		fmt.Fprintln(stderr, "distributions are compared over their per-sync samples. Kernel operation counts are compared exactly.")
-		fmt.Fprintln(stderr, "Exit status: 0 no regression, 1 regression or undeclared change in kernel operations, 2 bad input.")
+		fmt.Fprintln(stderr, "Both sides must have run the same scenario with the same seed and settings (--allow-different")
+		fmt.Fprintln(stderr, "compares others). Runs on the modeled clock pair sync k with sync k and test the per-sync ratios")
+		fmt.Fprintln(stderr, "(signed-rank); otherwise each file's value is one sample (4+ per side needed for significance at")
+		fmt.Fprintln(stderr, "0.05). Kernel operation counts, modeled kernel time and failed syncs are compared exactly.")
+		fmt.Fprintln(stderr, "Exit status: 0 no regression, 1 regression or undeclared change in kernel operations, 2 bad input")
+		fmt.Fprintln(stderr, "or runs that differ.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -84,7 +88,14 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	c = compare.Compare(base, head, baseNames(basePaths), baseNames(headPaths), o)
+	c, err = compare.Compare(base, head, baseNames(basePaths), baseNames(headPaths), o)
+	var diff *compare.DifferentError
+	if errors.As(err, &diff) {
+		return usageError("%v\npass --allow-different to compare them anyway", err)
+	}
+	if err != nil {
+		return err
+	}
 	switch format {
 	case "text":
 		err = c.WriteText(&buf)

@@ -33,6 +33,26 @@ func TestCompareCommand(t *testing.T) {
 		f.Totals.Ops[dataplane.OpIPSetDel]++
 		require.NoError(t, results.Write(p, f))
 	}
+	// Two syncs of every run failed.
+	failing := writeRuns(t, dir, "failing", 5, shape)
+	for _, p := range failing {
+		f, err := results.Read(p)
+		require.NoError(t, err)
+		f.Syncs[1].Error, f.Syncs[2].Error = "ipset add: set is full", "ipset add: set is full"
+		require.NoError(t, results.Write(p, f))
+	}
+	// Stopped after half its syncs.
+	interrupted := writeRuns(t, dir, "stopped", 1, shape)
+	{
+		f, err := results.Read(interrupted[0])
+		require.NoError(t, err)
+		f.Syncs, f.Interrupted = f.Syncs[:8], true
+		f.Totals.Ops = dataplane.Ops{}
+		for i := range f.Syncs {
+			f.Totals.Ops.Add(&f.Syncs[i].Ops)
+		}
+		require.NoError(t, results.Write(interrupted[0], f))
+	}
 	join := func(ps []string) string { return strings.Join(ps, ",") }
 	sides := func(b, h []string, flags ...string) []string {
 		args := append([]string{"compare"}, flags...)
@@ -49,18 +69,25 @@ func TestCompareCommand(t *testing.T) {
 		stderr string
 	}{
 		{name: "same build is noise", args: sides(base, head), stdout: []string{"no significant change"}},
-		{name: "exec ipset regresses, naming the phase", args: sides(base, slow), code: 1,
-			stdout: []string{"REGRESSED: phase/ipset-entries/p50"}, stderr: "phase/ipset-entries/p50"},
-		{name: "latency only reported", args: sides(base, slow, "--latency=report"), stdout: []string{"REGRESSED: phase/ipset-entries/p50"}},
-		{name: "huge threshold", args: sides(base, slow, "--threshold", "1e9"), stdout: []string{"no significant change"}},
+		{name: "another setting is refused", args: sides(base, slow), code: 2,
+			stderr: "the runs did not run the same scenario with the same settings:\n  proxier.ipset: \"netlink\" in base-0.json, "},
+		{name: "refusal says how to compare anyway", args: sides(base, slow), code: 2, stderr: "pass --allow-different to compare them anyway"},
+		{name: "exec ipset regresses, naming the phase", args: sides(base, slow, "--allow-different"), code: 1,
+			stdout: []string{"REGRESSED: phase/ipset-entries/p50", "WARNING: the runs ran different scenarios or settings"}, stderr: "phase/ipset-entries/p50"},
+		{name: "latency only reported", args: sides(base, slow, "--latency=report", "--allow-different"), stdout: []string{"REGRESSED: phase/ipset-entries/p50"}},
+		{name: "huge threshold", args: sides(base, slow, "--threshold", "1e9", "--allow-different"), stdout: []string{"no significant change"}},
+		{name: "more failed syncs fail whatever the gate", args: sides(base, failing, "--latency=report", "--allow-ops-change"), code: 1,
+			stdout: []string{"REGRESSED: failed-syncs 0 -> 2"}, stderr: "failed-syncs"},
+		{name: "interrupted head warned, its lower counts not judged", args: sides(base, interrupted, "--latency=report"),
+			stdout: []string{"WARNING: stopped-0.json was interrupted before its timeline finished", "NOT JUDGED (incomplete run): ops/writes"}},
 		{name: "ops change fails", args: sides(base, opsHead, "--latency", "report"), code: 1,
 			stdout: []string{"EXACT-DIFFERENT: ops/ipset-del"}, stderr: "--allow-ops-change"},
 		{name: "declared ops change passes", args: sides(base, opsHead, "--latency=report", "--allow-ops-change"),
 			stdout: []string{"EXACT-DIFFERENT: ops/ipset-del"}},
-		{name: "flags after files", args: append(sides(base, slow), "--format", "md"), code: 1,
+		{name: "flags after files", args: append(sides(base, slow), "--format", "md", "--allow-different"), code: 1,
 			stdout: []string{"| `phase/ipset-entries/p50` | modeled |", "**regressed**"}},
 		{name: "--base/--head lists", args: []string{"compare", "--base", join(base), "--head", join(head)}, stdout: []string{"no significant change"}},
-		{name: "two files", args: []string{"compare", base[0], slow[0]}, code: 1, stdout: []string{"one file per side", "REGRESSED: phase/ipset-entries"}},
+		{name: "two files", args: []string{"compare", "--allow-different", base[0], slow[0]}, code: 1, stdout: []string{"one file per side", "REGRESSED: phase/ipset-entries"}},
 		{name: "benchstat", args: sides(base[:1], head[:1], "--format", "benchstat"),
 			stdout: []string{"kpsim-side: base", "kpsim-side: head", "BenchmarkKpsim/smoke/sync/p50 1 ", " ns/op", "BenchmarkKpsim/smoke/ops/ipset-add 1 "}},
 		{name: "one side empty", args: []string{"compare", base[0], "--"}, code: 2, stderr: "at least one results file on each side"},
@@ -83,7 +110,7 @@ func TestCompareCommand(t *testing.T) {
 	// -o writes the file and still exits with the verdict.
 	mdPath := filepath.Join(dir, "cmp.md")
 	var out, errb bytes.Buffer
-	require.Equal(t, 1, run(sides(base, slow, "--format", "md", "-o", mdPath), &out, &errb))
+	require.Equal(t, 1, run(sides(base, slow, "--format", "md", "-o", mdPath, "--allow-different"), &out, &errb))
 	b, err := os.ReadFile(mdPath)
 	require.NoError(t, err)
 	require.Contains(t, string(b), "### kpsim compare: smoke")
@@ -150,7 +177,7 @@ func TestCompareRealRuns(t *testing.T) {
 	require.Equal(t, 0, code, "same build:\n%s", out)
 	require.Contains(t, out, "no significant change")
 
-	args = append(append(append([]string{"compare", "--latency=gate"}, a...), "--"), e...)
+	args = append(append(append([]string{"compare", "--latency=gate", "--allow-different"}, a...), "--"), e...)
 	out, code = kpsim(args...)
 	require.Equal(t, 1, code, "exec vs netlink:\n%s", out)
 	require.Contains(t, out, "REGRESSED: phase/ipset-entries/")

@@ -15,17 +15,6 @@ import (
 	"github.com/kpsim/kpsim/results"
 )
 
-// Verdict is the outcome for one metric.
-type Verdict string
-
-const (
-	Improved  Verdict = "improved"
-	Regressed Verdict = "regressed"
-	NoChange  Verdict = "no significant change"
-	Same      Verdict = "same"
-	Different Verdict = "exact-different"
-)
-
 // Options set the significance rules.
 type Options struct {
 	// Alpha is the p-value below which a difference is significant.
@@ -39,6 +28,10 @@ type Options struct {
 	// count: phases that take a microsecond jitter by tens of percent, and
 	// such a change is significant to the U test but to nobody else.
 	MinDeltaSeconds float64
+	// AllowDifferent compares runs that ran different scenarios, seeds or
+	// settings (otherwise refused with a *DifferentError), and judges the
+	// exact figures of runs that ended early as if they had not.
+	AllowDifferent bool
 }
 
 // DefaultOptions are the defaults of `kpsim compare`.
@@ -46,16 +39,46 @@ func DefaultOptions() Options {
 	return Options{Alpha: 0.05, Threshold: 10, Confidence: 0.95, MinDeltaSeconds: 50e-6}
 }
 
+// Verdict is the outcome for one metric.
+type Verdict string
+
+const (
+	Improved  Verdict = "improved"
+	Regressed Verdict = "regressed"
+	NoChange  Verdict = "no significant change"
+	Same      Verdict = "same"
+	Different Verdict = "exact-different"
+	// Incomplete is an exact figure that differs where a run that ended
+	// early counts less: not judged, since the run did less.
+	Incomplete Verdict = "not judged: incomplete run"
+)
+
+// Samples of a test: what one sample is.
+const (
+	SamplesFile   = "file"         // each file's value
+	SamplesSync   = "sync"         // each sync of the single file per side
+	SamplesPaired = "paired syncs" // each sync's head/base ratio
+)
+
 // Comparison is base against head, metric by metric.
 type Comparison struct {
 	Base, Head []string // labels of the files on each side
 	Options    Options
-	// PerSync is set when each side had a single file and the sync and phase
-	// distributions were compared over their per-sync samples.
+	// Paired is set when the runs' syncs pair one to one (see pairSyncs):
+	// the sync and phase distributions were compared sync by sync, with the
+	// signed-rank test over head/base ratios, and per-sync figures (modeled
+	// kernel time) were held exact sync by sync.
+	Paired bool
+	// PerSync is set when, unpaired, each side had a single file and the
+	// sync and phase distributions were compared over their per-sync
+	// samples with the U test.
 	PerSync bool
 	Metrics []MetricComparison
-	// Notes are warnings about the comparison as a whole (different
-	// scenarios, too few runs to ever reach significance).
+	// Warnings are what a reader must know before trusting any row: runs
+	// that ended early, runs that differ in what they ran.
+	Warnings []string
+	// Notes explain the method's limits for these files (why syncs could
+	// not be paired, too few runs to reach significance).
 	Notes []string
 }
 
@@ -65,14 +88,20 @@ type MetricComparison struct {
 	Unit  string // s, ops, attempts, bytes
 	Class results.Class
 	Basis string // measured, modeled or counted
-	// Samples says what one sample of the test is: "file" (each file's
-	// value) or "sync" (each sync of the single file per side).
+	// Samples says what one sample of the test is (SamplesFile, SamplesSync, SamplesPaired).
 	Samples    string
 	Base, Head Estimate
 	// DeltaPct is (head-base)/base in percent; NaN when base is 0 and head is not.
 	DeltaPct float64
-	P        float64 // Mann-Whitney U p-value; NaN for exact metrics
-	Verdict  Verdict
+	// P is the test's p-value: Mann-Whitney U, or Wilcoxon signed-rank for
+	// paired syncs; NaN for exact metrics.
+	P float64
+	// Pairs and Ratio, for paired syncs: how many pairs the test had, and
+	// the median of their head/base ratios.
+	Pairs   int
+	Ratio   float64
+	Verdict Verdict
+	// Warnings qualify this row (counts that vary, syncs that differ).
 	Warnings []string
 }
 
@@ -108,60 +137,86 @@ func (c *Comparison) Failures(g Gate) []MetricComparison {
 	return out
 }
 
-// Compare compares files of the same scenario: base against head, several
-// files per side being repetitions. Files must be summarized.
+// Compare compares runs of one scenario: base against head, several files
+// per side being repetitions with the same seed. Files must be summarized;
+// labels name them in messages.
 //
-// Each file's metric value is one sample, compared with the Mann-Whitney U
-// test (benchmath.AssumeNothing): with n files per side, at least 4 are
-// needed for any p-value below 0.05. With exactly one file per side, the
-// sync and phase distributions are instead compared over their per-sync
-// samples (every sync a sample); their quantile rows (p50, p99, max) take
-// the p-value of that distribution test, and the other timing metrics,
-// having one sample per side, can never be significant.
+// Runs that ran different things (scenario, seed, any setting recorded in
+// the file) are refused with a *DifferentError unless o.AllowDifferent.
 //
-// Kernel operation counts are compared exactly: with a fixed seed a change
-// in them is a change in behaviour, never noise.
-func Compare(base, head []*results.File, baseLabels, headLabels []string, o Options) *Comparison {
-	c := &Comparison{Base: baseLabels, Head: headLabels, Options: o, PerSync: len(base) == 1 && len(head) == 1}
-	if names := scenarioNames(base, head); len(names) > 1 {
-		c.Notes = append(c.Notes, fmt.Sprintf("the files come from different scenarios (%v): differences may not be the build's", names))
+// Exact figures (kernel operation counts, modeled kernel time, failed
+// syncs) are deterministic for a seed and compared exactly. A run that
+// ended early counts less than a whole one: where its count is lower, the
+// difference is not judged (Incomplete); where it is higher, it is real.
+//
+// Timing figures are tested. When the runs' syncs pair one to one (runs
+// on the modeled clock of one scenario and seed, see pairSyncs), each
+// sync and phase distribution is tested sync by sync: the Wilcoxon
+// signed-rank test over the head/base ratio of each pair. Pairing removes
+// what differs between syncs (a full initial sync against an incremental
+// one), which swamps an unpaired test: a 5x slower ipset strategy gave
+// p=0.17 with the U test over 15 mixed syncs. Otherwise each file's value
+// is one sample of a Mann-Whitney U test (4 files per side are needed for
+// p < 0.05), and with one file per side the distributions are compared
+// over their per-sync samples. A distribution's quantile rows (p50, p99,
+// max) take their distribution's p-value.
+func Compare(base, head []*results.File, baseLabels, headLabels []string, o Options) (*Comparison, error) {
+	c := &Comparison{Base: baseLabels, Head: headLabels, Options: o}
+	runs := append(runsOf(base, baseLabels), runsOf(head, headLabels)...)
+	diff, onlySome := differences(runs)
+	if len(diff) > 0 && !o.AllowDifferent {
+		return nil, &DifferentError{Differences: clip(diff)}
 	}
-	if !c.PerSync && min(len(base), len(head)) < 4 {
+	if len(diff) > 0 {
+		c.Warnings = append(c.Warnings, "the runs ran different scenarios or settings, so differences may not be the build's: "+strings.Join(clip(diff), "; "))
+	}
+	if len(onlySome) > 0 {
+		c.Notes = append(c.Notes, "settings recorded by only some runs (a newer kpsim records more): "+strings.Join(clip(onlySome), "; "))
+	}
+	for _, r := range runs {
+		if why := incomplete(r.f); why != "" {
+			judged := "exact figures it counts lower are not judged"
+			if o.AllowDifferent {
+				judged = "its exact figures are judged as if it had run to the end"
+			}
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s %s: it did less than a whole run, so %s", r.label, why, judged))
+		}
+	}
+
+	keys, why := pairSyncs(runs)
+	c.Paired = keys != nil
+	c.PerSync = !c.Paired && len(base) == 1 && len(head) == 1
+	if !c.Paired {
+		c.Notes = append(c.Notes, "syncs not paired: "+why)
+	}
+	if !c.Paired && !c.PerSync && min(len(base), len(head)) < 4 {
 		c.Notes = append(c.Notes, fmt.Sprintf("%d+%d runs: timing metrics need at least 4 runs per side to reach significance at alpha %g",
 			len(base), len(head), o.Alpha))
 	}
 	all := append(slices.Clone(base), head...)
-	// With one file per side, each distribution's per-sync test, by group.
-	perSync := map[string]*benchmath.Comparison{}
+	groups := map[string]*test{} // each distribution's test, by figure
 	var varying []string
 	for _, d := range Catalog(all) {
 		if d.Class == results.Exact {
-			m := c.exact(d, base, head)
-			if len(m.Warnings) > 0 {
+			m := c.exact(d, base, head, keys)
+			if !math.IsNaN(m.P) {
 				varying = append(varying, m.Name)
 			}
 			c.Metrics = append(c.Metrics, m)
 			continue
 		}
-		var ps *benchmath.Comparison
-		if c.PerSync && d.PerSync != nil {
-			if _, done := perSync[d.Group]; !done {
-				perSync[d.Group] = nil
-				bs, hs := values(d.PerSync(base[0])), values(d.PerSync(head[0]))
-				if len(bs) > 0 && len(hs) > 0 {
-					cmp := benchmath.AssumeNothing.Compare(sample(bs, o), sample(hs, o))
-					perSync[d.Group] = &cmp
-				}
-			}
-			ps = perSync[d.Group]
+		t, ok := groups[d.Group]
+		if !ok && d.PerSync != nil {
+			t = c.distributionTest(d, base, head, keys)
+			groups[d.Group] = t
 		}
-		c.Metrics = append(c.Metrics, c.timing(d, commonBasis(all, d.Basis), collect(base, d.Value), collect(head, d.Value), ps))
+		c.Metrics = append(c.Metrics, c.timing(d, commonBasis(all, d.Basis), collect(base, d.Value), collect(head, d.Value), t))
 	}
 	if len(varying) > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("kernel operation counts differ between runs with the same seed (%s): the runs are not deterministic, so those counts were compared statistically",
+		c.Notes = append(c.Notes, fmt.Sprintf("exact figures differ between runs with the same seed (%s): the runs are not deterministic, so those were compared statistically",
 			strings.Join(varying, ", ")))
 	}
-	return c
+	return c, nil
 }
 
 // MetricDef is one compared number: a figure of the table
@@ -173,8 +228,8 @@ type MetricDef struct {
 	HigherIsWorse bool
 	Basis         func(*results.File) string
 	Value         func(*results.File) float64
-	// Group and PerSync, for quantiles of a per-sync distribution, name
-	// the distribution and return its samples sync by sync.
+	// Group names the figure the metric reads (its distribution, for a
+	// quantile), and PerSync gives the figure's samples sync by sync.
 	Group   string
 	PerSync func(*results.File) []results.SyncValue
 }
@@ -188,14 +243,15 @@ func Catalog(files []*results.File) []MetricDef {
 		if fg.Class == "" {
 			continue
 		}
-		d := MetricDef{Name: fg.Name, Unit: fg.Unit, Class: fg.Class, HigherIsWorse: fg.HigherIsWorse, Basis: fg.Basis, Value: fg.Value}
+		d := MetricDef{Name: fg.Name, Unit: fg.Unit, Class: fg.Class, HigherIsWorse: fg.HigherIsWorse, Basis: fg.Basis,
+			Value: fg.Value, Group: fg.Name, PerSync: fg.PerSync}
 		if fg.Dist == nil {
 			defs = append(defs, d)
 			continue
 		}
 		for _, q := range fg.Quantiles {
 			qd := d
-			qd.Name, qd.Group, qd.PerSync = fg.Name+"/"+q.Name, fg.Name, fg.PerSync
+			qd.Name = fg.Name + "/" + q.Name
 			qd.Value = func(f *results.File) float64 { return q.Of(fg.Dist(f)) }
 			defs = append(defs, qd)
 		}
@@ -203,25 +259,90 @@ func Catalog(files []*results.File) []MetricDef {
 	return defs
 }
 
-func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, perSync *benchmath.Comparison) MetricComparison {
+// test is the outcome of one distribution's test, shared by its quantiles.
+type test struct {
+	p        float64
+	samples  string
+	pairs    int
+	ratio    float64 // median head/base ratio of the pairs
+	shift    float64 // median head-base difference of the pairs
+	warnings []string
+}
+
+// distributionTest tests a distribution sync by sync: paired when keys
+// pair the runs' syncs, over the per-sync samples of the single file per
+// side otherwise; nil when neither applies (each file is then a sample).
+func (c *Comparison) distributionTest(d MetricDef, base, head []*results.File, keys []results.SyncKey) *test {
+	switch {
+	case c.Paired:
+		b, h := perSync(base, d.PerSync), perSync(head, d.PerSync)
+		var logs, diffs []float64
+		for _, k := range keys {
+			bv, bok := b[k]
+			hv, hok := h[k]
+			if bok && hok && bv > 0 && hv > 0 {
+				logs = append(logs, math.Log(hv/bv))
+				diffs = append(diffs, hv-bv)
+			}
+		}
+		if len(logs) == 0 {
+			return nil
+		}
+		p, n := signedRank(logs)
+		sort.Float64s(logs)
+		sort.Float64s(diffs)
+		t := &test{p: p, samples: SamplesPaired, pairs: len(logs), ratio: math.Exp(logs[len(logs)/2]), shift: diffs[len(diffs)/2]}
+		if n < 6 {
+			// 2/2^5: five pairs that all moved one way are not yet significant at 0.05.
+			t.warnings = append(t.warnings, fmt.Sprintf("only %d of %d pairs changed: too few for significance", n, len(logs)))
+		}
+		return t
+	case c.PerSync:
+		bs, hs := values(d.PerSync(base[0])), values(d.PerSync(head[0]))
+		if len(bs) == 0 || len(hs) == 0 {
+			return nil
+		}
+		cmp := benchmath.AssumeNothing.Compare(sample(bs, c.Options), sample(hs, c.Options))
+		t := &test{p: cmp.P, samples: SamplesSync}
+		for _, w := range cmp.Warnings {
+			t.warnings = append(t.warnings, w.Error())
+		}
+		return t
+	}
+	return nil
+}
+
+func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, t *test) MetricComparison {
 	o := c.Options
-	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Timing, Basis: basis, Samples: "file"}
+	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Timing, Basis: basis, Samples: SamplesFile}
 	bsmp, hsmp := sample(bs, o), sample(hs, o)
 	m.Base, m.Head = estimate(bsmp, o), estimate(hsmp, o)
-	cmp := benchmath.AssumeNothing.Compare(bsmp, hsmp)
-	if perSync != nil {
-		cmp = *perSync
-		m.Samples = "sync"
+	if t == nil {
+		cmp := benchmath.AssumeNothing.Compare(bsmp, hsmp)
+		t = &test{p: cmp.P, samples: SamplesFile}
+		for _, w := range cmp.Warnings {
+			t.warnings = append(t.warnings, w.Error())
+		}
 	}
-	m.P = cmp.P
-	for _, w := range cmp.Warnings {
-		m.Warnings = append(m.Warnings, w.Error())
-	}
+	m.P, m.Samples, m.Pairs, m.Ratio = t.p, t.samples, t.pairs, t.ratio
+	m.Warnings = append(m.Warnings, t.warnings...)
 	m.DeltaPct = deltaPct(m.Base.Center, m.Head.Center)
 	m.Verdict = NoChange
 	beyond := math.IsNaN(m.DeltaPct) || math.Abs(m.DeltaPct) > o.Threshold
 	if m.Unit == results.UnitSeconds && math.Abs(m.Head.Center-m.Base.Center) < o.MinDeltaSeconds {
 		beyond = false
+	}
+	if t.samples == SamplesPaired {
+		// Paired, the test is sensitive enough to find a shift of a few
+		// per cent that the same build shows between two runs when the
+		// proxier's time is measured on a busy machine. The typical sync
+		// must itself have moved beyond the threshold and the smallest
+		// duration that counts, and the way the quantile moved: a quantile
+		// that moved the other way is not the change the test found.
+		beyond = beyond && math.Abs(t.ratio-1)*100 > o.Threshold && (m.Head.Center > m.Base.Center) == (t.ratio > 1)
+		if m.Unit == results.UnitSeconds && math.Abs(t.shift) < o.MinDeltaSeconds {
+			beyond = false
+		}
 	}
 	if m.P < o.Alpha && beyond && m.Base.Center != m.Head.Center {
 		if m.Head.Center > m.Base.Center {
@@ -233,15 +354,17 @@ func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, perSync
 	return m
 }
 
-// exact compares deterministic counts: any difference is a change in
-// behaviour. If repetitions of one side disagree, the counts depend on
+// exact compares deterministic figures: any difference is a change in
+// behaviour. If repetitions of one side disagree, the figure depends on
 // timing (how changes were batched into syncs) and cannot be compared
-// exactly; they are then compared like a timing metric, with the U test,
-// and any significant difference (whatever its size) is still reported as
-// Different.
-func (c *Comparison) exact(d MetricDef, base, head []*results.File) MetricComparison {
+// exactly; it is then compared like a timing metric, with the U test, and
+// any significant difference (whatever its size) still counts as a
+// change. When the runs' syncs pair, a figure with per-sync samples
+// (modeled kernel time) must also agree sync by sync: work moved from one
+// sync to another is a change even when the total stays.
+func (c *Comparison) exact(d MetricDef, base, head []*results.File, keys []results.SyncKey) MetricComparison {
 	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Exact, Basis: commonBasis(append(slices.Clone(base), head...), d.Basis),
-		Samples: "file", P: math.NaN()}
+		Samples: SamplesFile, P: math.NaN()}
 	side := func(fs []*results.File) (Estimate, bool) {
 		vals := collect(fs, d.Value)
 		sort.Float64s(vals)
@@ -255,27 +378,53 @@ func (c *Comparison) exact(d MetricDef, base, head []*results.File) MetricCompar
 	m.Head, hOK = side(head)
 	m.DeltaPct = deltaPct(m.Base.Center, m.Head.Center)
 	m.Verdict = Same
-	if bOK && hOK {
-		if m.Base.Center != m.Head.Center {
-			m.Verdict = d.changed(m.Base.Center, m.Head.Center)
+	if !bOK || !hOK {
+		m.Warnings = append(m.Warnings, "values vary between repetitions with the same seed: compared statistically, not exactly")
+		m.Verdict = NoChange
+		cmp := benchmath.AssumeNothing.Compare(sample(collect(base, d.Value), c.Options), sample(collect(head, d.Value), c.Options))
+		m.P = cmp.P
+		if m.P < c.Options.Alpha {
+			m.Verdict = c.changed(d, m.Base.Center, m.Head.Center, base, head)
 		}
 		return m
 	}
-	m.Warnings = append(m.Warnings, "counts vary between repetitions with the same seed: compared statistically, not exactly")
-	m.Verdict = NoChange
-	cmp := benchmath.AssumeNothing.Compare(sample(collect(base, d.Value), c.Options), sample(collect(head, d.Value), c.Options))
-	m.P = cmp.P
-	if m.P < c.Options.Alpha {
-		m.Verdict = d.changed(m.Base.Center, m.Head.Center)
+	if m.Base.Center != m.Head.Center {
+		m.Verdict = c.changed(d, m.Base.Center, m.Head.Center, base, head)
+	}
+	if c.Paired && d.PerSync != nil {
+		b, h := perSync(base, d.PerSync), perSync(head, d.PerSync)
+		var moved []results.SyncKey
+		for _, k := range keys {
+			if b[k] != h[k] {
+				moved = append(moved, k)
+			}
+		}
+		if len(moved) > 0 {
+			k := moved[0]
+			m.Warnings = append(m.Warnings, fmt.Sprintf("%d of %d paired syncs differ, the first %s: %s -> %s",
+				len(moved), len(keys), k, results.FormatValue(b[k], d.Unit), results.FormatValue(h[k], d.Unit)))
+			if m.Verdict == Same {
+				m.Verdict = c.changed(d, m.Base.Center, m.Head.Center, base, head)
+			}
+		}
 	}
 	return m
 }
 
-// changed is the verdict on an exact figure that changed: by its direction
-// when it has a worse one, and otherwise a change to be declared.
-func (d *MetricDef) changed(base, head float64) Verdict {
+// changed is the verdict on an exact figure whose value differs: by its
+// direction when it has a worse one, otherwise a change to be declared.
+// A run that ended early did less: where such a run has the lower value,
+// the difference may be only that, and is not judged.
+func (c *Comparison) changed(d MetricDef, base, head float64, baseFiles, headFiles []*results.File) Verdict {
+	short := func(fs []*results.File) bool {
+		return slices.ContainsFunc(fs, func(f *results.File) bool { return incomplete(f) != "" })
+	}
+	if !c.Options.AllowDifferent && ((head < base && short(headFiles)) || (base < head && short(baseFiles)) ||
+		(head == base && (short(headFiles) || short(baseFiles)))) {
+		return Incomplete
+	}
 	switch {
-	case !d.HigherIsWorse:
+	case !d.HigherIsWorse || head == base:
 		return Different
 	case head > base:
 		return Regressed
@@ -311,20 +460,6 @@ func collect(fs []*results.File, get func(*results.File) float64) []float64 {
 		out[i] = get(f)
 	}
 	return out
-}
-
-func scenarioNames(sides ...[]*results.File) []string {
-	seen := map[string]bool{}
-	var names []string
-	for _, fs := range sides {
-		for _, f := range fs {
-			if n := results.ScenarioName(f); !seen[n] {
-				seen[n] = true
-				names = append(names, n)
-			}
-		}
-	}
-	return names
 }
 
 func values(svs []results.SyncValue) []float64 {

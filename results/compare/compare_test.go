@@ -2,6 +2,7 @@ package compare_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +36,16 @@ func byName(c *compare.Comparison) map[string]compare.MetricComparison {
 	return m
 }
 
+// mustCompare compares, allowing different settings: the synthetic runs
+// with another ipset strategy record another scenario.
+func mustCompare(t *testing.T, base, head []*results.File, bl, hl []string, o compare.Options) *compare.Comparison {
+	t.Helper()
+	o.AllowDifferent = true
+	c, err := compare.Compare(base, head, bl, hl, o)
+	require.NoError(t, err)
+	return c
+}
+
 // regressions are the rows of a class that regressed or changed.
 func regressions(c *compare.Comparison, class results.Class) []compare.MetricComparison {
 	var out []compare.MetricComparison
@@ -65,7 +76,7 @@ func TestCompareTellsNoiseFromRegression(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			base, bl := runs(tt.perSide, shape, 0)
 			head, hl := runs(tt.perSide, tt.head, 100)
-			c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
+			c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
 			require.Equal(t, tt.perSide == 1, c.PerSync)
 			rows := byName(c)
 			var regressed []string
@@ -108,7 +119,7 @@ func TestCompareOpsExactly(t *testing.T) {
 	for _, f := range head {
 		f.Totals.Ops[dataplane.OpIPSetDel]++
 	}
-	c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
+	c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
 	ex := regressions(c, results.Exact)
 	require.Len(t, ex, 2)
 	require.Equal(t, "ops/writes", ex[0].Name)
@@ -117,7 +128,7 @@ func TestCompareOpsExactly(t *testing.T) {
 		require.Equal(t, 1.0, m.Head.Center-m.Base.Center)
 		require.Equal(t, compare.Different, m.Verdict, "an operation count has no better direction")
 	}
-	require.Contains(t, c.Notes[0], "at least 4 runs per side")
+	require.Contains(t, strings.Join(c.Notes, "\n"), "at least 4 runs per side")
 
 	// Repetitions that disagree are compared statistically: a count that
 	// merely varies is no change, a count that shifts every run is.
@@ -129,7 +140,7 @@ func TestCompareOpsExactly(t *testing.T) {
 	for i, f := range head5 {
 		f.Totals.Ops[dataplane.OpIPSetDel] += int64((i + 1) % 2)
 	}
-	c = compare.Compare(base5, head5, bl5, hl5, compare.DefaultOptions())
+	c = mustCompare(t, base5, head5, bl5, hl5, compare.DefaultOptions())
 	rows := byName(c)
 	require.Equal(t, compare.NoChange, rows["ops/ipset-del"].Verdict)
 	require.Contains(t, rows["ops/ipset-del"].Warnings[0], "compared statistically")
@@ -137,15 +148,10 @@ func TestCompareOpsExactly(t *testing.T) {
 	for _, f := range head5 {
 		f.Totals.Ops[dataplane.OpIPSetDel] += 5
 	}
-	c = compare.Compare(base5, head5, bl5, hl5, compare.DefaultOptions())
+	c = mustCompare(t, base5, head5, bl5, hl5, compare.DefaultOptions())
 	rows = byName(c)
 	require.Equal(t, compare.Different, rows["ops/ipset-del"].Verdict)
 	require.Less(t, rows["ops/ipset-del"].P, 0.05)
-
-	// Different scenarios are flagged.
-	other := resultstest.File(resultstest.Options{Name: "churn-endpoints", Seed: 7, Syncs: 6})
-	c = compare.Compare(base[:1], []*results.File{other}, bl[:1], []string{"x"}, compare.DefaultOptions())
-	require.Contains(t, c.Notes[0], "different scenarios")
 }
 
 func TestCompareFormats(t *testing.T) {
@@ -154,7 +160,7 @@ func TestCompareFormats(t *testing.T) {
 	exec.IPSetExec = true
 	base, bl := runs(4, shape, 0)
 	head, hl := runs(4, exec, 50)
-	c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
+	c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
 
 	var md bytes.Buffer
 	require.NoError(t, c.WriteMarkdown(&md, "kpsim compare: smoke"))
@@ -210,11 +216,11 @@ func TestCompareIgnoresMicrosecondJitter(t *testing.T) {
 	}
 	set(base, 1e-6)
 	set(head, 2e-6) // +100%, significant, and one microsecond
-	c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
+	c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
 	require.Equal(t, compare.NoChange, byName(c)["phase/cleanup/p50"].Verdict)
 	o := compare.DefaultOptions()
 	o.MinDeltaSeconds = 0
-	c = compare.Compare(base, head, bl, hl, o)
+	c = mustCompare(t, base, head, bl, hl, o)
 	require.Equal(t, compare.Regressed, byName(c)["phase/cleanup/p50"].Verdict)
 }
 
@@ -271,7 +277,7 @@ func TestCompareFailedSyncs(t *testing.T) {
 			head, hl := runs(2, shape, 10)
 			fail(base, tt.base)
 			fail(head, tt.head)
-			c := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
+			c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
 			row := byName(c)["failed-syncs"]
 			require.Equal(t, tt.verdict, row.Verdict)
 			require.Equal(t, float64(tt.head), row.Head.Center)
@@ -287,4 +293,265 @@ func TestCompareFailedSyncs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withSetting returns f with one scenario setting changed (or added) at a
+// dotted path.
+func withSetting(t *testing.T, f *results.File, path string, value any) *results.File {
+	t.Helper()
+	var sc map[string]any
+	require.NoError(t, json.Unmarshal(f.Scenario, &sc))
+	m := sc
+	keys := strings.Split(path, ".")
+	for _, k := range keys[:len(keys)-1] {
+		if _, ok := m[k]; !ok {
+			m[k] = map[string]any{}
+		}
+		m = m[k].(map[string]any)
+	}
+	m[keys[len(keys)-1]] = value
+	g := *f
+	var err error
+	g.Scenario, err = json.Marshal(sc)
+	require.NoError(t, err)
+	return &g
+}
+
+// TestCompareRefusesDifferentRuns: runs of different scenarios, seeds or
+// settings are refused, naming what differs, unless allowed; a setting
+// only one side records (a newer kpsim) is a note, not a difference.
+func TestCompareRefusesDifferentRuns(t *testing.T) {
+	base := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 4})
+	tests := []struct {
+		name  string
+		head  *results.File
+		diffs []string // refused, naming these
+		note  string
+	}{
+		{name: "same", head: resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 4, Run: 3})},
+		{name: "other scenario", head: resultstest.File(resultstest.Options{Name: "coredns-restart", Seed: 1, Syncs: 4}),
+			diffs: []string{`name: "smoke" in base.json; "coredns-restart" in head.json`}},
+		{name: "other seed", head: resultstest.File(resultstest.Options{Name: "smoke", Seed: 2, Syncs: 4}),
+			diffs: []string{`seed: 1 in base.json; 2 in head.json`}},
+		{name: "other setting", head: resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 4, IPSetExec: true}),
+			diffs: []string{`proxier.ipset: "netlink" in base.json; "exec" in head.json`}},
+		{name: "description only", head: withSetting(t, base, "description", "reworded")},
+		{name: "a setting the base did not record", head: withSetting(t, base, "proxier.newSetting", true),
+			note: "proxier.newSetting: true only in head.json, not in base.json"},
+		{name: "another proxier", head: func() *results.File { f := *base; f.Proxier = "kube-proxy@v1.37.1"; return &f }(),
+			diffs: []string{`(proxier under test): kpsim in base.json; kube-proxy@v1.37.1 in head.json`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := compare.DefaultOptions()
+			c, err := compare.Compare([]*results.File{base}, []*results.File{tt.head}, []string{"base.json"}, []string{"head.json"}, o)
+			if len(tt.diffs) == 0 {
+				require.NoError(t, err)
+				require.Empty(t, c.Warnings)
+				if tt.note != "" {
+					require.Contains(t, strings.Join(c.Notes, "\n"), tt.note)
+				}
+				return
+			}
+			var de *compare.DifferentError
+			require.ErrorAs(t, err, &de)
+			require.Equal(t, tt.diffs, de.Differences)
+			require.Contains(t, err.Error(), tt.diffs[0])
+
+			o.AllowDifferent = true
+			c, err = compare.Compare([]*results.File{base}, []*results.File{tt.head}, []string{"base.json"}, []string{"head.json"}, o)
+			require.NoError(t, err)
+			require.Contains(t, strings.Join(c.Warnings, "\n"), tt.diffs[0])
+		})
+	}
+}
+
+// TestComparePairsModeledSyncs: runs on the modeled clock of one scenario
+// and seed pair sync k with sync k; the paired test finds a slower ipset
+// strategy from one run per side, the modeled kernel time is held exact,
+// and noise alone is not called a regression.
+func TestComparePairsModeledSyncs(t *testing.T) {
+	shape := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 16, Services: 200, Noise: 0.1, Modeled: true}
+	exec := shape
+	exec.IPSetExec = true
+
+	base, bl := runs(1, shape, 0)
+	head, hl := runs(1, exec, 100)
+	c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
+	require.True(t, c.Paired, c.Notes)
+	rows := byName(c)
+	for _, name := range []string{"sync/p50", "sync/p99", "phase/ipset-entries/p50"} {
+		m := rows[name]
+		require.Equal(t, compare.Regressed, m.Verdict, name)
+		require.Equal(t, compare.SamplesPaired, m.Samples, name)
+		require.Equal(t, 16, m.Pairs, name)
+		require.Greater(t, m.Ratio, 1.5, name)
+		require.Less(t, m.P, 0.001, name)
+	}
+	k := rows["kernel/seconds"]
+	require.Equal(t, results.Exact, k.Class)
+	require.Equal(t, compare.Different, k.Verdict, "modeled kernel time is held exact")
+	require.Contains(t, k.Warnings[0], "16 of 16 paired syncs differ, the first proxier 0 IPv4 #1")
+	var text bytes.Buffer
+	require.NoError(t, c.WriteText(&text))
+	require.Contains(t, text.String(), "signed-rank over 16 paired syncs")
+	require.Contains(t, text.String(), "EXACT-DIFFERENT: kernel/seconds")
+
+	// The same build with only the proxier's part of each duration noisy:
+	// no timing regression, and the kernel time is the same to the bit.
+	wolf := 0
+	for run := uint64(0); run < 10; run++ {
+		base, bl := runs(1, shape, run)
+		head, hl := runs(1, shape, 100+run)
+		c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
+		require.True(t, c.Paired)
+		require.Equal(t, compare.Same, byName(c)["kernel/seconds"].Verdict)
+		require.Empty(t, regressions(c, results.Exact))
+		if len(regressions(c, results.Timing)) > 0 {
+			wolf++
+		}
+	}
+	require.LessOrEqual(t, wolf, 1, "same build called a regression in %d of 10 comparisons", wolf)
+}
+
+// TestComparePairsOnlySyncsThatMatch: pairing needs the modeled clock and
+// the same syncs; otherwise it says why and falls back to the U test.
+func TestComparePairsOnlySyncsThatMatch(t *testing.T) {
+	modeled := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Modeled: true}
+	wall := modeled
+	wall.Modeled = false
+	tests := []struct {
+		name       string
+		base, head *results.File
+		why        string
+	}{
+		{name: "wall clock", base: resultstest.File(wall), head: resultstest.File(wall), why: `base.json is not on the modeled clock (clock "wall")`},
+		{name: "a sync knows more services", base: resultstest.File(modeled), head: func() *results.File {
+			f := resultstest.File(modeled)
+			f.Syncs[3].Services++
+			return f
+		}(), why: "sync 4 differs: proxier 0 IPv4 #4 (changes, 100 services, 300 endpoints) in base.json, proxier 0 IPv4 #4 (changes, 101 services, 300 endpoints) in head.json"},
+		{name: "one more sync", base: resultstest.File(modeled), head: resultstest.File(resultstest.Options{Name: "smoke", Seed: 5, Syncs: 9, Modeled: true}),
+			why: "base.json has 8 syncs, head.json 9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustCompare(t, []*results.File{tt.base}, []*results.File{tt.head}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
+			require.False(t, c.Paired)
+			require.True(t, c.PerSync)
+			require.Contains(t, strings.Join(c.Notes, "\n"), "syncs not paired: "+tt.why)
+			require.Equal(t, compare.SamplesSync, byName(c)["sync/p50"].Samples)
+		})
+	}
+}
+
+// TestCompareKernelTimeSyncBySync: modeled kernel time moved from one sync
+// to another is a change even when the total is the same.
+func TestCompareKernelTimeSyncBySync(t *testing.T) {
+	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Modeled: true}
+	base := resultstest.File(o)
+	head := resultstest.File(o)
+	head.Syncs[2].KernelSeconds += 0.25
+	head.Syncs[5].KernelSeconds -= 0.25
+	results.Summarize(head)
+	c := mustCompare(t, []*results.File{base}, []*results.File{head}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
+	k := byName(c)["kernel/seconds"]
+	require.InDelta(t, k.Base.Center, k.Head.Center, 1e-12)
+	require.Equal(t, compare.Different, k.Verdict)
+	require.Contains(t, k.Warnings[0], "2 of 8 paired syncs differ, the first proxier 0 IPv4 #3")
+}
+
+// TestCompareIncompleteRuns: a run that ended early did less; where it
+// counts less the difference is not judged, where it counts more it is,
+// and a run that failed is a regression.
+func TestCompareIncompleteRuns(t *testing.T) {
+	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 12, Modeled: true}
+	cut := func(f *results.File, syncs int, interrupted bool, err string) *results.File {
+		f.Syncs = f.Syncs[:syncs]
+		f.Totals.Ops = dataplane.Ops{}
+		for i := range f.Syncs {
+			f.Totals.Ops.Add(&f.Syncs[i].Ops)
+		}
+		f.Interrupted, f.Error = interrupted, err
+		results.Summarize(f)
+		return f
+	}
+	tests := []struct {
+		name     string
+		head     *results.File
+		allow    bool
+		verdicts map[string]compare.Verdict
+		warning  string
+		fails    []string // under Gate{}
+	}{
+		{name: "interrupted head", head: cut(resultstest.File(o), 5, true, ""),
+			verdicts: map[string]compare.Verdict{"ops/writes": compare.Incomplete, "ops/ipset-add": compare.Incomplete, "kernel/seconds": compare.Incomplete, "run/failed": compare.Same},
+			warning:  "head.json was interrupted before its timeline finished: it did less than a whole run, so exact figures it counts lower are not judged"},
+		{name: "interrupted head judged when allowed", head: cut(resultstest.File(o), 5, true, ""), allow: true,
+			verdicts: map[string]compare.Verdict{"ops/writes": compare.Different},
+			warning:  "its exact figures are judged as if it had run to the end",
+			fails:    []string{"kernel/seconds", "ops/writes", "ops/ipvs-service-add", "ops/ipvs-destination-add", "ops/ipvs-destination-update", "ops/ipset-add", "ops/ipset-del", "ops/iptables-restore", "ops/iptables-restore-bytes", "ops/ipvs-list"}},
+		{name: "interrupted head that did more", head: func() *results.File {
+			f := cut(resultstest.File(o), 5, true, "")
+			f.Totals.Ops[dataplane.OpIPVSServiceDelete] = 999
+			return f
+		}(), verdicts: map[string]compare.Verdict{"ops/ipvs-service-delete": compare.Different, "ops/ipset-add": compare.Incomplete},
+			fails: []string{"ops/ipvs-service-delete", "ops/writes"}},
+		{name: "failed head", head: cut(resultstest.File(o), 5, false, "waitSynced: timed out after 30s"),
+			verdicts: map[string]compare.Verdict{"run/failed": compare.Regressed, "ops/writes": compare.Incomplete},
+			warning:  "head.json failed: waitSynced: timed out after 30s", fails: []string{"run/failed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := compare.DefaultOptions()
+			opts.AllowDifferent = tt.allow
+			c, err := compare.Compare([]*results.File{resultstest.File(o)}, []*results.File{tt.head}, []string{"base.json"}, []string{"head.json"}, opts)
+			require.NoError(t, err, "a run that ended early is warned about, not refused")
+			require.True(t, c.Paired, "the syncs it ran pair with the whole run's first syncs: %v", c.Notes)
+			rows := byName(c)
+			for name, v := range tt.verdicts {
+				require.Equal(t, v, rows[name].Verdict, name)
+			}
+			require.Contains(t, strings.Join(c.Warnings, "\n"), tt.warning)
+			var failing []string
+			for _, m := range c.Failures(compare.Gate{}) {
+				failing = append(failing, m.Name)
+			}
+			require.ElementsMatch(t, tt.fails, failing)
+			var text bytes.Buffer
+			require.NoError(t, c.WriteText(&text))
+			require.Contains(t, text.String(), "WARNING: ")
+		})
+	}
+}
+
+// TestComparePairedNeedsAShiftThatCounts: paired, a consistent shift of
+// a couple of microseconds (every sync's cleanup phase twice as long) is
+// significant to the test but too small to act on, even where one slow
+// sync moves its quantile by more than the smallest change that counts.
+func TestComparePairedNeedsAShiftThatCounts(t *testing.T) {
+	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 16, Modeled: true}
+	set := func(f *results.File, first, rest float64) *results.File {
+		for i := range f.Syncs {
+			for j := range f.Syncs[i].Phases {
+				if p := &f.Syncs[i].Phases[j]; p.Name == "cleanup" {
+					p.Seconds = rest
+					if i == 0 {
+						p.Seconds = first
+					}
+				}
+			}
+		}
+		results.Summarize(f)
+		return f
+	}
+	base := set(resultstest.File(o), 300e-6, 2e-6)
+	head := set(resultstest.File(o), 400e-6, 4e-6)
+	c := mustCompare(t, []*results.File{base}, []*results.File{head}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
+	row := byName(c)["phase/cleanup/p99"]
+	require.Equal(t, compare.SamplesPaired, row.Samples)
+	require.InDelta(t, 100e-6, row.Head.Center-row.Base.Center, 1e-12, "the quantile moved by more than 50µs")
+	require.Less(t, row.P, 0.001, "every pair moved the same way")
+	require.Equal(t, compare.NoChange, row.Verdict, "the typical sync moved by 2µs")
+	require.Empty(t, regressions(c, results.Timing))
 }

@@ -44,48 +44,82 @@ func (m *MetricComparison) delta() string {
 }
 
 func (m *MetricComparison) pValue() string {
-	if math.IsNaN(m.P) {
+	switch {
+	case math.IsNaN(m.P):
 		return "exact"
+	case m.Class == results.Exact:
+		return formatP(m.P) + " (varies)"
 	}
-	if m.Class == results.Exact {
-		return fmt.Sprintf("%.3f (varies)", m.P)
+	return formatP(m.P)
+}
+
+// formatP keeps small p-values readable: 0.0004, not 0.000.
+func formatP(p float64) string {
+	if p > 0 && p < 0.001 {
+		return fmt.Sprintf("%.1g", p)
 	}
-	return fmt.Sprintf("%.3f", m.P)
+	return fmt.Sprintf("%.3f", p)
 }
 
 // changed reports whether the row deserves a line in a short summary.
 func (m *MetricComparison) changed() bool {
-	return m.Verdict == Regressed || m.Verdict == Improved || m.Verdict == Different
+	return m.Verdict == Regressed || m.Verdict == Improved || m.Verdict == Different || m.Verdict == Incomplete
 }
 
 // describe is a one-line account of a changed row, naming the metric (and
 // so the phase), the change and how sure it is.
 func (m *MetricComparison) describe() string {
-	if m.Class == results.Exact && math.IsNaN(m.P) {
-		return fmt.Sprintf("%s %s -> %s (%s, counted exactly)", m.Name, m.value(m.Base), m.value(m.Head), m.delta())
-	}
-	if m.Class == results.Exact {
-		return fmt.Sprintf("%s median %s (%s..%s) -> %s (%s..%s) (p=%s: counts vary between runs)", m.Name,
+	var s string
+	switch {
+	case m.Class == results.Exact && math.IsNaN(m.P):
+		s = fmt.Sprintf("%s %s -> %s (%s, compared exactly)", m.Name, m.value(m.Base), m.value(m.Head), m.delta())
+	case m.Class == results.Exact:
+		s = fmt.Sprintf("%s median %s (%s..%s) -> %s (%s..%s) (p=%s: values vary between runs)", m.Name,
 			m.value(m.Base), results.FormatValue(m.Base.Lo, m.Unit), results.FormatValue(m.Base.Hi, m.Unit),
 			m.value(m.Head), results.FormatValue(m.Head.Lo, m.Unit), results.FormatValue(m.Head.Hi, m.Unit), m.pValue())
+	case m.Samples == SamplesPaired:
+		s = fmt.Sprintf("%s %s -> %s (%s, p=%s, signed-rank over %d paired syncs, median ratio %.3gx, %s)", m.Name,
+			results.FormatValue(m.Base.Center, m.Unit), results.FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(),
+			m.Pairs, m.Ratio, results.BasisText(m.Basis))
+	default:
+		s = fmt.Sprintf("%s %s -> %s (%s, p=%s over %s samples, %s)", m.Name,
+			results.FormatValue(m.Base.Center, m.Unit), results.FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(), m.Samples, results.BasisText(m.Basis))
 	}
-	return fmt.Sprintf("%s %s -> %s (%s, p=%s over %s samples, %s)", m.Name,
-		results.FormatValue(m.Base.Center, m.Unit), results.FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(), m.Samples, results.BasisText(m.Basis))
+	if m.Class == results.Exact && len(m.Warnings) > 0 {
+		s += "; " + strings.Join(m.Warnings, "; ")
+	}
+	return s
+}
+
+// title is how a verdict heads its line in the list of changes.
+func (v Verdict) title() string {
+	if v == Incomplete {
+		return "NOT JUDGED (incomplete run)"
+	}
+	return strings.ToUpper(string(v))
 }
 
 func (c *Comparison) method() string {
-	per := "each file is one sample"
-	if c.PerSync {
-		per = "one file per side: sync and phase quantiles use the U test over per-sync samples, other timing metrics cannot reach significance"
+	var tests string
+	switch {
+	case c.Paired:
+		tests = "syncs paired one to one (modeled clock, one scenario and seed): sync and phase quantiles take the Wilcoxon signed-rank test over per-sync head/base ratios; other timing metrics the Mann-Whitney U test, each file one sample"
+	case c.PerSync:
+		tests = "one file per side: sync and phase quantiles take the Mann-Whitney U test over per-sync samples; other timing metrics cannot reach significance"
+	default:
+		tests = "Mann-Whitney U test, each file one sample"
 	}
 	ci := fmt.Sprintf("%g%% confidence intervals of the median (shown with 6 or more runs per side)", 100*c.Options.Confidence)
-	return fmt.Sprintf("Mann-Whitney U test, alpha %g, threshold %g%% and %s; %s; %s; kernel operation counts compared exactly",
-		c.Options.Alpha, c.Options.Threshold, results.FormatSeconds(c.Options.MinDeltaSeconds), ci, per)
+	return fmt.Sprintf("%s; alpha %g, threshold %g%% and %s; %s; kernel operation counts, modeled kernel time and failed syncs compared exactly",
+		tests, c.Options.Alpha, c.Options.Threshold, results.FormatSeconds(c.Options.MinDeltaSeconds), ci)
 }
 
 // WriteText writes the comparison as an aligned table followed by the changes.
 func (c *Comparison) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "base: %s\nhead: %s\n%s\n", strings.Join(c.Base, ", "), strings.Join(c.Head, ", "), c.method())
+	for _, n := range c.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", n)
+	}
 	for _, n := range c.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -104,11 +138,14 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	for i := range c.Metrics {
 		if m := &c.Metrics[i]; m.changed() {
 			changed = true
-			fmt.Fprintf(w, "%s: %s\n", strings.ToUpper(string(m.Verdict)), m.describe())
+			fmt.Fprintf(w, "%s: %s\n", m.Verdict.title(), m.describe())
 		}
 	}
 	if !changed {
 		fmt.Fprintln(w, "no significant change")
+	}
+	if len(c.Warnings) > 0 {
+		fmt.Fprintf(w, "WARNING: %d warnings above: read every verdict with them\n", len(c.Warnings))
 	}
 	return nil
 }
@@ -118,6 +155,9 @@ func (c *Comparison) WriteText(w io.Writer) error {
 func (c *Comparison) WriteMarkdown(w io.Writer, title string) error {
 	fmt.Fprintf(w, "### %s\n\n", title)
 	fmt.Fprintf(w, "**base:** %s  \n**head:** %s\n\n", results.EscapeMarkdown(strings.Join(c.Base, ", ")), results.EscapeMarkdown(strings.Join(c.Head, ", ")))
+	for _, n := range c.Warnings {
+		fmt.Fprintf(w, "> **warning:** %s\n\n", results.EscapeMarkdown(n))
+	}
 	for _, n := range c.Notes {
 		fmt.Fprintf(w, "> note: %s\n\n", results.EscapeMarkdown(n))
 	}

@@ -156,15 +156,21 @@ func addLine(p *plot.Plot, xys plotter.XYs, c color.RGBA, dashed bool, points bo
 	}
 	p.Add(l)
 	if points {
-		s, err := plotter.NewScatter(xys)
-		if err != nil {
-			return err
-		}
-		s.GlyphStyle.Color = c
-		s.GlyphStyle.Radius = vg.Points(2)
-		s.GlyphStyle.Shape = draw.CircleGlyph{}
-		p.Add(s)
+		return addGlyphs(p, xys, draw.GlyphStyle{Color: c, Radius: vg.Points(2), Shape: draw.CircleGlyph{}})
 	}
+	return nil
+}
+
+func addGlyphs(p *plot.Plot, xys plotter.XYs, g draw.GlyphStyle) error {
+	if len(xys) == 0 {
+		return nil
+	}
+	s, err := plotter.NewScatter(xys)
+	if err != nil {
+		return err
+	}
+	s.GlyphStyle = g
+	p.Add(s)
 	return nil
 }
 
@@ -260,18 +266,7 @@ func syncTimeline(runs []*run, basis string) (chart, error) {
 
 // addCrosses marks failed syncs.
 func addCrosses(p *plot.Plot, xys plotter.XYs) error {
-	if len(xys) == 0 {
-		return nil
-	}
-	s, err := plotter.NewScatter(xys)
-	if err != nil {
-		return err
-	}
-	s.GlyphStyle.Color = failedColor
-	s.GlyphStyle.Radius = vg.Points(4.5)
-	s.GlyphStyle.Shape = draw.CrossGlyph{}
-	p.Add(s)
-	return nil
+	return addGlyphs(p, xys, draw.GlyphStyle{Color: failedColor, Radius: vg.Points(4.5), Shape: draw.CrossGlyph{}})
 }
 
 // failedLegend is the legend entry and caption sentence of the failed

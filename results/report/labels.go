@@ -2,7 +2,6 @@ package report
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -72,24 +71,20 @@ func distinct(xs []string) int {
 	return len(seen)
 }
 
-// proxierSettings flattens the scenario's proxier object to key=value text.
+// proxierSettings are the scenario's proxier settings, by name, with
+// strings unquoted: ipset -> exec.
 func proxierSettings(f *results.File) map[string]string {
-	var s struct {
-		Proxier map[string]any `json:"proxier"`
-	}
 	out := map[string]string{}
-	if len(f.Scenario) == 0 || json.Unmarshal(f.Scenario, &s) != nil {
-		return out
-	}
-	for k, v := range s.Proxier {
-		switch v := v.(type) {
-		case nil:
-		case string, bool, float64:
-			out[k] = fmt.Sprint(v)
-		default:
-			b, _ := json.Marshal(v)
-			out[k] = string(b)
+	for k, v := range results.Settings(f) {
+		name, ok := strings.CutPrefix(k, "proxier.")
+		if !ok || v == "null" {
+			continue
 		}
+		var text string
+		if json.Unmarshal([]byte(v), &text) == nil {
+			v = text
+		}
+		out[name] = v
 	}
 	return out
 }

@@ -1,0 +1,220 @@
+package compare
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/kpsim/kpsim/results"
+)
+
+// DifferentError refuses to compare runs that ran different things:
+// another scenario, seed or setting. Their figures would differ for
+// reasons that are not the build's, and a comparison would blame it.
+type DifferentError struct {
+	// Differences names each setting that differs and its values, by file.
+	Differences []string
+}
+
+func (e *DifferentError) Error() string {
+	return "the runs did not run the same scenario with the same settings:\n  " + strings.Join(e.Differences, "\n  ")
+}
+
+// maxDifferences bounds the differences listed; a different scenario
+// differs everywhere, and the first few say so.
+const maxDifferences = 12
+
+// ignoredSettings differ without changing what ran.
+var ignoredSettings = map[string]bool{"description": true}
+
+// run is one file with the label it is known by.
+type run struct {
+	label string
+	f     *results.File
+}
+
+func runsOf(files []*results.File, labels []string) []run {
+	out := make([]run, len(files))
+	for i, f := range files {
+		out[i] = run{f: f, label: fmt.Sprintf("file %d", i+1)}
+		if i < len(labels) {
+			out[i].label = labels[i]
+		}
+	}
+	return out
+}
+
+// differences compares what each run ran (its recorded scenario, after
+// defaults, and the proxier under test) with the first run's. A setting
+// both record with different values is a difference; one only some runs
+// record is listed apart (onlySome): a newer kpsim records settings an
+// older one did not have, which by itself is no reason to refuse.
+func differences(runs []run) (diff, onlySome []string) {
+	settings := make([]map[string]string, len(runs))
+	paths := map[string]bool{}
+	for i, r := range runs {
+		settings[i] = results.Settings(r.f)
+		if r.f.Proxier != "" {
+			settings[i]["(proxier under test)"] = r.f.Proxier
+		}
+		for p := range settings[i] {
+			paths[p] = true
+		}
+	}
+	sorted := make([]string, 0, len(paths))
+	for p := range paths {
+		if !ignoredSettings[p] {
+			sorted = append(sorted, p)
+		}
+	}
+	sort.Strings(sorted)
+	for _, p := range sorted {
+		var values []string              // distinct values, in the order runs have them
+		holders := map[string][]string{} // value -> labels
+		missing := []string{}
+		for i, r := range runs {
+			v, ok := settings[i][p]
+			if !ok {
+				missing = append(missing, r.label)
+				continue
+			}
+			if _, seen := holders[v]; !seen {
+				values = append(values, v)
+			}
+			holders[v] = append(holders[v], r.label)
+		}
+		if len(values) > 1 {
+			parts := make([]string, len(values))
+			for i, v := range values {
+				parts[i] = fmt.Sprintf("%s in %s", v, strings.Join(holders[v], ", "))
+			}
+			diff = append(diff, p+": "+strings.Join(parts, "; "))
+		}
+		// A list entry only some runs have is a longer or shorter list
+		// (another timeline): that is a difference, not a newer kpsim.
+		if len(missing) > 0 {
+			line := fmt.Sprintf("%s: %s only in %s, not in %s", p, values[0], strings.Join(holders[values[0]], ", "), strings.Join(missing, ", "))
+			if strings.Contains(p, "[") {
+				diff = append(diff, line)
+			} else {
+				onlySome = append(onlySome, line)
+			}
+		}
+	}
+	return diff, onlySome
+}
+
+// clip keeps the first maxDifferences lines and counts the rest.
+func clip(lines []string) []string {
+	if len(lines) <= maxDifferences {
+		return lines
+	}
+	return append(slices.Clone(lines[:maxDifferences]), fmt.Sprintf("and %d more", len(lines)-maxDifferences))
+}
+
+// incomplete says how a run ended early, or "".
+func incomplete(f *results.File) string {
+	switch {
+	case f.Interrupted:
+		return "was interrupted before its timeline finished"
+	case f.Error != "":
+		return "failed: " + f.Error
+	}
+	return ""
+}
+
+// syncSig is what must agree for two runs' k-th syncs to be the same work.
+type syncSig struct {
+	key                 results.SyncKey
+	trigger             string
+	full                bool
+	services, endpoints int
+}
+
+func signature(f *results.File) []syncSig {
+	out := make([]syncSig, len(f.Syncs))
+	for i := range f.Syncs {
+		s := &f.Syncs[i]
+		out[i] = syncSig{s.Key(), s.Trigger, s.Full, s.Services, s.Endpoints}
+	}
+	return out
+}
+
+func (s syncSig) String() string {
+	kind := s.trigger
+	if s.full {
+		kind += ", full"
+	}
+	return fmt.Sprintf("%s (%s, %d services, %d endpoints)", s.key, kind, s.services, s.endpoints)
+}
+
+// pairSyncs decides whether the runs' syncs can be compared one to one, and
+// returns the syncs to pair, or why they cannot be. On the modeled clock a
+// seed repeats a run exactly: the k-th sync of two runs of one scenario and
+// seed applied the same changes, so its duration in one run against the
+// other is a like-for-like ratio, free of what differs between syncs.
+// Whether they really did is checked, sync by sync: the same proxier,
+// family and sequence number, trigger, and number of services and
+// endpoints known. A run that ended early pairs its syncs with the first
+// syncs of the others.
+func pairSyncs(runs []run) ([]results.SyncKey, string) {
+	name, seed := "", ""
+	for i, r := range runs {
+		if r.f.Clock != results.ClockModeled {
+			return nil, fmt.Sprintf("%s is not on the modeled clock (clock %q)", r.label, r.f.Clock)
+		}
+		s := results.Settings(r.f)
+		if i == 0 {
+			name, seed = s["name"], s["seed"]
+		} else if s["name"] != name || s["seed"] != seed {
+			return nil, "the runs are of different scenarios or seeds"
+		}
+	}
+	longest := 0
+	sigs := make([][]syncSig, len(runs))
+	for i, r := range runs {
+		sigs[i] = signature(r.f)
+		if len(sigs[i]) > len(sigs[longest]) {
+			longest = i
+		}
+	}
+	shortest := sigs[longest]
+	for i, r := range runs {
+		ref := sigs[longest]
+		for k, s := range sigs[i] {
+			if s != ref[k] {
+				return nil, fmt.Sprintf("sync %d differs: %s in %s, %s in %s", k+1, ref[k], runs[longest].label, s, r.label)
+			}
+		}
+		if len(sigs[i]) < len(ref) && incomplete(r.f) == "" {
+			return nil, fmt.Sprintf("%s has %d syncs, %s %d", r.label, len(sigs[i]), runs[longest].label, len(ref))
+		}
+		if len(sigs[i]) < len(shortest) {
+			shortest = sigs[i]
+		}
+	}
+	keys := make([]results.SyncKey, len(shortest))
+	for k, s := range shortest {
+		keys[k] = s.key
+	}
+	return keys, ""
+}
+
+// perSync is a side's per-sync samples of a figure: for each sync, the
+// median over the side's files (repetitions; on the modeled clock they
+// agree, and elsewhere the median damps their noise).
+func perSync(files []*results.File, get func(*results.File) []results.SyncValue) map[results.SyncKey]float64 {
+	all := map[results.SyncKey][]float64{}
+	for _, f := range files {
+		for _, sv := range get(f) {
+			all[sv.Sync] = append(all[sv.Sync], sv.Value)
+		}
+	}
+	out := make(map[results.SyncKey]float64, len(all))
+	for k, xs := range all {
+		sort.Float64s(xs)
+		out[k] = xs[len(xs)/2]
+	}
+	return out
+}
