@@ -174,6 +174,43 @@ func addGlyphs(p *plot.Plot, xys plotter.XYs, g draw.GlyphStyle) error {
 	return nil
 }
 
+// timeAxis names the time axis by the clock the runs' timestamps were
+// read from: on the modeled clock they are modeled instants, on which a
+// sync lasts its modeled duration.
+func timeAxis(runs []*run) string {
+	clock := runs[0].File.Clock
+	for _, r := range runs[1:] {
+		if r.File.Clock != clock {
+			return "time since run start (s; clocks differ between runs)"
+		}
+	}
+	if clock == results.ClockModeled {
+		return "modeled time since run start (s)"
+	}
+	return "time since run start (s)"
+}
+
+// phased reports whether a run's syncs record phases: kpsim's proxier does,
+// a kube-proxy release reports each sync as one block.
+func phased(f *results.File) bool {
+	return slices.ContainsFunc(f.Syncs, func(s results.Sync) bool { return len(s.Phases) > 0 })
+}
+
+// notPhased is the message of a phase chart for runs that have no phases.
+func notPhased(runs []*run) string {
+	var who []string
+	for _, r := range runs {
+		name := r.File.Proxier
+		if name == "" || name == results.ProxierKpsim {
+			name = "kpsim's proxier"
+		}
+		if !slices.Contains(who, name) {
+			who = append(who, name)
+		}
+	}
+	return fmt.Sprintf("Not phased: %s recorded each sync as one block, without phases.", strings.Join(who, " and "))
+}
+
 // syncTimeline is sync duration against time since the run started, with
 // the scenario's steps marked.
 func syncTimeline(runs []*run, basis string) (chart, error) {
@@ -196,7 +233,7 @@ func syncTimeline(runs []*run, basis string) (chart, error) {
 		ch.NoData = noSyncs(runs, "a timeline needs at least two syncs")
 		return ch, nil
 	}
-	p := newPlot("time since run start (s)", "sync duration")
+	p := newPlot(timeAxis(runs), "sync duration")
 	useLogY(p, lo, hi)
 	secondsAxis(&p.Y)
 	// Headroom above the slowest sync keeps the step labels off the data.
@@ -415,6 +452,10 @@ func phaseStack(r *run, phases []string, multi bool, basis string) (chart, error
 		ch.NoData = "No data: the run recorded no syncs."
 		return ch, nil
 	}
+	if !phased(r.File) {
+		ch.NoData = notPhased([]*run{r})
+		return ch, nil
+	}
 	n := len(r.File.Syncs)
 	p := newPlot("sync (in start order)", "duration")
 	secondsAxis(&p.Y)
@@ -508,7 +549,11 @@ func phaseBoxes(runs []*run, phases []string, basis string) (chart, error) {
 		// way, and its phases are not durations of a sync's work.
 		ch.Caption += fmt.Sprintf(" The %d failed syncs are left out.", failed)
 	}
-	if !enough || len(phases) == 0 || hi == 0 {
+	if enough && len(phases) == 0 {
+		ch.NoData = notPhased(runs)
+		return ch, nil
+	}
+	if !enough || hi == 0 {
 		ch.NoData = noSyncs(runs, "a distribution needs at least two syncs that succeeded")
 		return ch, nil
 	}
@@ -518,6 +563,10 @@ func phaseBoxes(runs []*run, phases []string, basis string) (chart, error) {
 	boxW := (chartWidth - vg.Inch) / vg.Length(len(phases)) * 0.7 / vg.Length(len(runs))
 	boxW = vg.Length(math.Min(float64(boxW), float64(vg.Points(40))))
 	for i, r := range runs {
+		if !phased(r.File) {
+			ch.Caption += " " + notPhased([]*run{r})
+			continue
+		}
 		for j, ph := range phases {
 			var vals plotter.Values
 			for _, s := range r.File.Syncs {
@@ -579,9 +628,7 @@ func programmingCDF(runs []*run, basis string) (chart, error) {
 		ch.NoData = "No data: no sync applied an EndpointSlice change that carried a trigger time."
 		return ch, nil
 	}
-	p := newPlot("latency from change to kernel (s)", "share of changes")
-	p.Y.Min, p.Y.Max = 0, 1.02
-	p.X.Min = 0
+	p := newCDFPlot("latency from change to kernel (s)", "share of changes")
 	for _, r := range runs {
 		xs := programmedSeconds(r.File)
 		if len(xs) == 0 {
@@ -599,6 +646,14 @@ func programmingCDF(runs []*run, basis string) (chart, error) {
 	var err error
 	ch.SVG, err = render(p, ch.Title, chartHeight)
 	return ch, err
+}
+
+// newCDFPlot is a plot of shares from 0 to 1 against a quantity from 0.
+func newCDFPlot(xLabel, yLabel string) *plot.Plot {
+	p := newPlot(xLabel, yLabel)
+	p.Y.Min, p.Y.Max = 0, 1.02
+	p.X.Min = 0
+	return p
 }
 
 // cdfSteps bounds the steps drawn per CDF.
@@ -662,7 +717,7 @@ func disruptionTimeline(runs []*run) (chart, error) {
 		ch.NoData = fmt.Sprintf("No failed probes: all %d attempts succeeded, so there is nothing to plot.", probed)
 		return ch, nil
 	}
-	p := newPlot("time since run start (s)", "failed attempts per second")
+	p := newPlot(timeAxis(runs), "failed attempts per second")
 	maxX := 0.0
 	for _, r := range runs {
 		maxX = math.Max(maxX, r.since(r.File.End))
@@ -773,6 +828,95 @@ func disruptionTimeline(runs []*run) (chart, error) {
 	return ch, err
 }
 
+// firstSuccess is one probed target's time from its first attempt to its
+// first success; never is set when it did not succeed.
+type firstSuccess struct {
+	target  results.Target
+	seconds float64
+	never   bool
+}
+
+// firstSuccesses lists the probed targets that recorded a first attempt.
+func firstSuccesses(f *results.File) []firstSuccess {
+	if f.Probes == nil {
+		return nil
+	}
+	var out []firstSuccess
+	for _, t := range f.Probes.Targets {
+		switch {
+		case t.Attempts == 0 || t.First.IsZero():
+		case t.FirstOK.IsZero():
+			out = append(out, firstSuccess{target: t, never: true})
+		default:
+			out = append(out, firstSuccess{target: t, seconds: t.FirstOK.Sub(t.First).Seconds()})
+		}
+	}
+	return out
+}
+
+// reachability is the cumulative share of probed targets reachable within
+// a time of their first attempt: how long a node that just joined, or a
+// proxier that just restarted, left services unreachable.
+func reachability(runs []*run) (chart, error) {
+	ch := chart{ID: "reachability", Title: "Time to first success per probed service",
+		Caption: "Share of probed targets that had succeeded once, by the time since each was first tried. Read the median where the curve crosses 0.5; a curve that stays below 1 means targets that never succeeded."}
+	basis, recorded, delayed, probed := "", 0, false, 0
+	for _, r := range runs {
+		if r.File.Probes != nil {
+			basis = r.File.Probes.Basis
+			probed += r.File.Probes.Attempts
+		}
+		for _, fs := range firstSuccesses(r.File) {
+			recorded++
+			delayed = delayed || fs.never || fs.seconds > 0
+		}
+	}
+	ch.Title += " (" + results.BasisText(basis) + ")"
+	switch {
+	case probed == 0:
+		ch.NoData = "No data: this run made no probe attempts."
+		return ch, nil
+	case recorded == 0:
+		ch.NoData = "No data: the file does not record each target's first attempt (written by a kpsim before results schema 2)."
+		return ch, nil
+	case !delayed:
+		ch.NoData = fmt.Sprintf("No delay: all %d probed targets succeeded at their first attempt.", recorded)
+		return ch, nil
+	}
+	p := newCDFPlot("time from first attempt to first success (s)", "share of probed targets")
+	secondsAxis(&p.X)
+	for _, r := range runs {
+		fss := firstSuccesses(r.File)
+		if len(fss) == 0 {
+			continue
+		}
+		var xs []float64
+		for _, fs := range fss {
+			if !fs.never {
+				xs = append(xs, fs.seconds)
+			}
+		}
+		// The curve is over every probed target: one that never succeeded
+		// keeps it below 1.
+		pts := cdfPoints(xs, cdfSteps)
+		share := float64(len(xs)) / float64(len(fss))
+		for i := range pts {
+			pts[i].Y *= share
+		}
+		if err := addLine(p, pts, r.Color, false, false); err != nil {
+			return ch, err
+		}
+		label := fmt.Sprintf("%s (%d targets", r.Label, len(fss))
+		if never := len(fss) - len(xs); never > 0 {
+			label += fmt.Sprintf(", %d never succeeded", never)
+		}
+		ch.Legend = append(ch.Legend, legendItem{Label: label + ")", Color: hexColor(r.Color), Style: "line"})
+	}
+	var err error
+	ch.SVG, err = render(p, ch.Title, chartHeight)
+	return ch, err
+}
+
 // bucketWidth picks a round bucket for a timeline of span seconds: about
 // 150 buckets, never finer than the probe interval (a finer bucket would
 // show each attempt as a spike).
@@ -818,7 +962,7 @@ func opsChart(runs []*run, phases []string) (chart, error) {
 	rowH := vg.Points(22)
 	height := rowH*vg.Length(len(kinds)) + vg.Inch
 	groupW := rowH * 0.75
-	if len(runs) == 1 {
+	if len(runs) == 1 && phased(runs[0].File) {
 		r := runs[0]
 		var below *plotter.BarChart
 		for j, ph := range phases {
@@ -866,6 +1010,9 @@ func opsChart(runs []*run, phases []string) (chart, error) {
 			ch.Legend = append(ch.Legend, legendItem{Label: r.Label, Color: hexColor(r.Color), Style: "box"})
 		}
 		ch.Caption = "Every write each run issued, by operation kind, one bar per run. Look for kinds where one run issues far more: deletes and re-adds a better proxier avoids."
+		if len(runs) == 1 {
+			ch.Caption = "Every write the proxier issued, by operation kind. " + notPhased(runs) + " Look for deletes matched by adds of the same kind: work undone and redone."
+		}
 	}
 	p.NominalY(names...)
 	top := 0.0

@@ -81,6 +81,7 @@ func (r *Report) charts() ([]chart, error) {
 		func() (chart, error) { return phaseBoxes(r.runs, r.phases, basis) },
 		func() (chart, error) { return programmingCDF(r.runs, basis) },
 		func() (chart, error) { return disruptionTimeline(r.runs) },
+		func() (chart, error) { return reachability(r.runs) },
 		func() (chart, error) { return opsChart(r.runs, r.phases) },
 	} {
 		if err := add(f()); err != nil {
@@ -133,7 +134,8 @@ func (r *Report) environment() []row {
 			}
 			return ""
 		})),
-		r.rowOf("proxier", text(func(rn *run) string {
+		r.rowOf("proxier under test", text(func(rn *run) string { return rn.File.Proxier })),
+		r.rowOf("proxier settings", text(func(rn *run) string {
 			s := proxierSettings(rn.File)
 			keys := make([]string, 0, len(s))
 			for k := range s {
@@ -148,6 +150,15 @@ func (r *Report) environment() []row {
 		})),
 		r.rowOf("backend", text(func(rn *run) string { return rn.File.Backend })),
 		r.rowOf("durations", func(rn *run) results.Line { return results.Line{Text: "", Basis: results.BasisText(rn.File.Basis)} }),
+		r.rowOf("clock", text(func(rn *run) string {
+			switch rn.File.Clock {
+			case results.ClockModeled:
+				return "modeled: timestamps are modeled instants, a sync lasts its modeled duration, a seed repeats the run"
+			case results.ClockWall:
+				return "wall"
+			}
+			return rn.File.Clock
+		})),
 		r.rowOf("cost profile", text(func(rn *run) string {
 			if p := rn.File.CostProfile; p != nil {
 				return fmt.Sprintf("%s (time scale %g; from %s)", p.Name, p.TimeScale, p.Source)
@@ -158,7 +169,11 @@ func (r *Report) environment() []row {
 			if rn.File.Start.IsZero() {
 				return ""
 			}
-			return rn.File.Start.UTC().Format(time.RFC3339) + ", ran " + results.FormatSeconds(rn.File.End.Sub(rn.File.Start).Seconds())
+			ran := results.FormatSeconds(rn.File.End.Sub(rn.File.Start).Seconds())
+			if rn.File.Clock == results.ClockModeled {
+				ran += " of modeled time"
+			}
+			return rn.File.Start.UTC().Format(time.RFC3339) + ", ran " + ran
 		})),
 		r.rowOf("kpsim", text(func(rn *run) string {
 			return strings.TrimSpace(rn.File.Kpsim.Version + " " + rn.File.Kpsim.Commit)
@@ -219,6 +234,9 @@ func (r *Report) phaseTable() (header []string, rows []row) {
 		rows = append(rows, r.rowOf(ph, func(rn *run) results.Line {
 			d := rn.File.Summary.Sync
 			if ph != "whole sync" {
+				if !phased(rn.File) {
+					return results.Line{Text: "not phased"}
+				}
 				d = rn.File.Summary.Phases[ph]
 			}
 			if d.N == 0 {
@@ -226,6 +244,9 @@ func (r *Report) phaseTable() (header []string, rows []row) {
 			}
 			return results.Line{Text: fmt.Sprintf("p50 %s · p99 %s · max %s", results.FormatSeconds(d.P50), results.FormatSeconds(d.P99), results.FormatSeconds(d.Max))}
 		}))
+	}
+	if len(r.phases) == 0 {
+		rows = append(rows, r.rowOf("phases", func(rn *run) results.Line { return results.Line{Text: notPhased([]*run{rn})} }))
 	}
 	return header, rows
 }
@@ -283,6 +304,37 @@ func (r *Report) windows() (rows []windowRow, more int) {
 	return rows, more
 }
 
+type reachRow struct {
+	Run, Service, Kind, Address, After string
+}
+
+// slowestReached lists, per run, the probed targets that took longest to
+// succeed once (those that never did first), up to maxWindows of them.
+func (r *Report) slowestReached() (rows []reachRow, more int) {
+	for _, rn := range r.runs {
+		fss := firstSuccesses(rn.File)
+		sort.SliceStable(fss, func(i, j int) bool {
+			if fss[i].never != fss[j].never {
+				return fss[i].never
+			}
+			return fss[i].seconds > fss[j].seconds
+		})
+		for i, fs := range fss {
+			if i == maxWindows {
+				more += len(fss) - maxWindows
+				break
+			}
+			after := results.FormatSeconds(fs.seconds)
+			if fs.never {
+				after = "never"
+			}
+			t := fs.target
+			rows = append(rows, reachRow{Run: rn.Label, Service: t.Service, Kind: t.Kind, Address: t.Address + "/" + string(t.Protocol), After: after})
+		}
+	}
+	return rows, more
+}
+
 type histRow struct {
 	Run, Metric, Labels, Samples string
 	Count                        uint64
@@ -328,6 +380,8 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Ops         []row
 		Windows     []windowRow
 		MoreWindows int
+		Reached     []reachRow
+		MoreReached int
 		Histograms  []histRow
 		Generated   string
 	}{Title: "kpsim report: " + strings.Join(r.labels(), " vs "), Environment: r.environment(), Headline: r.headline(),
@@ -346,6 +400,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 	data.PhaseHeader, data.Phases = r.phaseTable()
 	data.Windows, data.MoreWindows = r.windows()
+	data.Reached, data.MoreReached = r.slowestReached()
 	var b bytes.Buffer
 	if err := reportTemplate.Execute(&b, data); err != nil {
 		return fmt.Errorf("write report: %w", err)
@@ -445,6 +500,14 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 {{range .Windows}}<tr><td>{{.Run}}</td><td>{{.Service}}</td><td class="num">{{.Start}}</td><td class="num">{{.Length}}</td><td class="num">{{.Failures}}</td></tr>
 {{end}}</table>{{if .MoreWindows}}<p class="note">and {{.MoreWindows}} shorter windows.</p>{{end}}
 {{else}}<p class="nodata">No data: no probe failed (or no probes ran).</p>{{end}}
+
+<h2 id="first-success">Time to first success</h2>
+{{if .Reached}}<p class="note">Each probed target's time from its first attempt to its first success; those that never succeeded first, then the slowest.</p>
+<table>
+<tr><th>run</th><th>service</th><th>kind</th><th>address</th><th>first success after</th></tr>
+{{range .Reached}}<tr><td>{{.Run}}</td><td>{{.Service}}</td><td>{{.Kind}}</td><td>{{.Address}}</td><td class="num">{{.After}}</td></tr>
+{{end}}</table>{{if .MoreReached}}<p class="note">and {{.MoreReached}} faster targets.</p>{{end}}
+{{else}}<p class="nodata">No data: no first attempts recorded (no probes, or a file written before results schema 2).</p>{{end}}
 
 <h2 id="histograms">Histogram consistency</h2>
 <p class="note">Each histogram the run exported, as it stood at the end. Checked: cumulative buckets never decrease; the +Inf bucket (the count) covers every finite bucket; and where kpsim kept the raw samples the histogram observed, the count, the sum and every bucket agree with them.</p>

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,14 +116,14 @@ func renderHTML(t *testing.T, paths []string, files ...*results.File) []byte {
 }
 
 func TestReportHTML(t *testing.T) {
-	full := resultstest.Options{Name: "smoke", Seed: 1, Syncs: 30, Services: 300, Probes: true, Metrics: true, Noise: 0.1, DualStack: true}
+	full := resultstest.Options{Name: "smoke", Seed: 1, Syncs: 30, Services: 300, Probes: true, Metrics: true, Noise: 0.1, DualStack: true, FirstSuccess: true}
 	noProbes := full
 	noProbes.Probes = false
 	single := full
 	single.Syncs, single.DualStack = 1, false
 	exec := full
 	exec.IPSetExec = true
-	all := []string{"sync-timeline", "phase-stack", "phase-distribution", "programming-cdf", "disruption-timeline", "kernel-ops"}
+	all := []string{"sync-timeline", "phase-stack", "phase-distribution", "programming-cdf", "disruption-timeline", "reachability", "kernel-ops"}
 
 	tests := []struct {
 		name   string
@@ -134,17 +135,17 @@ func TestReportHTML(t *testing.T) {
 	}{
 		{name: "full run", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(full)}, charts: all,
 			legend: map[string][]string{"sync-timeline": {"proxier 0 IPv4", "proxier 0 IPv6", "proxier 1 IPv4", "proxier 1 IPv6"},
-				"phase-stack": resultstest.Phases}},
+				"phase-stack": resultstest.Phases, "reachability": {"smoke (5 targets, 1 never succeeded)"}}},
 		{name: "zero probes", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(noProbes)}, charts: all,
-			noData: map[string]string{"disruption-timeline": "made no probe attempts"}},
+			noData: map[string]string{"disruption-timeline": "made no probe attempts", "reachability": "made no probe attempts"}},
 		{name: "single sync", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(single)}, charts: all,
 			noData: map[string]string{"sync-timeline": "single sync", "phase-distribution": "single sync",
 				"programming-cdf": "no sync applied", "disruption-timeline": "all 50 attempts succeeded"}},
 		{name: "two runs overlaid", paths: []string{"out/exec.json", "out/netlink.json"},
 			files:  []*results.File{resultstest.File(exec), resultstest.File(full)},
-			charts: []string{"sync-timeline", "phase-stack-ipset-exec", "phase-stack-ipset-netlink", "phase-distribution", "programming-cdf", "disruption-timeline", "kernel-ops"},
+			charts: []string{"sync-timeline", "phase-stack-ipset-exec", "phase-stack-ipset-netlink", "phase-distribution", "programming-cdf", "disruption-timeline", "reachability", "kernel-ops"},
 			legend: map[string][]string{"sync-timeline": {"ipset=exec", "ipset=netlink"}, "phase-distribution": {"ipset=exec", "ipset=netlink"},
-				"kernel-ops": {"ipset=exec", "ipset=netlink"}}},
+				"kernel-ops": {"ipset=exec", "ipset=netlink"}, "reachability": {"ipset=exec (5 targets, 1 never succeeded)"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -289,4 +290,91 @@ func TestReportShowsFailedSyncs(t *testing.T) {
 	require.NoError(t, r.WriteMarkdown(&md))
 	require.Contains(t, md.String(), "| failed syncs | 3 _(counted)_<br>first: proxier 0 IPv4 #4: "+full)
 	require.Contains(t, md.String(), "| syncs | 12, 3 failed: p50")
+}
+
+// kubeProxy is f as a kube-proxy release would record it: the same syncs,
+// each one block without phases.
+func kubeProxy(f *results.File) *results.File {
+	g := *f
+	g.Proxier = "kube-proxy@v1.37.1"
+	g.Syncs = slices.Clone(f.Syncs)
+	for i := range g.Syncs {
+		g.Syncs[i].Phases = nil
+	}
+	results.Summarize(&g)
+	return &g
+}
+
+// TestReportNotPhased: a proxier that does not record phases gets "not
+// phased" where phases would be, not empty charts.
+func TestReportNotPhased(t *testing.T) {
+	kpsim := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 10, Probes: true})
+	kp := kubeProxy(kpsim)
+	const msg = "Not phased: kube-proxy@v1.37.1 recorded each sync as one block, without phases."
+
+	figs, _ := parseReport(t, renderHTML(t, []string{"kp.json"}, kp))
+	require.Equal(t, msg, figs["phase-stack"].noData)
+	require.Equal(t, msg, figs["phase-distribution"].noData)
+	require.Empty(t, figs["kernel-ops"].noData)
+	require.Greater(t, figs["kernel-ops"].svgShapes, 20, "operations are still counted, by kind")
+	require.Contains(t, figs["kernel-ops"].caption, msg)
+	require.Greater(t, figs["sync-timeline"].svgShapes, 20)
+
+	r, err := report.New([]string{"kp.json"}, []*results.File{kp})
+	require.NoError(t, err)
+	var md bytes.Buffer
+	require.NoError(t, r.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| phases | "+msg+" |")
+	require.Contains(t, md.String(), "; not phased")
+
+	// Side by side with kpsim's proxier: kpsim's phases are drawn, the
+	// release is named as not phased.
+	figs, _ = parseReport(t, renderHTML(t, []string{"kpsim.json", "kp.json"}, kpsim, kp))
+	var stacks []figure
+	for id, f := range figs {
+		if strings.HasPrefix(id, "phase-stack-") {
+			stacks = append(stacks, f)
+		}
+	}
+	require.Len(t, stacks, 2)
+	require.NotEqual(t, stacks[0].noData == "", stacks[1].noData == "", "one run phased, one not")
+	require.Empty(t, figs["phase-distribution"].noData)
+	require.Contains(t, figs["phase-distribution"].caption, msg)
+}
+
+// TestReportFirstSuccess: time to first success is charted as a
+// distribution, listed slowest first, and headlined.
+func TestReportFirstSuccess(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Name: "node-join", Seed: 1, Syncs: 6, Probes: true, FirstSuccess: true})
+	page := renderHTML(t, []string{"join.json"}, f)
+	figs, _ := parseReport(t, page)
+	require.Empty(t, figs["reachability"].noData)
+	require.Greater(t, figs["reachability"].svgShapes, 20)
+	require.Equal(t, []string{"node-join (5 targets, 1 never succeeded)"}, figs["reachability"].legend)
+	s := string(page)
+	require.Contains(t, s, `<h2 id="first-success">`)
+	require.Regexp(t, `<td>default/svc-4:http</td><td>clusterip</td><td>10.96.0.14:80/TCP</td><td class="num">never</td>`, s)
+	require.Regexp(t, `<th>first success</th><td>p50 300ms  p99 900ms  max 900ms`, s)
+	require.Less(t, strings.Index(s, ">never<"), strings.Index(s, ">900ms<"), "never first, then the slowest")
+
+	// Everything reached at the first attempt: nothing to draw, and it says so.
+	for i := range f.Probes.Targets {
+		f.Probes.Targets[i].FirstOK = f.Probes.Targets[i].First
+	}
+	results.Summarize(f)
+	figs, _ = parseReport(t, renderHTML(t, []string{"join.json"}, f))
+	require.Equal(t, "No delay: all 5 probed targets succeeded at their first attempt.", figs["reachability"].noData)
+}
+
+// TestReportModeledClock: a run on the modeled clock says so on its time
+// axes and in its environment.
+func TestReportModeledClock(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 10, Probes: true, Modeled: true})
+	page := string(renderHTML(t, []string{"smoke.json"}, f))
+	require.Contains(t, page, "modeled time since run start (s)")
+	require.Contains(t, page, "<th>clock</th><td>modeled: timestamps are modeled instants")
+	require.Contains(t, page, "of modeled time")
+	wall := string(renderHTML(t, []string{"smoke.json"}, resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 10, Probes: true})))
+	require.NotContains(t, wall, "modeled time since run start")
+	require.Contains(t, wall, "time since run start (s)")
 }

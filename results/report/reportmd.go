@@ -41,16 +41,20 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		table("operation", labels, ops)
 		b.WriteString("</details>\n\n")
 	}
-	if ws, more := r.windows(); len(ws) > 0 {
-		b.WriteString("**Disruption windows** (longest first)\n\n| run | service | start (s) | length | failed attempts |\n|---|---|---:|---:|---:|\n")
-		for _, wr := range ws {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %d |\n", results.EscapeMarkdown(wr.Run), results.EscapeMarkdown(wr.Service), wr.Start, wr.Length, wr.Failures)
-		}
-		if more > 0 {
-			fmt.Fprintf(&b, "\nand %d shorter windows.\n", more)
-		}
-		b.WriteString("\n")
+	ws, moreWindows := r.windows()
+	windows := make([][]string, len(ws))
+	for i, wr := range ws {
+		windows[i] = []string{results.EscapeMarkdown(wr.Run), results.EscapeMarkdown(wr.Service), wr.Start, wr.Length, fmt.Sprint(wr.Failures)}
 	}
+	list(&b, "**Disruption windows** (longest first)", "| run | service | start (s) | length | failed attempts |\n|---|---|---:|---:|---:|",
+		windows, moreWindows, "shorter windows")
+	rs, moreReached := r.slowestReached()
+	reached := make([][]string, len(rs))
+	for i, rr := range rs {
+		reached[i] = []string{results.EscapeMarkdown(rr.Run), results.EscapeMarkdown(rr.Service), rr.Kind, rr.Address, rr.After}
+	}
+	list(&b, "**Time to first success** (never first, then slowest)", "| run | service | kind | address | after |\n|---|---|---|---|---:|",
+		reached, moreReached, "faster targets")
 	if hs := r.histograms(); len(hs) > 0 {
 		bad := 0
 		for _, h := range hs {
@@ -71,6 +75,22 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// list writes a table of rows under a heading, and how many more were left
+// out; nothing when there are no rows.
+func list(b *strings.Builder, heading, header string, rows [][]string, more int, moreWhat string) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "%s\n\n%s\n", heading, header)
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s |\n", strings.Join(r, " | "))
+	}
+	if more > 0 {
+		fmt.Fprintf(b, "\nand %d %s.\n", more, moreWhat)
+	}
+	b.WriteString("\n")
 }
 
 func mdCell(c results.Line) string {

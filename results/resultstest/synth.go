@@ -34,6 +34,10 @@ type Options struct {
 	Probes    bool // record probes, with failures around the restart
 	DualStack bool // two proxiers syncing at once
 	Metrics   bool // record histograms observed from the syncs
+	// FirstSuccess records each probed target's first attempt and first
+	// success, as a node that just joined sees them: target i becomes
+	// reachable i×300 ms after its first attempt, and the last never does.
+	FirstSuccess bool
 	// Modeled runs on the modeled clock: each phase's kernel part is its
 	// noiseless cost (the same for a seed, as the cost profile makes it),
 	// and only the proxier's part carries the noise.
@@ -212,6 +216,14 @@ func probes(o Options, det *rand.Rand, restart time.Time) *results.Probes {
 		p.Targets = append(p.Targets, results.Target{Service: fmt.Sprintf("default/svc-%d:http", i), Kind: "clusterip",
 			Address: fmt.Sprintf("10.96.0.%d:80", 10+i), Protocol: dataplane.TCP, Attempts: 10 * o.Syncs})
 		p.Attempts += 10 * o.Syncs
+	}
+	if o.FirstSuccess {
+		for i := range p.Targets {
+			p.Targets[i].First = Epoch
+			if i < len(p.Targets)-1 {
+				p.Targets[i].FirstOK = Epoch.Add(time.Duration(i) * 300 * time.Millisecond)
+			}
+		}
 	}
 	if restart.IsZero() {
 		return p
