@@ -33,7 +33,8 @@ var palette = []color.RGBA{
 
 func colorOf(i int) color.RGBA { return palette[i%len(palette)] }
 
-// failedColor marks failed syncs: darker than the palette's red, so that a
+// failedColor marks failed syncs, in the sync timeline instead of their
+// proxier's or run's colour: darker than the palette's red, so that a
 // failure never reads as one more proxier or run.
 var failedColor = color.RGBA{0xb0, 0x00, 0x20, 0xff}
 
@@ -274,6 +275,9 @@ func syncTimeline(runs []*run, basis string) (chart, error) {
 			if len(runs) == 1 {
 				c = colorOf(j)
 			}
+			if s.Failed() {
+				c = failedColor
+			}
 			x, y := r.since(s.Start), math.Max(s.Seconds, lo)
 			if err := addLine(p, plotter.XYs{{X: x, Y: y}, {X: x + s.Seconds, Y: y}}, c, false, false); err != nil {
 				return ch, err
@@ -303,7 +307,7 @@ func syncTimeline(runs []*run, basis string) (chart, error) {
 
 // addCrosses marks failed syncs.
 func addCrosses(p *plot.Plot, xys plotter.XYs) error {
-	return addGlyphs(p, xys, draw.GlyphStyle{Color: failedColor, Radius: vg.Points(4.5), Shape: draw.CrossGlyph{}})
+	return addGlyphs(p, xys, draw.GlyphStyle{Color: failedColor, Radius: vg.Points(5), Shape: draw.CrossGlyph{}})
 }
 
 // failedLegend is the legend entry and caption sentence of the failed
@@ -640,6 +644,8 @@ func programmingCDF(runs []*run, basis string) (chart, error) {
 		}
 		ch.Legend = append(ch.Legend, legendItem{Label: fmt.Sprintf("%s (%d changes)", r.Label, len(xs)), Color: hexColor(r.Color), Style: "line"})
 	}
+	// Room right of the slowest sample, so that its step is not the frame.
+	p.X.Max *= 1.04
 	if err := addLine(p, plotter.XYs{{X: 0, Y: 0.99}, {X: p.X.Max, Y: 0.99}}, color.RGBA{0x99, 0x99, 0x99, 0xff}, true, false); err != nil {
 		return ch, err
 	}
@@ -877,7 +883,7 @@ func reachability(runs []*run) (chart, error) {
 		ch.NoData = "No data: this run made no probe attempts."
 		return ch, nil
 	case recorded == 0:
-		ch.NoData = "No data: the file does not record each target's first attempt (written by a kpsim before results schema 2)."
+		ch.NoData = "No data: this run recorded no first attempt per target (the prober did not record them, or the file predates results schema 2)."
 		return ch, nil
 	case !delayed:
 		ch.NoData = fmt.Sprintf("No delay: all %d probed targets succeeded at their first attempt.", recorded)
@@ -912,6 +918,7 @@ func reachability(runs []*run) (chart, error) {
 		}
 		ch.Legend = append(ch.Legend, legendItem{Label: label + ")", Color: hexColor(r.Color), Style: "line"})
 	}
+	p.X.Max *= 1.04 // as in the latency CDF
 	var err error
 	ch.SVG, err = render(p, ch.Title, chartHeight)
 	return ch, err

@@ -507,7 +507,7 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 <tr><th>run</th><th>service</th><th>kind</th><th>address</th><th>first success after</th></tr>
 {{range .Reached}}<tr><td>{{.Run}}</td><td>{{.Service}}</td><td>{{.Kind}}</td><td>{{.Address}}</td><td class="num">{{.After}}</td></tr>
 {{end}}</table>{{if .MoreReached}}<p class="note">and {{.MoreReached}} faster targets.</p>{{end}}
-{{else}}<p class="nodata">No data: no first attempts recorded (no probes, or a file written before results schema 2).</p>{{end}}
+{{else}}<p class="nodata">No data: this run recorded no first attempt per target.</p>{{end}}
 
 <h2 id="histograms">Histogram consistency</h2>
 <p class="note">Each histogram the run exported, as it stood at the end. Checked: cumulative buckets never decrease; the +Inf bucket (the count) covers every finite bucket; and where kpsim kept the raw samples the histogram observed, the count, the sum and every bucket agree with them.</p>

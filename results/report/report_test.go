@@ -278,6 +278,12 @@ func TestReportShowsFailedSyncs(t *testing.T) {
 	require.Contains(t, string(page), "<th>failed syncs</th><td>3")
 	require.Contains(t, string(page), "first: proxier 0 IPv4 #4: "+full)
 
+	// On the timeline a failed sync's bar and dot take the failure colour
+	// too, under its cross (two strokes): four marks per failed sync.
+	i := strings.Index(string(page), `id="sync-timeline"`)
+	timeline := string(page)[i : i+strings.Index(string(page)[i:], "</figure>")]
+	require.Equal(t, 4*3, strings.Count(timeline, "#B00020"))
+
 	// Crosses are drawn: the timeline of the same run without failures has fewer shapes.
 	ok := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 12, Probes: true})
 	okFigs, _ := parseReport(t, renderHTML(t, []string{"out/smoke.json"}, ok))
