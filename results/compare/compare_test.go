@@ -364,6 +364,16 @@ func TestCompareRefusesDifferentRuns(t *testing.T) {
 			require.Contains(t, strings.Join(c.Warnings, "\n"), tt.diffs[0])
 		})
 	}
+
+	// The scenario and the seed come first, ahead of settings that sort
+	// before them: they explain every other difference.
+	b := withSetting(t, base, "backend", "sim")
+	h := withSetting(t, withSetting(t, resultstest.File(resultstest.Options{Name: "coredns-restart", Seed: 3, Syncs: 4}), "backend", "kernel"), "cluster.services", 200)
+	_, err := compare.Compare([]*results.File{b}, []*results.File{h}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
+	var de *compare.DifferentError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, []string{`name: "smoke" in base.json; "coredns-restart" in head.json`, `seed: 1 in base.json; 3 in head.json`,
+		`backend: "sim" in base.json; "kernel" in head.json`}, de.Differences)
 }
 
 // TestComparePairsModeledSyncs: runs on the modeled clock of one scenario

@@ -68,7 +68,19 @@ func differences(runs []run) (diff, onlySome []string) {
 			sorted = append(sorted, p)
 		}
 	}
-	sort.Strings(sorted)
+	// What a reader checks first comes first: another scenario or seed
+	// explains every other difference.
+	first := map[string]int{"name": 1, "seed": 2}
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := first[sorted[i]], first[sorted[j]]
+		if (a == 0) != (b == 0) {
+			return a != 0
+		}
+		if a != b {
+			return a < b
+		}
+		return sorted[i] < sorted[j]
+	})
 	for _, p := range sorted {
 		var values []string              // distinct values, in the order runs have them
 		holders := map[string][]string{} // value -> labels
