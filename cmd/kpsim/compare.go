@@ -30,7 +30,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&baseList, "base", "", "comma-separated base results files (instead of BASE... --)")
 	fs.StringVar(&headList, "head", "", "comma-separated head results files")
 	fs.Float64Var(&o.Threshold, "threshold", o.Threshold, "smallest change in percent that counts as a regression")
-	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level of the Mann-Whitney U test")
+	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level of the tests (Wilcoxon signed-rank for paired syncs, Mann-Whitney U otherwise)")
 	minDelta := fs.Duration("min-delta", time.Duration(o.MinDeltaSeconds*float64(time.Second)), "smallest absolute change of a duration that can count as a regression")
 	fs.StringVar(&latency, "latency", "gate", "report: timing metrics (latency, disruption, CPU, RSS) never fail the comparison; gate: a significant regression exits 1")
 	allowOps := fs.Bool("allow-ops-change", false, "a change in kernel operation counts or modeled kernel time is expected: report it, do not fail")
