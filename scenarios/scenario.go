@@ -29,11 +29,16 @@ type Scenario struct {
 	Probes      Probes  `yaml:"probes" json:"probes"`
 	Timeline    []Step  `yaml:"timeline" json:"timeline"`
 
-	file string       // where it was read from, for relative paths
-	set  *objects.Set // the cluster, built by Parse
-	gen  *generator   // allocates from the cluster's pools as the timeline runs
-	ran  bool         // a scenario's generator state is consumed by one run
+	file     string       // where it was read from, for relative paths
+	warnings []string     // findings that do not stop the run, see Warnings
+	set      *objects.Set // the cluster, built by Parse
+	gen      *generator   // allocates from the cluster's pools as the timeline runs
+	ran      bool         // a scenario's generator state is consumed by one run
 }
+
+// Warnings are what loading found questionable but runnable: a deprecated
+// key, a cluster larger than one of kube-proxy's ipsets can hold.
+func (s *Scenario) Warnings() []string { return s.warnings }
 
 // Sim configures the in-memory kernel.
 type Sim struct {

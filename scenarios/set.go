@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -181,3 +182,30 @@ func ProxierOverrides(sets []string) (proxier.Config, dataplane.IPSetStrategy, e
 	}
 	return p.config(""), dataplane.IPSetStrategy(p.IPSet), nil
 }
+
+// SetKeys lists the scalar and list fields --set can override, as
+// "path=" (shell completion offers them). Timeline steps are indexed
+// (timeline[2].sleep) and not listed.
+func SetKeys() []string {
+	var out []string
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		_, names := fields(t)
+		byName, _ := fields(t)
+		for _, n := range names {
+			ft := t.Field(byName[n]).Type
+			p := joinPath(path, n)
+			if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(nodeDecoderType) {
+				walk(ft, p)
+				continue
+			}
+			if p != "timeline" {
+				out = append(out, p+"=")
+			}
+		}
+	}
+	walk(reflect.TypeOf(Scenario{}), "")
+	return out
+}
+
+var nodeDecoderType = reflect.TypeOf((*nodeDecoder)(nil)).Elem()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 
@@ -62,9 +61,6 @@ func TestPrintDoctor(t *testing.T) {
 
 func TestDoctorUsage(t *testing.T) {
 	var out, errOut bytes.Buffer
-	err := runDoctor([]string{"-require", "kvm"}, &out, &errOut)
-	var ee *exitError
-	require.True(t, errors.As(err, &ee))
-	require.Equal(t, 2, ee.code)
-	require.True(t, strings.Contains(err.Error(), "want sim or kernel"))
+	require.Equal(t, 2, run([]string{"doctor", "--require", "kvm"}, &out, &errOut))
+	require.True(t, strings.Contains(errOut.String(), "want sim or kernel"))
 }
