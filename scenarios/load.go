@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -130,10 +131,30 @@ func parseYAML(file string, data []byte) (root *yaml.Node, err error) {
 	return doc.Content[0], nil
 }
 
+// yamlParserProblems are the messages of yaml.v3's parser errors (as
+// opposed to its scanner errors). yaml.v3 numbers lines from 1 for scanner
+// errors but from 0 for parser errors, so those would point one line early.
+var yamlParserProblems = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"found undefined tag handle",
+	"did not find expected node content",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
 func yamlError(file string, err error) error {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if slices.Contains(yamlParserProblems, m[2]) {
+			line++
+		}
 		return &Error{File: file, Line: line, Msg: m[2]}
 	}
 	return &Error{File: file, Msg: strings.TrimPrefix(msg, "yaml: ")}

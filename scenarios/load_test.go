@@ -92,6 +92,18 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate key", strings.Replace(base, "seed: 3", "seed: 3\nseed: 4", 1), nil,
 			[]string{"x.yaml:4: seed: given twice"}},
 		{"syntax error", "name: t\ncluster:\n  services: [1,\n", nil, []string{"x.yaml:"}},
+		// yaml.v3 numbers parser errors (unlike scanner errors) from 0: the lines here are the true ones.
+		// A zero waitSynced timeout is refused however it is written; only an absent one means 5m.
+		{"wait timeout 0s", strings.Replace(base, "  - waitSynced\n", "  - waitSynced: {timeout: 0s}\n", 1), nil,
+			[]string{"x.yaml:12: timeline[2].waitSynced.timeout: must be > 0 (leave it out for the default, 5m0s)"}},
+		{"wait timeout 0", strings.Replace(base, "  - waitSynced\n", "  - waitSynced: {timeout: 0}\n", 1), nil,
+			[]string{"x.yaml:12: timeline[2].waitSynced.timeout: must be > 0 (leave it out for the default, 5m0s)"}},
+		{"wait timeout 0 in a repeat", base + "  - repeat: {times: 2, steps: [waitSynced: {timeout: 0s}]}\n", nil,
+			[]string{"x.yaml:15: timeline[5].repeat.steps[0].waitSynced.timeout: must be > 0"}},
+		{"unclosed flow list", "name: t\ndescription: d\ncluster:\n  podCIDRs: [10.0.0.0/8\nproxier: {}\n", nil,
+			[]string{"x.yaml:4: did not find expected ',' or ']'"}},
+		{"list item among keys", "name: t\ndescription: d\n- createCluster\n", nil, []string{"x.yaml:3: did not find expected key"}},
+		{"bad indentation (scanner)", "name: t\ndescription: d\n  seed: 1\n", nil, []string{"x.yaml:3: mapping values are not allowed in this context"}},
 		{"unknown step", base + "  - explode: {}\n", nil, []string{"x.yaml:15: timeline[5].explode: unknown field"}},
 		{"two kinds in one step", base + "  - sleep: 1s\n    probes: off\n", nil,
 			[]string{"x.yaml:15: timeline[5]: a step has exactly one kind (one key), got 2"}},
@@ -377,4 +389,31 @@ func TestProbeClients(t *testing.T) {
 		got = append(got, a.String())
 	}
 	require.Equal(t, []string{"10.244.255.254", "10.244.3.254", "fd00:244::ffff:ffff:ffff:fffe", "fd00:10:244:0:ffff:ffff:ffff:fffe"}, got)
+}
+
+// TestOversizeBlamesWhatExceeds: an out-of-range service count is reported
+// once, on the field given, not also on endpointsPerService (a default the
+// user never wrote).
+func TestOversizeBlamesWhatExceeds(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		want []string
+	}{
+		{[]string{"cluster.services=100000000"},
+			[]string{"--set cluster.services=100000000: cluster.services: must be between 0 and 50000, got 100000000"}},
+		{[]string{"cluster.services=50000", "cluster.endpointsPerService=20"},
+			[]string{"--set cluster.endpointsPerService=20: cluster.endpointsPerService: 50000 services x 20 endpoints is 1000000 endpoints, more than 500000"}},
+		{[]string{"cluster.endpointsPerService=1000", "cluster.services=600"},
+			[]string{"--set cluster.endpointsPerService=1000: cluster.endpointsPerService: 600 services x 1000 endpoints"}},
+	} {
+		t.Run(strings.Join(tc.sets, " "), func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(base), tc.sets)
+			var es Errors
+			require.ErrorAs(t, err, &es)
+			require.Len(t, es, len(tc.want), "%v", es)
+			for i, w := range tc.want {
+				require.Contains(t, es[i].Error(), w)
+			}
+		})
+	}
 }

@@ -268,6 +268,12 @@ func (d Duration) String() string { return time.Duration(d).String() }
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
 func (d *Duration) decodeNode(dec *decoder, n *yaml.Node, path string) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" && n.Value == "0" {
+		// A bare 0 is the zero duration, as time.ParseDuration reads "0": a
+		// zero then meets the same checks whichever way it was written.
+		*d = 0
+		return nil
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\", got %s", describe(n))
 	}

@@ -95,18 +95,21 @@ func (s *Scenario) defaults(present func(string) bool) {
 	if len(s.Probes.Kinds) == 0 {
 		s.Probes.Kinds = []string{"clusterip"}
 	}
-	walkSteps(s.Timeline, func(st *Step) {
-		if st.WaitSynced != nil && st.WaitSynced.Timeout == 0 {
+	// Only an absent timeout gets the default: a zero one is an error.
+	walkSteps(s.Timeline, "timeline", func(st *Step, path string) {
+		if st.WaitSynced != nil && !present(path+".waitSynced.timeout") {
 			st.WaitSynced.Timeout = Duration(defaultWaitTimeout)
 		}
 	})
 }
 
-func walkSteps(steps []Step, f func(*Step)) {
+// walkSteps calls f with every step, repeats' steps included, and its path.
+func walkSteps(steps []Step, path string, f func(st *Step, path string)) {
 	for i := range steps {
-		f(&steps[i])
+		p := fmt.Sprintf("%s[%d]", path, i)
+		f(&steps[i], p)
 		if r := steps[i].Repeat; r != nil {
-			walkSteps(r.Steps, f)
+			walkSteps(r.Steps, p+".repeat.steps", f)
 		}
 	}
 }
@@ -219,7 +222,11 @@ func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 	v.intRange("cluster.portsPerService", c.PortsPerService, 1, maxPortsPerService)
 	v.intRange("cluster.endpointsPerService", c.EndpointsPerService, 0, maxEndpointsPerService)
 	v.intRange("cluster.namespaces", c.Namespaces, 1, maxNamespaces)
-	if n := c.Services * c.EndpointsPerService; n > maxEndpoints {
+	// The product is checked only when both factors are in range: an out of
+	// range one is reported already, and the other is not to blame. (With
+	// the default of 2 endpoints per service no service count in range
+	// exceeds it, so endpointsPerService was given.)
+	if n := c.Services * c.EndpointsPerService; n > maxEndpoints && c.Services <= maxServices && c.EndpointsPerService <= maxEndpointsPerService {
 		v.errf("cluster.endpointsPerService", "%d services x %d endpoints is %d endpoints, more than %d",
 			c.Services, c.EndpointsPerService, n, maxEndpoints)
 	}
@@ -401,7 +408,7 @@ func (s *Scenario) checkSteps(v *validator, steps []Step, path string, st *timel
 				v.errf(sp, "waitSynced before startProxier: nothing would sync")
 			}
 			if step.WaitSynced.Timeout <= 0 {
-				v.errf(kp+".timeout", "must be > 0")
+				v.errf(kp+".timeout", "must be > 0 (leave it out for the default, %s)", Duration(defaultWaitTimeout))
 			}
 		case step.ChurnEndpoints != nil:
 			c := step.ChurnEndpoints

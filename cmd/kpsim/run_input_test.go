@@ -163,3 +163,56 @@ func TestInterruptDuringRun(t *testing.T) {
 	require.NoError(t, err, log.String())
 	require.True(t, f.Interrupted)
 }
+
+// TestStateRefusesWhatWouldBeEmpty: a node the export does not have, or an
+// export with no Service, is refused naming what exists; an orphan slice is
+// said out loud. Before, each gave status 0 and an empty or unexplained dump.
+func TestStateRefusesWhatWouldBeEmpty(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.json")
+	require.NoError(t, os.WriteFile(empty, []byte(`{"apiVersion":"v1","kind":"List","items":[]}`), 0o644))
+	orphan := filepath.Join(dir, "orphan.yaml")
+	require.NoError(t, os.WriteFile(orphan, []byte(`apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: gone-abcde, namespace: default, labels: {kubernetes.io/service-name: gone}}
+addressType: IPv4
+endpoints: [{addresses: [10.244.1.5]}]
+ports: [{name: http, port: 8080, protocol: TCP}]
+`), 0o644))
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"ghost node", []string{"state", "-f", exampleDir, "--node", "ghost"}, 2,
+			`--node "ghost": no such node in ` + exampleDir + "; it has node-a, node-b, node-c"},
+		{"empty export", []string{"state", "-f", empty}, 2, empty + " holds no Service kube-proxy would program"},
+		{"only an orphan slice", []string{"state", "-f", orphan}, 2, "holds no Service"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, tc.code, run(tc.args, &stdout, &stderr), stderr.String())
+			require.Contains(t, stderr.String(), tc.stderr)
+		})
+	}
+	// An orphan next to real services: the dump is made, with a warning.
+	both := filepath.Join(dir, "both")
+	require.NoError(t, os.Mkdir(both, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(both, "orphan.yaml"), mustRead(t, orphan), 0o644))
+	entries, err := os.ReadDir(exampleDir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.NoError(t, os.WriteFile(filepath.Join(both, e.Name()), mustRead(t, filepath.Join(exampleDir, e.Name())), 0o644))
+	}
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"state", "-f", both}, &stdout, &stderr), stderr.String())
+	require.Contains(t, stderr.String(), "warning: 1 EndpointSlices belong to no Service in "+both+", so kube-proxy programs nothing for them: default/gone-abcde")
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return b
+}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -117,6 +118,19 @@ func runState(cmd *cobra.Command, o stateFlags, args []string) error {
 	counts := set.IgnoredCounts()
 	for _, reason := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(stderr, "ignored %d x %s\n", counts[reason], reason)
+	}
+	if len(set.Services) == 0 && changes == nil {
+		return usageError("%s holds no Service kube-proxy would program, so the dump would be empty "+
+			"(export with: kubectl get services,endpointslices -A -o json)", in)
+	}
+	if node != "" {
+		if known := nodeNames(set); !slices.Contains(known, node) {
+			return usageError("--node %q: no such node in %s; it has %s", node, in, listSome(known, 10))
+		}
+	}
+	if orphans := orphanSlices(set); len(orphans) > 0 {
+		fmt.Fprintf(stderr, "warning: %d EndpointSlices belong to no Service in %s, so kube-proxy programs nothing for them: %s\n",
+			len(orphans), in, listSome(orphans, 5))
 	}
 	run, err := newStateRun(set, cfg, strategy)
 	if err != nil {
@@ -334,4 +348,55 @@ func (r *stateRun) conflicts() []string {
 		}
 	}
 	return out
+}
+
+// nodeNames are the nodes an export knows: its Node objects, else the
+// nodes its endpoints name.
+func nodeNames(set *objects.Set) []string {
+	seen := map[string]bool{}
+	for _, n := range set.Nodes {
+		seen[n.Name] = true
+	}
+	if len(seen) == 0 {
+		for _, eps := range set.EndpointSlices {
+			for _, ep := range eps.Endpoints {
+				if ep.NodeName != nil && *ep.NodeName != "" {
+					seen[*ep.NodeName] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// orphanSlices are the EndpointSlices (namespace/name) whose Service is not
+// in the set: kube-proxy keeps them but programs nothing for them.
+func orphanSlices(set *objects.Set) []string {
+	services := map[string]bool{}
+	for _, svc := range set.Services {
+		services[svc.Namespace+"/"+svc.Name] = true
+	}
+	for _, ig := range set.Ignored {
+		if ig.Kind == "Service" {
+			services[ig.Object] = true // ignored on purpose, and reported as such
+		}
+	}
+	var out []string
+	for _, eps := range set.EndpointSlices {
+		if !services[eps.Namespace+"/"+eps.Labels[objects.LabelServiceName]] {
+			out = append(out, eps.Namespace+"/"+eps.Name)
+		}
+	}
+	return out
+}
+
+// listSome lists up to n names, then how many more.
+func listSome(names []string, n int) string {
+	switch {
+	case len(names) == 0:
+		return "none"
+	case len(names) <= n:
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
