@@ -23,7 +23,7 @@ const (
 	InitialSyncHandlers InitialSyncMode = "handlers"
 	// InitialSyncLegacy syncs as soon as the informers' stores are full, while
 	// handlers may still be behind, and treats whatever it has not been told
-	// about yet as stale: the pre-fix race behind the incident in field-notes.md.
+	// about yet as stale: the pre-fix race behind the incident in docs/incident.md.
 	InitialSyncLegacy InitialSyncMode = "legacy"
 )
 
