@@ -189,5 +189,9 @@ func Parse(file string, data []byte, sets []string) (*Scenario, error) {
 	if err := s.build(v); err != nil {
 		return nil, err
 	}
-	return s, v.errs.orNil()
+	if err := v.errs.orNil(); err != nil {
+		return nil, err
+	}
+	s.warnSetSizes()
+	return s, nil
 }

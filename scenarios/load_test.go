@@ -417,3 +417,20 @@ func TestOversizeBlamesWhatExceeds(t *testing.T) {
 		})
 	}
 }
+
+// TestWarnsBeyondMaxElem: a cluster needing more KUBE-CLUSTER-IP entries
+// than an ipset holds by default loads, with a warning saying it is
+// kube-proxy's limit too; a cluster within it has no warning.
+func TestWarnsBeyondMaxElem(t *testing.T) {
+	s, err := Parse("x.yaml", []byte(base), nil)
+	require.NoError(t, err)
+	require.Empty(t, s.Warnings())
+
+	s, err = Parse("x.yaml", []byte(base), []string{"cluster.services=33000", "cluster.portsPerService=2", "cluster.types={nodePort: 0}", "cluster.podCIDRs=[10.128.0.0/10]"})
+	require.NoError(t, err)
+	require.Len(t, s.Warnings(), 1)
+	w := s.Warnings()[0]
+	require.Contains(t, w, "KUBE-CLUSTER-IP needs 66000 entries (one per service port), more than an ipset holds by default (maxelem 65536)")
+	require.Contains(t, w, "Real kube-proxy creates its sets with that default")
+	require.Contains(t, w, "not an error in the scenario")
+}

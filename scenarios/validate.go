@@ -470,3 +470,38 @@ func (s *Scenario) checkSteps(v *validator, steps []Step, path string, st *timel
 	}
 	return n
 }
+
+// warnSetSizes warns when the cluster needs more KUBE-CLUSTER-IP entries
+// (one per service port with a ClusterIP of the family) than an ipset holds
+// by default. kube-proxy creates its sets with that default, so this is a
+// finding about kube-proxy on such a cluster, not an error in the scenario:
+// the run shows what happens (every sync fails with "set is full").
+func (s *Scenario) warnSetSizes() {
+	entries := map[dataplane.Family]int{}
+	for _, svc := range s.set.Services {
+		for _, ip := range svc.Spec.ClusterIPs {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				entries[dataplane.FamilyOf(a)] += len(svc.Spec.Ports)
+			}
+		}
+	}
+	added := 0
+	walkSteps(s.Timeline, "timeline", func(st *Step, _ string) {
+		if st.AddServices != nil {
+			added += st.AddServices.Count * s.Cluster.PortsPerService
+		}
+	})
+	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+		n := entries[f]
+		if f == dataplane.Family(s.Proxier.Families[0]) {
+			n += added // generated services take the first family (dual-stack ones both: a lower bound)
+		}
+		if n > sim.DefaultMaxElem {
+			s.warnings = append(s.warnings, fmt.Sprintf(
+				"cluster: %s needs %d entries (one per service port), more than an ipset holds by default (maxelem %d). "+
+					"Real kube-proxy creates its sets with that default, so on this cluster every sync fails with \"set is full\", "+
+					"and so will this run: a finding about kube-proxy, not an error in the scenario",
+				proxier.SetName("KUBE-CLUSTER-IP", f), n, sim.DefaultMaxElem))
+		}
+	}
+}
