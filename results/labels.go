@@ -70,14 +70,22 @@ func distinct(xs []string) int {
 	return len(seen)
 }
 
-// proxierSettings flattens the scenario's proxier object to key=value text.
+// proxierSettings flattens the scenario's proxier and dataplane objects
+// (the ipset strategy moved from the first to the second) to key=value text.
 func proxierSettings(f *File) map[string]string {
 	var s struct {
-		Proxier map[string]any `json:"proxier"`
+		Proxier   map[string]any `json:"proxier"`
+		Dataplane map[string]any `json:"dataplane"`
 	}
 	out := map[string]string{}
 	if len(f.Scenario) == 0 || json.Unmarshal(f.Scenario, &s) != nil {
 		return out
+	}
+	if s.Proxier == nil {
+		s.Proxier = map[string]any{}
+	}
+	for k, v := range s.Dataplane {
+		s.Proxier[k] = v
 	}
 	for k, v := range s.Proxier {
 		switch v := v.(type) {

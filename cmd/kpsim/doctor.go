@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/proxier/dataplane"
@@ -124,34 +123,18 @@ func diagnose() (doctorReport, error) {
 	return rep, nil
 }
 
-// scenarioNeeds reads only what a scenario asks of the kernel. Loading it
-// whole would build its cluster (10,000 services for scale-10k): a quarter
-// of a second here, ten seconds in the emulated test VM, for nothing doctor
-// shows. Unset fields mean the defaults (sim, rr, IPv4, exec), as Needs does.
+// scenarioNeeds is what a scenario asks of the kernel, read by the
+// scenarios package without building the scenario's cluster.
 func scenarioNeeds(name string) (kernel.Needs, string, error) {
-	file, data, err := scenarios.Read(name)
+	ns, err := scenarios.LoadNodeSettings(name)
 	if err != nil {
 		return kernel.Needs{}, "", err
 	}
-	var head struct {
-		Backend string `yaml:"backend"`
-		Proxier struct {
-			Families  []string `yaml:"families"`
-			Scheduler string   `yaml:"scheduler"`
-			IPSet     string   `yaml:"ipset"`
-		} `yaml:"proxier"`
-	}
-	if err := yaml.Unmarshal(data, &head); err != nil {
-		return kernel.Needs{}, "", fmt.Errorf("%s: %w", file, err)
-	}
-	if head.Backend == "" {
-		head.Backend = "sim"
-	}
-	n := kernel.Needs{Scheduler: head.Proxier.Scheduler, IPSetStrategy: dataplane.IPSetStrategy(head.Proxier.IPSet)}
-	for _, f := range head.Proxier.Families {
-		n.IPv6 = n.IPv6 || f == string(dataplane.IPv6)
-	}
-	return n, head.Backend, nil
+	return kernel.Needs{
+		Scheduler:     ns.Proxier.Scheduler,
+		IPSetStrategy: ns.Dataplane.IPSet,
+		IPv6:          slices.Contains(ns.Proxier.Families, dataplane.IPv6),
+	}, ns.Backend, nil
 }
 
 func judge(c kernel.Capabilities, backend string, n kernel.Needs) backendVerdict {

@@ -19,6 +19,7 @@ func TestScenarioNeeds(t *testing.T) {
 	n, _, err = scenarioNeeds("smoke")
 	require.NoError(t, err)
 	require.False(t, n.IPv6)
+	require.Equal(t, dataplane.DefaultIPSetStrategy, n.IPSetStrategy, "the scenarios package's defaults, not doctor's own")
 	_, _, err = scenarioNeeds("no-such-scenario")
 	require.ErrorContains(t, err, "not a shipped scenario")
 }

@@ -23,7 +23,6 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 )
@@ -143,7 +142,7 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	if o.state != "" {
 		// Read back from the kernel itself (the real one on the kernel
 		// backend), so a sim run and a kernel run diff with the same command.
-		st, err := results.ReadState(backend.Dataplane(), scenarioFamilies(sc))
+		st, err := results.ReadState(backend.Dataplane(), sc.Proxier.Families)
 		if err == nil {
 			err = writeState(o.state, st, stdout)
 		}
@@ -182,15 +181,6 @@ func loadInterruptible(ctx context.Context, name string, sets []string, stderr i
 	case <-ctx.Done():
 		return nil, fmt.Errorf("interrupted while loading scenario %s (%v): nothing ran, no results file written", name, context.Cause(ctx))
 	}
-}
-
-// scenarioFamilies is the families the scenario's proxiers ran.
-func scenarioFamilies(sc *scenarios.Scenario) []dataplane.Family {
-	var out []dataplane.Family
-	for _, f := range sc.Proxier.Families {
-		out = append(out, dataplane.Family(f))
-	}
-	return out
 }
 
 // progress shows the timeline's steps and the syncs so far on a terminal.

@@ -82,10 +82,11 @@ func runState(cmd *cobra.Command, o stateFlags, args []string) error {
 		return err
 	}
 
-	cfg, strategy, err := scenarios.ProxierOverrides(sets)
+	cfg, strategy, warnings, err := scenarios.ProxierOverrides(sets)
 	if err != nil {
 		return usageError("%v", err)
 	}
+	printWarnings(stderr, warnings)
 	cfg.NodeName = node
 	switch family {
 	case "":
