@@ -140,7 +140,7 @@ func TestInterruptWhileLoading(t *testing.T) {
 				"run", "-s", "scale-10k", "--set", "cluster.services=50000", "-o", out)
 			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 			require.Equal(t, 3, exitCode(t, cmd, done), log.String())
-			require.Contains(t, log.String(), "interrupted while loading scenario scale-10k")
+			require.Contains(t, log.String(), "interrupted while loading scenario scale-10k (received SIGINT)")
 			require.Contains(t, log.String(), "no results file written")
 			_, err := os.Stat(out)
 			require.True(t, os.IsNotExist(err))
@@ -162,6 +162,7 @@ func TestInterruptDuringRun(t *testing.T) {
 	f, err := results.Read(out)
 	require.NoError(t, err, log.String())
 	require.True(t, f.Interrupted)
+	require.Equal(t, "interrupted: received SIGTERM", f.Error)
 }
 
 // TestStateRefusesWhatWouldBeEmpty: a node the export does not have, or an

@@ -2,17 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
-
-// errInterrupted is the cause of a context cancelled by SIGINT or SIGTERM.
-var errInterrupted = errors.New("interrupted by a signal")
 
 // signalTrap catches SIGINT and SIGTERM from main's first instruction, before
 // kpsim knows which command it runs, and holds a signal until it does:
@@ -58,7 +56,7 @@ func (t *signalTrap) loop() {
 		t.mu.Lock()
 		switch {
 		case t.claimed:
-			t.cancel(errInterrupted)
+			t.cancel(received(s))
 		case t.held == nil:
 			t.held = s
 		}
@@ -72,7 +70,7 @@ func (t *signalTrap) claim() {
 	defer t.mu.Unlock()
 	t.claimed = true
 	if t.held != nil {
-		t.cancel(errInterrupted)
+		t.cancel(received(t.held))
 	}
 }
 
@@ -91,6 +89,14 @@ func (t *signalTrap) release() {
 			_ = syscall.Kill(os.Getpid(), sig)
 		}
 	}
+}
+
+// received is the cause of a context cancelled by signal s: "received SIGINT".
+func received(s os.Signal) error {
+	if sig, ok := s.(syscall.Signal); ok {
+		return fmt.Errorf("received %s", unix.SignalName(sig))
+	}
+	return fmt.Errorf("received %v", s)
 }
 
 // trapOf returns the trap main installed, or nil (tests calling run).
