@@ -30,10 +30,10 @@ anonymized cluster programs the same shape of IPVS, ipset and iptables state.`,
   kpsim anonymize export/cluster.json -o - --seed 42 | less`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageError("want one input, got %q", args)
+				return badUsage("want one input, got %q", args)
 			}
 			if out == "" {
-				return usageError("want -o OUT")
+				return badUsage("want -o OUT")
 			}
 			return runAnonymize(cmd, args[0], out, seed)
 		},

@@ -47,6 +47,8 @@ func TestEveryCommandHelp(t *testing.T) {
 	}
 }
 
+// TestUsageErrors: a wrong command line exits 2 and points at --help; a bad
+// input also exits 2 but says only what is wrong with it.
 func TestUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -66,6 +68,10 @@ func TestUsageErrors(t *testing.T) {
 			require.NotContains(t, errb.String(), "Usage of")
 		})
 	}
+	var out, errb bytes.Buffer
+	require.Equal(t, 2, run([]string{"run", "-s", "nope"}, &out, &errb))
+	require.Contains(t, errb.String(), `scenario "nope": no such file`)
+	require.NotContains(t, errb.String(), "--help", "a bad input is not a usage mistake")
 }
 
 func TestVersionCommand(t *testing.T) {

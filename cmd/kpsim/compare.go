@@ -186,11 +186,11 @@ func compareSides(args []string, baseList, headList string) ([]string, []string,
 	}
 	if baseList != "" || headList != "" {
 		if len(args) > 0 {
-			return nil, nil, usageError("give files either with --base/--head or as BASE... -- HEAD..., not both")
+			return nil, nil, badUsage("give files either with --base/--head or as BASE... -- HEAD..., not both")
 		}
 		b, h := split(baseList), split(headList)
 		if len(b) == 0 || len(h) == 0 {
-			return nil, nil, usageError("--base and --head each need at least one results file")
+			return nil, nil, badUsage("--base and --head each need at least one results file")
 		}
 		return b, h, nil
 	}
@@ -198,7 +198,7 @@ func compareSides(args []string, baseList, headList string) ([]string, []string,
 		if a == "--" {
 			b, h := args[:i], args[i+1:]
 			if len(b) == 0 || len(h) == 0 {
-				return nil, nil, usageError("need at least one results file on each side of --")
+				return nil, nil, badUsage("need at least one results file on each side of --")
 			}
 			return b, h, nil
 		}
@@ -206,7 +206,7 @@ func compareSides(args []string, baseList, headList string) ([]string, []string,
 	if len(args) == 2 {
 		return args[:1], args[1:], nil
 	}
-	return nil, nil, usageError("want BASE.json HEAD.json, BASE.json... -- HEAD.json..., or --base and --head")
+	return nil, nil, badUsage("want BASE.json HEAD.json, BASE.json... -- HEAD.json..., or --base and --head")
 }
 
 // readSummarized reads results files and recomputes their summaries, so a

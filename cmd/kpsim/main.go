@@ -31,14 +31,22 @@ func register(name string, newCmd func() *cobra.Command) { commands[name] = newC
 type exitError struct {
 	code int
 	err  error
+	hint bool // point at --help: the command line itself was wrong
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// usageError marks bad arguments or input (exit 2).
+// usageError marks bad input (exit 2): a value or file the command could
+// not use.
 func usageError(format string, a ...any) error {
 	return &exitError{code: 2, err: fmt.Errorf(format, a...)}
+}
+
+// badUsage marks a wrong command line (exit 2): flags or arguments the
+// command does not take; the message points at --help.
+func badUsage(format string, a ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, a...), hint: true}
 }
 
 // verdict marks a negative answer such as a regression or a difference (exit 1)
@@ -74,7 +82,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.code == 2 {
+		if ee.hint {
 			fmt.Fprintf(stderr, "See '%s --help' for usage.\n", name)
 		}
 		return ee.code
@@ -172,16 +180,16 @@ var singleDash = regexp.MustCompile(`in (-[a-zA-Z][-a-zA-Z]+)`)
 func flagError(c *cobra.Command, err error) error {
 	if m := singleDash.FindStringSubmatch(err.Error()); m != nil {
 		if name := strings.TrimPrefix(m[1], "-"); c.Flags().Lookup(strings.SplitN(name, "=", 2)[0]) != nil {
-			return usageError("%v (long flags take two dashes: -%s)", err, m[1])
+			return badUsage("%v (long flags take two dashes: -%s)", err, m[1])
 		}
 	}
-	return usageError("%v", err)
+	return badUsage("%v", err)
 }
 
 // noArgs refuses positional arguments with a usage error.
 func noArgs(_ *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageError("unexpected arguments %q", args)
+		return badUsage("unexpected arguments %q", args)
 	}
 	return nil
 }

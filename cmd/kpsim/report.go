@@ -42,7 +42,7 @@ func runReport(cmd *cobra.Command, paths []string, out, format string) error {
 		return usageError("--format %q: want html or md", format)
 	}
 	if len(paths) == 0 {
-		return usageError("want at least one results file")
+		return badUsage("want at least one results file")
 	}
 	dest := out
 	if dest == "" && format == "html" {

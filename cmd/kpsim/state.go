@@ -71,12 +71,12 @@ func runState(cmd *cobra.Command, o stateFlags, args []string) error {
 	in, then, out, node, family, scale, sets := o.in, o.then, o.out, o.node, o.family, o.scale, o.sets
 	if o.diff {
 		if len(args) != 2 || in != "" || then != "" {
-			return usageError("--diff takes exactly two dump files and no other input")
+			return badUsage("--diff takes exactly two dump files and no other input")
 		}
 		return diffStates(args[0], args[1], stdout)
 	}
 	if in == "" || len(args) != 0 {
-		return usageError("want -f OBJECTS and no other arguments (see kpsim state --help)")
+		return badUsage("want -f OBJECTS and no other arguments")
 	}
 	if err := checkOutput("--output", out); err != nil {
 		return err

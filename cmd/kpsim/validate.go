@@ -25,7 +25,7 @@ not errors: the scenario still runs.`,
   kpsim validate smoke scale-10k --set cluster.services=40000 --set cluster.portsPerService=2`,
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			if len(paths) == 0 {
-				return usageError("want at least one scenario file")
+				return badUsage("want at least one scenario file")
 			}
 			out := cmd.OutOrStdout()
 			bad := 0
