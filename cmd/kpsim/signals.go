@@ -124,6 +124,6 @@ func releaseSignals(cmd *cobra.Command) {
 	}
 }
 
-// interruptible marks a command that claims the signal trap in its RunE;
-// every other command releases it before it runs.
+// interruptibleKey, in a command's annotations, marks a command that claims
+// the signal trap in its RunE; every other command releases it before it runs.
 const interruptibleKey = "kpsim-interruptible"
