@@ -74,3 +74,34 @@ func TestVagrantfileUsesProvisionScript(t *testing.T) {
 	}
 	require.Regexp(t, regexp.MustCompile(`(?m)^set -euo pipefail$`), s)
 }
+
+// TestVagrantExcludesWhatBuildsWrite: the Vagrantfile's rsync excludes are
+// exactly .git/ and the directories the Makefile and the VM runner write
+// into the tree (read from those files, so renaming one fails here), and
+// nothing stale.
+func TestVagrantExcludesWhatBuildsWrite(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		return string(b)
+	}
+	dirOf := func(text, pattern string) string {
+		m := regexp.MustCompile(pattern).FindStringSubmatch(text)
+		require.NotNil(t, m, "no match for %s", pattern)
+		return strings.TrimSuffix(m[1], "/") + "/"
+	}
+	makefile, runner := read("../Makefile"), read("../kernel/vm/run.sh")
+	want := []string{
+		".git/",
+		dirOf(makefile, `(?m)^KPSIM\s*:=\s*(\S+)/kpsim$`),                 // make build
+		dirOf(makefile, `(?m)^OUT\s*\?=\s*(\S+)$`),                        // make scenario, make compare
+		dirOf(runner, `(?m)^CACHE=\$\{KPSIM_VM_CACHE:-\$REPO/([^}]+)\}$`), // make test-kernel
+	}
+	m := regexp.MustCompile(`rsync__exclude:\s*\[([^\]]*)\]`).FindStringSubmatch(read("../Vagrantfile"))
+	require.NotNil(t, m, "the Vagrantfile has no rsync__exclude list")
+	var got []string
+	for _, q := range regexp.MustCompile(`"([^"]*)"`).FindAllStringSubmatch(m[1], -1) {
+		got = append(got, q[1])
+	}
+	require.ElementsMatch(t, want, got)
+}

@@ -68,7 +68,7 @@ var Backends = []string{"sim", "kernel"}
 type Needs struct {
 	Scheduler     string                  // IPVS scheduler; empty means rr
 	IPv6          bool                    // an IPv6 proxier (IPv6 or dual-stack)
-	IPSetStrategy dataplane.IPSetStrategy // empty means exec, which needs the ipset tool
+	IPSetStrategy dataplane.IPSetStrategy // empty means dataplane.DefaultIPSetStrategy
 }
 
 // Missing lists what a backend needs and this kernel lacks, each as
@@ -113,6 +113,9 @@ func (c Capabilities) MissingFor(backend string, n Needs) []string {
 	need("veth links", c.Veth)
 	for _, t := range kubeProxySetTypes {
 		need("ipset type "+string(t), c.IPSetTypes[t])
+	}
+	if n.IPSetStrategy == "" {
+		n.IPSetStrategy = dataplane.DefaultIPSetStrategy
 	}
 	if n.IPSetStrategy != dataplane.IPSetNetlink {
 		need("ipset tool", c.IPSetTool)

@@ -29,7 +29,7 @@ import (
 // Options configure the kernel dataplane.
 type Options struct {
 	// IPSetStrategy is how ipset batches reach the kernel; empty means
-	// dataplane.IPSetExec, what kube-proxy does.
+	// dataplane.DefaultIPSetStrategy.
 	IPSetStrategy dataplane.IPSetStrategy
 	// IPTablesMode is "legacy" or "nft"; empty detects the mode the way
 	// kube-proxy's image does (see DetectIPTablesMode).
@@ -55,7 +55,7 @@ type Kernel struct {
 func New(opts Options) (*Kernel, error) {
 	strategy := opts.IPSetStrategy
 	if strategy == "" {
-		strategy = dataplane.IPSetExec
+		strategy = dataplane.DefaultIPSetStrategy
 	}
 	// The network rule: never program the namespace kpsim was started in.
 	if !Isolated() {

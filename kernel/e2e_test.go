@@ -211,7 +211,7 @@ func TestE2ECalibratedSim(t *testing.T) {
 	if where == "" {
 		where = "the end-to-end test's machine"
 	}
-	out, err := exec.Command(bin, "calibrate", "-name", "calibrated-e2e", "-where", where, "-o", profile).CombinedOutput()
+	out, err := exec.Command(bin, "calibrate", "--name", "calibrated-e2e", "--where", where, "-o", profile).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	p, err := os.ReadFile(profile)
 	require.NoError(t, err)

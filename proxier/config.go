@@ -1,9 +1,11 @@
 package proxier
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,29 +25,74 @@ const (
 	InitialSyncHandlers InitialSyncMode = "handlers"
 	// InitialSyncLegacy syncs as soon as the informers' stores are full, while
 	// handlers may still be behind, and treats whatever it has not been told
-	// about yet as stale: the pre-fix race behind the incident in field-notes.md.
+	// about yet as stale: the pre-fix race behind the incident in docs/incident.md.
 	InitialSyncLegacy InitialSyncMode = "legacy"
 )
 
 // Config is a node's proxier configuration: kube-proxy's IPVS options plus
-// kpsim's own choices. The zero value is completed by Defaults.
+// kpsim's own choices. The zero value is completed by Defaults. The YAML
+// names are a scenario's proxier section (scenarios/README.md); JSON uses
+// the same names, durations as Go duration strings ("1s") in both.
 type Config struct {
-	NodeName string             `json:"nodeName"`
-	Families []dataplane.Family `json:"families"` // one proxier per family; [IPv4] or [IPv4 IPv6]
+	// NodeName is the node the proxier plays; a scenario names it in
+	// cluster.node, so it is not part of the proxier section.
+	NodeName string             `json:"nodeName,omitempty" yaml:"-"`
+	Families []dataplane.Family `json:"families" yaml:"families"` // one proxier per family; [IPv4] or [IPv4 IPv6]
 
-	InitialSync   InitialSyncMode `json:"initialSync"`
-	MinSyncPeriod time.Duration   `json:"minSyncPeriod"`
-	SyncPeriod    time.Duration   `json:"syncPeriod"` // also the period of full verification
+	InitialSync   InitialSyncMode `json:"initialSync" yaml:"initialSync"`
+	MinSyncPeriod time.Duration   `json:"minSyncPeriod" yaml:"minSyncPeriod"`
+	SyncPeriod    time.Duration   `json:"syncPeriod" yaml:"syncPeriod"` // also the period of full verification
 
-	Scheduler         string   `json:"scheduler"`         // rr unless set
-	NodePortAddresses []string `json:"nodePortAddresses"` // CIDRs; empty means every local address
-	MasqueradeAll     bool     `json:"masqueradeAll"`
-	ClusterCIDRs      []string `json:"clusterCIDRs"` // at most one per family
-	ExcludeCIDRs      []string `json:"excludeCIDRs"`
-	StrictARP         bool     `json:"strictARP"`
+	Scheduler         string   `json:"scheduler" yaml:"scheduler"`                 // rr unless set
+	NodePortAddresses []string `json:"nodePortAddresses" yaml:"nodePortAddresses"` // CIDRs; empty means every local address
+	MasqueradeAll     bool     `json:"masqueradeAll" yaml:"masqueradeAll"`
+	ClusterCIDRs      []string `json:"clusterCIDRs" yaml:"clusterCIDRs"` // at most one per family
+	ExcludeCIDRs      []string `json:"excludeCIDRs" yaml:"excludeCIDRs"`
+	StrictARP         bool     `json:"strictARP" yaml:"strictARP"`
 	// GracefulTerminationRetry is how often drained real servers are checked
 	// for remaining connections (kube-proxy: one minute).
-	GracefulTerminationRetry time.Duration `json:"gracefulTerminationRetry"`
+	GracefulTerminationRetry time.Duration `json:"gracefulTerminationRetry" yaml:"gracefulTerminationRetry"`
+}
+
+// configJSON is Config with its durations as strings, as kube-proxy's own
+// configuration file writes them: a results file records "1s", not 1000000000.
+type configJSON struct {
+	configFields
+	MinSyncPeriod            string `json:"minSyncPeriod"`
+	SyncPeriod               string `json:"syncPeriod"`
+	GracefulTerminationRetry string `json:"gracefulTerminationRetry"`
+}
+
+// configFields is Config without its methods; configJSON's own duration
+// fields, being shallower, take the place of its.
+type configFields Config
+
+func (cfg Config) MarshalJSON() ([]byte, error) {
+	return json.Marshal(configJSON{configFields(cfg), cfg.MinSyncPeriod.String(), cfg.SyncPeriod.String(), cfg.GracefulTerminationRetry.String()})
+}
+
+func (cfg *Config) UnmarshalJSON(b []byte) error {
+	var j configJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*cfg = Config(j.configFields)
+	for _, d := range []struct {
+		name string
+		s    string
+		to   *time.Duration
+	}{{"minSyncPeriod", j.MinSyncPeriod, &cfg.MinSyncPeriod}, {"syncPeriod", j.SyncPeriod, &cfg.SyncPeriod},
+		{"gracefulTerminationRetry", j.GracefulTerminationRetry, &cfg.GracefulTerminationRetry}} {
+		if d.s == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.name, err)
+		}
+		*d.to = v
+	}
+	return nil
 }
 
 // Defaults returns cfg with kube-proxy's defaults filled in where unset.
@@ -126,60 +173,87 @@ type Lockstep interface {
 // Schedulers lists the IPVS schedulers kube-proxy accepts.
 var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
 
-// Validate reports the first invalid field of a defaulted Config, by its JSON name.
+// FieldError is one invalid field of a Config, named as in YAML and JSON
+// (families[1], syncPeriod), so a scenario can place it at its file and line.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// ConfigErrors are every invalid field of a Config, in field order.
+type ConfigErrors []FieldError
+
+func (es ConfigErrors) Error() string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+// Validate reports every invalid field of a defaulted Config; the error is
+// a ConfigErrors. This is the one place a proxier configuration is checked,
+// whether it comes from a scenario, --set or code.
 func (cfg Config) Validate() error {
+	var errs ConfigErrors
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
 	if cfg.NodeName == "" {
-		return fmt.Errorf("nodeName: must not be empty")
+		bad("nodeName", "must not be empty")
 	}
 	if len(cfg.Families) == 0 || len(cfg.Families) > 2 {
-		return fmt.Errorf("families: want one or two IP families, got %d", len(cfg.Families))
+		bad("families", "want one or two IP families, got %d", len(cfg.Families))
 	}
 	for i, f := range cfg.Families {
-		if f != dataplane.IPv4 && f != dataplane.IPv6 {
-			return fmt.Errorf("families[%d]: unknown IP family %q", i, f)
-		}
-		if slices.Index(cfg.Families, f) != i {
-			return fmt.Errorf("families[%d]: %s listed twice", i, f)
+		switch {
+		case f != dataplane.IPv4 && f != dataplane.IPv6:
+			bad(fmt.Sprintf("families[%d]", i), "%q is not IPv4 or IPv6", f)
+		case slices.Index(cfg.Families, f) != i:
+			bad(fmt.Sprintf("families[%d]", i), "%s listed twice", f)
 		}
 	}
 	switch cfg.InitialSync {
 	case InitialSyncHandlers, InitialSyncLegacy:
 	default:
-		return fmt.Errorf("initialSync: %q is neither %q nor %q", cfg.InitialSync, InitialSyncHandlers, InitialSyncLegacy)
+		bad("initialSync", "%q is not one of %s, %s", cfg.InitialSync, InitialSyncHandlers, InitialSyncLegacy)
 	}
-	if cfg.MinSyncPeriod < 0 {
-		return fmt.Errorf("minSyncPeriod: must not be negative")
-	}
-	if cfg.SyncPeriod <= 0 || cfg.SyncPeriod < cfg.MinSyncPeriod {
-		return fmt.Errorf("syncPeriod: %v must be positive and at least minSyncPeriod (%v)", cfg.SyncPeriod, cfg.MinSyncPeriod)
+	switch {
+	case cfg.MinSyncPeriod < 0:
+		bad("minSyncPeriod", "must not be negative")
+	case cfg.SyncPeriod <= 0:
+		bad("syncPeriod", "must be > 0")
+	case cfg.SyncPeriod < cfg.MinSyncPeriod:
+		bad("minSyncPeriod", "%s is longer than syncPeriod %s", cfg.MinSyncPeriod, cfg.SyncPeriod)
 	}
 	if !slices.Contains(Schedulers, cfg.Scheduler) {
-		return fmt.Errorf("scheduler: unknown IPVS scheduler %q", cfg.Scheduler)
+		bad("scheduler", "%q is not one of %s", cfg.Scheduler, strings.Join(Schedulers, ", "))
 	}
-	for i, c := range cfg.NodePortAddresses {
-		if _, err := netip.ParsePrefix(c); err != nil {
-			return fmt.Errorf("nodePortAddresses[%d]: %w", i, err)
+	cidrs := func(field string, list []string, onePerFamily bool) {
+		seen := map[dataplane.Family]bool{}
+		for i, c := range list {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				bad(fmt.Sprintf("%s[%d]", field, i), "not a CIDR: %q", c)
+				continue
+			}
+			f := dataplane.FamilyOf(p.Addr())
+			if onePerFamily && seen[f] {
+				bad(fmt.Sprintf("%s[%d]", field, i), "a second %s CIDR; give one per family", f)
+			}
+			seen[f] = true
 		}
 	}
-	seen := map[dataplane.Family]bool{}
-	for i, c := range cfg.ClusterCIDRs {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			return fmt.Errorf("clusterCIDRs[%d]: %w", i, err)
-		}
-		f := dataplane.FamilyOf(p.Addr())
-		if seen[f] {
-			return fmt.Errorf("clusterCIDRs[%d]: more than one %s cluster CIDR", i, f)
-		}
-		seen[f] = true
-	}
-	for i, c := range cfg.ExcludeCIDRs {
-		if _, err := netip.ParsePrefix(c); err != nil {
-			return fmt.Errorf("excludeCIDRs[%d]: %w", i, err)
-		}
-	}
+	cidrs("nodePortAddresses", cfg.NodePortAddresses, false)
+	cidrs("clusterCIDRs", cfg.ClusterCIDRs, true)
+	cidrs("excludeCIDRs", cfg.ExcludeCIDRs, false)
 	if cfg.GracefulTerminationRetry <= 0 {
-		return fmt.Errorf("gracefulTerminationRetry: must be positive")
+		bad("gracefulTerminationRetry", "must be > 0")
 	}
-	return nil
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Write stores f as indented JSON at path. It writes a temporary file in the
@@ -75,5 +76,29 @@ func Read(path string) (*File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("read results %s: %w", path, err)
 	}
+	if missing := f.missing(); len(missing) > 0 {
+		return nil, fmt.Errorf("read results %s: not a complete kpsim results file: no %s (every run writes them)",
+			path, strings.Join(missing, ", "))
+	}
 	return &f, nil
+}
+
+// missing names the fields every run writes, from version 1 on, that f
+// lacks: a file without them is not one kpsim wrote, and a report of it
+// would show zeros with confidence.
+func (f *File) missing() []string {
+	var out []string
+	if s := bytes.TrimSpace(f.Scenario); len(s) == 0 || s[0] != '{' {
+		out = append(out, "scenario")
+	}
+	if f.Start.IsZero() {
+		out = append(out, "start")
+	}
+	if f.Backend == "" {
+		out = append(out, "backend")
+	}
+	if f.Basis != Measured && f.Basis != Modeled {
+		out = append(out, "basis")
+	}
+	return out
 }

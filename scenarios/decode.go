@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -74,6 +75,10 @@ type decoder struct {
 	file   string
 	pos    map[string]position   // field path -> position of its value
 	origin map[*yaml.Node]string // nodes created by --set -> "key=value"
+	// spelled maps a field path to the deprecated path the scenario wrote
+	// it as (see moveDeprecated), so errors name what the user wrote.
+	spelled  map[string]string
+	warnings []string
 }
 
 // nodeDecoder is implemented by types with their own YAML form.
@@ -82,19 +87,27 @@ type nodeDecoder interface {
 }
 
 func newDecoder(file string) *decoder {
-	return &decoder{file: file, pos: map[string]position{}, origin: map[*yaml.Node]string{}}
+	return &decoder{file: file, pos: map[string]position{}, origin: map[*yaml.Node]string{}, spelled: map[string]string{}}
 }
 
 // errAt returns an error located at n. The error is returned rather than
 // collected; decodeStruct and the slice loop collect.
 func (d *decoder) errAt(n *yaml.Node, path, format string, a ...any) error {
-	return &Error{File: d.file, Line: n.Line, Set: d.origin[n], Path: path, Msg: fmt.Sprintf(format, a...)}
+	return &Error{File: d.file, Line: n.Line, Set: d.origin[n], Path: d.spelling(path), Msg: fmt.Sprintf(format, a...)}
+}
+
+// spelling is path as the scenario wrote it.
+func (d *decoder) spelling(path string) string {
+	if p, ok := d.spelled[path]; ok {
+		return p
+	}
+	return path
 }
 
 // errPath returns an error located at the closest recorded position of path
 // or of one of its parents.
 func (d *decoder) errPath(path, format string, a ...any) *Error {
-	e := &Error{File: d.file, Path: path, Msg: fmt.Sprintf(format, a...)}
+	e := &Error{File: d.file, Path: d.spelling(path), Msg: fmt.Sprintf(format, a...)}
 	for p := path; ; p = parentPath(p) {
 		if pos, ok := d.pos[p]; ok {
 			e.Line, e.Set = pos.line, pos.set
@@ -162,6 +175,13 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) error {
 	d.pos[path] = position{n.Line, d.origin[n]}
 	if nd, ok := v.Addr().Interface().(nodeDecoder); ok {
 		return nd.decodeNode(d, n, path)
+	}
+	if v.Type() == durationType {
+		// time.Duration (proxier.Config's) reads as Duration does.
+		var dur Duration
+		err := dur.decodeNode(d, n, path)
+		v.SetInt(int64(dur))
+		return err
 	}
 	isNull := n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 	switch v.Kind() {
@@ -233,6 +253,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) error {
 	return nil
 }
 
+var durationType = reflect.TypeOf(time.Duration(0))
+
 func appendErr(errs Errors, err error) Errors {
 	switch e := err.(type) {
 	case Errors:
@@ -293,4 +315,85 @@ func (d *decoder) decodeStruct(n *yaml.Node, out any, path string) error {
 		}
 	}
 	return errs.orNil()
+}
+
+// deprecatedKeys are keys a scenario may still write under their old name:
+// old path -> new path, both "section.key".
+var deprecatedKeys = map[string]string{
+	// The ipset strategy is the dataplane's, not a kube-proxy setting.
+	"proxier.ipset": "dataplane.ipset",
+}
+
+// moveDeprecated moves every deprecated key of the document to its new
+// place before decoding, with a warning naming where it was written; errors
+// about the value still name the old spelling. Given both ways, an override
+// (--set) wins over the file; twice in one place is an error.
+func (d *decoder) moveDeprecated(root *yaml.Node) error {
+	if root.Kind != yaml.MappingNode {
+		return nil
+	}
+	for old, cur := range deprecatedKeys {
+		oldSec, oldKey, _ := strings.Cut(old, ".")
+		newSec, newKey, _ := strings.Cut(cur, ".")
+		from := mappingValue(root, oldSec)
+		if from == nil || from.Kind != yaml.MappingNode {
+			continue
+		}
+		k, val := removeKey(from, oldKey)
+		if k == nil {
+			continue
+		}
+		where := fmt.Sprintf("%s:%d", d.file, k.Line)
+		if kv := d.origin[val]; kv != "" {
+			where = "--set " + kv
+		}
+		d.warnings = append(d.warnings, fmt.Sprintf("%s: %s is deprecated, write %s (it will keep working)", where, old, cur))
+		to := mappingValue(root, newSec)
+		if to == nil || (to.Kind == yaml.ScalarNode && to.Tag == "!!null") {
+			if to == nil {
+				to = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+				root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: newSec}, to)
+			}
+			to.Kind, to.Tag = yaml.MappingNode, "!!map"
+		}
+		if to.Kind != yaml.MappingNode {
+			continue // decoding reports the section's type
+		}
+		if ek, ev := removeKey(to, newKey); ek != nil {
+			fromSet, existingFromSet := d.origin[val] != "", d.origin[ev] != ""
+			switch {
+			case existingFromSet && !fromSet:
+				to.Content = append(to.Content, ek, ev) // the override stands
+				continue
+			case fromSet == existingFromSet:
+				return d.errAt(k, old, "given twice: as %s and as %s", old, cur)
+			}
+		}
+		to.Content = append(to.Content, k, val)
+		k.Value = newKey
+		d.spelled[cur] = old
+	}
+	return nil
+}
+
+// mappingValue is the value of key in mapping m, or nil.
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// removeKey removes key from mapping m and returns its key and value nodes.
+func removeKey(m *yaml.Node, key string) (k, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			k, v = m.Content[i], m.Content[i+1]
+			m.Content = append(m.Content[:i:i], m.Content[i+2:]...)
+			return k, v
+		}
+	}
+	return nil, nil
 }

@@ -11,11 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/kpsim/kpsim/proxier"
 )
 
 // The shipped scenarios, embedded so that the binary can list and run them
@@ -130,10 +133,30 @@ func parseYAML(file string, data []byte) (root *yaml.Node, err error) {
 	return doc.Content[0], nil
 }
 
+// yamlParserProblems are the messages of yaml.v3's parser errors (as
+// opposed to its scanner errors). yaml.v3 numbers lines from 1 for scanner
+// errors but from 0 for parser errors, so those would point one line early.
+var yamlParserProblems = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"found undefined tag handle",
+	"did not find expected node content",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
 func yamlError(file string, err error) error {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if slices.Contains(yamlParserProblems, m[2]) {
+			line++
+		}
 		return &Error{File: file, Line: line, Msg: m[2]}
 	}
 	return &Error{File: file, Msg: strings.TrimPrefix(msg, "yaml: ")}
@@ -145,6 +168,34 @@ func yamlError(file string, err error) error {
 // reported, each with the file and line (or the override) and the field path;
 // the error is then an Errors.
 func Parse(file string, data []byte, sets []string) (*Scenario, error) {
+	return parse(file, data, sets, true)
+}
+
+// NodeSettings are what a scenario asks of the node it runs on.
+type NodeSettings struct {
+	Backend   string
+	Proxier   proxier.Config // NodeName is cluster.node's
+	Dataplane Dataplane
+}
+
+// LoadNodeSettings reads what a scenario asks of its node, decoded,
+// defaulted and validated as Load does, without building its cluster:
+// 10,000 services for scale-10k take a quarter of a second here and ten in
+// the emulated test VM, for nothing `kpsim doctor` shows.
+func LoadNodeSettings(nameOrPath string) (NodeSettings, error) {
+	file, data, err := Read(nameOrPath)
+	if err != nil {
+		return NodeSettings{}, err
+	}
+	s, err := parse(file, data, nil, false)
+	if err != nil {
+		return NodeSettings{}, err
+	}
+	return NodeSettings{Backend: s.Backend, Proxier: s.proxierConfig(), Dataplane: s.Dataplane}, nil
+}
+
+// parse is Parse; without build it stops after validation.
+func parse(file string, data []byte, sets []string, build bool) (*Scenario, error) {
 	root, err := parseYAML(file, data)
 	if err != nil {
 		return nil, err
@@ -155,7 +206,10 @@ func Parse(file string, data []byte, sets []string) (*Scenario, error) {
 			return nil, err
 		}
 	}
-	s := &Scenario{file: file}
+	if err := d.moveDeprecated(root); err != nil {
+		return nil, err
+	}
+	s := &Scenario{file: file, warnings: d.warnings}
 	if err := d.decodeStruct(root, s, ""); err != nil {
 		return nil, err
 	}
@@ -165,8 +219,15 @@ func Parse(file string, data []byte, sets []string) (*Scenario, error) {
 	if err := v.errs.orNil(); err != nil {
 		return nil, err
 	}
+	if !build {
+		return s, nil
+	}
 	if err := s.build(v); err != nil {
 		return nil, err
 	}
-	return s, v.errs.orNil()
+	if err := v.errs.orNil(); err != nil {
+		return nil, err
+	}
+	s.warnSetSizes()
+	return s, nil
 }

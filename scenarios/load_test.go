@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -37,11 +38,11 @@ func TestParseValid(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "sim", s.Backend)
 	require.Equal(t, "host", s.Sim.Profile)
-	require.Equal(t, []string{"IPv4"}, s.Proxier.Families)
-	require.Equal(t, "handlers", s.Proxier.InitialSync)
-	require.Equal(t, string(DefaultIPSetStrategy), s.Proxier.IPSet)
-	require.Equal(t, time.Second, s.Proxier.MinSyncPeriod.D())
-	require.Equal(t, 30*time.Second, s.Proxier.SyncPeriod.D())
+	require.Equal(t, []dataplane.Family{"IPv4"}, s.Proxier.Families)
+	require.Equal(t, proxier.InitialSyncMode("handlers"), s.Proxier.InitialSync)
+	require.Equal(t, dataplane.DefaultIPSetStrategy, s.Dataplane.IPSet)
+	require.Equal(t, time.Second, s.Proxier.MinSyncPeriod)
+	require.Equal(t, 30*time.Second, s.Proxier.SyncPeriod)
 	require.Equal(t, 5*time.Minute, s.Timeline[2].WaitSynced.Timeout.D(), "waitSynced default timeout")
 	require.True(t, bool(*s.Timeline[3].Probes))
 	require.Equal(t, 1, s.Cluster.PortsPerService)
@@ -92,6 +93,18 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate key", strings.Replace(base, "seed: 3", "seed: 3\nseed: 4", 1), nil,
 			[]string{"x.yaml:4: seed: given twice"}},
 		{"syntax error", "name: t\ncluster:\n  services: [1,\n", nil, []string{"x.yaml:"}},
+		// yaml.v3 numbers parser errors (unlike scanner errors) from 0: the lines here are the true ones.
+		// A zero waitSynced timeout is refused however it is written; only an absent one means 5m.
+		{"wait timeout 0s", strings.Replace(base, "  - waitSynced\n", "  - waitSynced: {timeout: 0s}\n", 1), nil,
+			[]string{"x.yaml:12: timeline[2].waitSynced.timeout: must be > 0 (leave it out for the default, 5m0s)"}},
+		{"wait timeout 0", strings.Replace(base, "  - waitSynced\n", "  - waitSynced: {timeout: 0}\n", 1), nil,
+			[]string{"x.yaml:12: timeline[2].waitSynced.timeout: must be > 0 (leave it out for the default, 5m0s)"}},
+		{"wait timeout 0 in a repeat", base + "  - repeat: {times: 2, steps: [waitSynced: {timeout: 0s}]}\n", nil,
+			[]string{"x.yaml:15: timeline[5].repeat.steps[0].waitSynced.timeout: must be > 0"}},
+		{"unclosed flow list", "name: t\ndescription: d\ncluster:\n  podCIDRs: [10.0.0.0/8\nproxier: {}\n", nil,
+			[]string{"x.yaml:4: did not find expected ',' or ']'"}},
+		{"list item among keys", "name: t\ndescription: d\n- createCluster\n", nil, []string{"x.yaml:3: did not find expected key"}},
+		{"bad indentation (scanner)", "name: t\ndescription: d\n  seed: 1\n", nil, []string{"x.yaml:3: mapping values are not allowed in this context"}},
 		{"unknown step", base + "  - explode: {}\n", nil, []string{"x.yaml:15: timeline[5].explode: unknown field"}},
 		{"two kinds in one step", base + "  - sleep: 1s\n    probes: off\n", nil,
 			[]string{"x.yaml:15: timeline[5]: a step has exactly one kind (one key), got 2"}},
@@ -172,8 +185,8 @@ func TestSetOverrides(t *testing.T) {
 		check func(t *testing.T, s *Scenario)
 	}{
 		{"string", []string{"proxier.initialSync=legacy", "proxier.ipset=exec"}, func(t *testing.T, s *Scenario) {
-			require.Equal(t, "legacy", s.Proxier.InitialSync)
-			require.Equal(t, "exec", s.Proxier.IPSet)
+			require.Equal(t, proxier.InitialSyncMode("legacy"), s.Proxier.InitialSync)
+			require.Equal(t, dataplane.IPSetStrategy("exec"), s.Dataplane.IPSet)
 		}},
 		{"number into an existing field", []string{"cluster.services=25"}, func(t *testing.T, s *Scenario) {
 			require.Equal(t, 25, s.Cluster.Services)
@@ -184,7 +197,7 @@ func TestSetOverrides(t *testing.T) {
 			require.Equal(t, "incident", s.Sim.Profile)
 		}},
 		{"a list", []string{"proxier.families=[IPv4, IPv6]", "cluster.dualStack=1"}, func(t *testing.T, s *Scenario) {
-			require.Equal(t, []string{"IPv4", "IPv6"}, s.Proxier.Families)
+			require.Equal(t, []dataplane.Family{"IPv4", "IPv6"}, s.Proxier.Families)
 			require.Len(t, s.set.EndpointSlices, 20)
 		}},
 		{"inside the timeline", []string{"timeline[4].churnEndpoints.rate=9"}, func(t *testing.T, s *Scenario) {
@@ -350,7 +363,7 @@ func TestProxierOverrides(t *testing.T) {
 		{kv: "proxier.clusterCIDRs=[nope]", err: `proxier.clusterCIDRs[0]: not a CIDR: "nope"`},
 	} {
 		t.Run(tc.kv, func(t *testing.T) {
-			cfg, _, err := ProxierOverrides([]string{tc.kv})
+			cfg, _, _, err := ProxierOverrides([]string{tc.kv})
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				return
@@ -360,11 +373,11 @@ func TestProxierOverrides(t *testing.T) {
 		})
 	}
 	// Without overrides: kube-proxy's defaults and kpsim's ipset strategy.
-	cfg, strategy, err := ProxierOverrides(nil)
+	cfg, strategy, _, err := ProxierOverrides(nil)
 	require.NoError(t, err)
 	require.Equal(t, proxier.Config{}.Defaults().SyncPeriod, cfg.SyncPeriod)
 	require.Equal(t, "rr", cfg.Scheduler)
-	require.Equal(t, DefaultIPSetStrategy, strategy)
+	require.Equal(t, dataplane.DefaultIPSetStrategy, strategy)
 	require.Empty(t, cfg.Families, "families are the caller's to decide")
 }
 
@@ -377,4 +390,142 @@ func TestProbeClients(t *testing.T) {
 		got = append(got, a.String())
 	}
 	require.Equal(t, []string{"10.244.255.254", "10.244.3.254", "fd00:244::ffff:ffff:ffff:fffe", "fd00:10:244:0:ffff:ffff:ffff:fffe"}, got)
+}
+
+// TestOversizeBlamesWhatExceeds: an out-of-range service count is reported
+// once, on the field given, not also on endpointsPerService (a default the
+// user never wrote).
+func TestOversizeBlamesWhatExceeds(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		want []string
+	}{
+		{[]string{"cluster.services=100000000"},
+			[]string{"--set cluster.services=100000000: cluster.services: must be between 0 and 50000, got 100000000"}},
+		{[]string{"cluster.services=50000", "cluster.endpointsPerService=20"},
+			[]string{"--set cluster.endpointsPerService=20: cluster.endpointsPerService: 50000 services x 20 endpoints is 1000000 endpoints, more than 500000"}},
+		{[]string{"cluster.endpointsPerService=1000", "cluster.services=600"},
+			[]string{"--set cluster.endpointsPerService=1000: cluster.endpointsPerService: 600 services x 1000 endpoints"}},
+	} {
+		t.Run(strings.Join(tc.sets, " "), func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(base), tc.sets)
+			var es Errors
+			require.ErrorAs(t, err, &es)
+			require.Len(t, es, len(tc.want), "%v", es)
+			for i, w := range tc.want {
+				require.Contains(t, es[i].Error(), w)
+			}
+		})
+	}
+}
+
+// TestWarnsBeyondMaxElem: a cluster needing more KUBE-CLUSTER-IP entries
+// than an ipset holds by default loads, with a warning saying it is
+// kube-proxy's limit too; a cluster within it has no warning.
+func TestWarnsBeyondMaxElem(t *testing.T) {
+	s, err := Parse("x.yaml", []byte(base), nil)
+	require.NoError(t, err)
+	require.Empty(t, s.Warnings())
+
+	s, err = Parse("x.yaml", []byte(base), []string{"cluster.services=33000", "cluster.portsPerService=2", "cluster.types={nodePort: 0}", "cluster.podCIDRs=[10.128.0.0/10]"})
+	require.NoError(t, err)
+	require.Len(t, s.Warnings(), 1)
+	w := s.Warnings()[0]
+	require.Contains(t, w, "KUBE-CLUSTER-IP needs 66000 entries (one per service port), more than an ipset holds by default (maxelem 65536)")
+	require.Contains(t, w, "Real kube-proxy creates its sets with that default")
+	require.Contains(t, w, "not an error in the scenario")
+}
+
+// TestDataplaneSection: the ipset strategy is the dataplane section's, with
+// one default; proxier.ipset still works, with a warning naming where it
+// was written, and errors about it keep the spelling the user wrote.
+func TestDataplaneSection(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		yaml    string
+		sets    []string
+		want    dataplane.IPSetStrategy
+		warning string
+		err     string
+	}{
+		{name: "default", yaml: base, want: dataplane.DefaultIPSetStrategy},
+		{name: "dataplane section", yaml: base + "dataplane: {ipset: exec}\n", want: dataplane.IPSetExec},
+		{name: "--set dataplane.ipset", yaml: base, sets: []string{"dataplane.ipset=netlink"}, want: dataplane.IPSetNetlink},
+		{name: "deprecated in the file", yaml: base + "proxier:\n  scheduler: wrr\n  ipset: exec\n", want: dataplane.IPSetExec,
+			warning: "x.yaml:17: proxier.ipset is deprecated, write dataplane.ipset (it will keep working)"},
+		{name: "deprecated --set", yaml: base, sets: []string{"proxier.ipset=exec"}, want: dataplane.IPSetExec,
+			warning: "--set proxier.ipset=exec: proxier.ipset is deprecated, write dataplane.ipset"},
+		{name: "deprecated --set over the file's section", yaml: base + "dataplane: {ipset: restore}\n", sets: []string{"proxier.ipset=exec"},
+			want: dataplane.IPSetExec, warning: "--set proxier.ipset=exec: proxier.ipset is deprecated"},
+		{name: "--set over the file's deprecated key", yaml: base + "proxier: {ipset: exec}\n", sets: []string{"dataplane.ipset=netlink"},
+			want: dataplane.IPSetNetlink, warning: "x.yaml:15: proxier.ipset is deprecated"},
+		{name: "both in the file", yaml: base + "proxier: {ipset: exec}\ndataplane: {ipset: restore}\n",
+			err: "x.yaml:15: proxier.ipset: given twice: as proxier.ipset and as dataplane.ipset"},
+		{name: "bad value, old spelling", yaml: base + "proxier: {ipset: fast}\n",
+			err: `x.yaml:15: proxier.ipset: "fast" is not one of exec, restore, netlink`},
+		{name: "bad value, new spelling", yaml: base + "dataplane: {ipset: fast}\n",
+			err: `x.yaml:15: dataplane.ipset: "fast" is not one of exec, restore, netlink`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse("x.yaml", []byte(tc.yaml), tc.sets)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, s.Dataplane.IPSet)
+			if tc.warning == "" {
+				require.Empty(t, s.Warnings())
+				return
+			}
+			require.Len(t, s.Warnings(), 1)
+			require.Contains(t, s.Warnings()[0], tc.warning)
+		})
+	}
+}
+
+// TestProxierSectionIsProxierConfig: the proxier section is proxier.Config,
+// validated by it, each problem at its line; durations read as strings and
+// are written so in the scenario as run.
+func TestProxierSectionIsProxierConfig(t *testing.T) {
+	_, err := Parse("x.yaml", []byte(base+"proxier:\n  scheduler: fifo\n  families: [IPv4, IPv4]\n  syncPeriod: 1s\n  minSyncPeriod: 2s\n"), nil)
+	var es Errors
+	require.ErrorAs(t, err, &es)
+	var got []string
+	for _, e := range es {
+		got = append(got, e.Error())
+	}
+	require.Equal(t, []string{
+		`x.yaml:16: proxier.scheduler: "fifo" is not one of rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh`,
+		"x.yaml:17: proxier.families[1]: IPv4 listed twice",
+		"x.yaml:19: proxier.minSyncPeriod: 2s is longer than syncPeriod 1s",
+	}, got)
+
+	s, err := Parse("x.yaml", []byte(base+"proxier: {minSyncPeriod: 250ms}\n"), nil)
+	require.NoError(t, err)
+	require.Equal(t, 250*time.Millisecond, s.Proxier.MinSyncPeriod)
+	require.Equal(t, "node-1", s.proxierConfig().NodeName, "the proxier plays cluster.node")
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"minSyncPeriod":"250ms"`)
+	require.Contains(t, string(b), `"dataplane":{"ipset":"restore"}`)
+	require.NotContains(t, string(b), `nodeName`)
+}
+
+// TestLoadNodeSettings: what doctor asks, through the same loader, without
+// building the cluster.
+func TestLoadNodeSettings(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(base+"backend: kernel\nproxier: {scheduler: sh, ipset: netlink}\n"), 0o644))
+	ns, err := LoadNodeSettings(p)
+	require.NoError(t, err)
+	require.Equal(t, "kernel", ns.Backend)
+	require.Equal(t, "sh", ns.Proxier.Scheduler)
+	require.Equal(t, dataplane.IPSetNetlink, ns.Dataplane.IPSet)
+	require.Equal(t, []dataplane.Family{dataplane.IPv4}, ns.Proxier.Families)
+
+	require.NoError(t, os.WriteFile(p, []byte(base+"proxier: {scheduler: fifo}\n"), 0o644))
+	_, err = LoadNodeSettings(p)
+	require.ErrorContains(t, err, p+`:15: proxier.scheduler: "fifo" is not one of`)
 }

@@ -101,7 +101,7 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 		o:          o,
 		now:        time.Now,
 		dp:         o.Backend.Dataplane(),
-		cfg:        s.Proxier.config(s.Cluster.Node.Name),
+		cfg:        s.proxierConfig(),
 		churn:      dataplane.NewChurn(),
 		metrics:    proxier.NewMetrics(reg),
 		syncNote:   make(chan struct{}),

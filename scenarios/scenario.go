@@ -12,6 +12,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
@@ -25,15 +27,30 @@ type Scenario struct {
 	Backend     string  `yaml:"backend" json:"backend"` // sim (default) or kernel
 	Sim         Sim     `yaml:"sim" json:"sim"`
 	Cluster     Cluster `yaml:"cluster" json:"cluster"`
-	Proxier     Proxier `yaml:"proxier" json:"proxier"`
-	Probes      Probes  `yaml:"probes" json:"probes"`
-	Timeline    []Step  `yaml:"timeline" json:"timeline"`
+	// Proxier is kube-proxy's configuration, defaulted and validated by the
+	// proxier package itself; its node is cluster.node.
+	Proxier   proxier.Config `yaml:"proxier" json:"proxier"`
+	Dataplane Dataplane      `yaml:"dataplane" json:"dataplane"`
+	Probes    Probes         `yaml:"probes" json:"probes"`
+	Timeline  []Step         `yaml:"timeline" json:"timeline"`
 
-	file string       // where it was read from, for relative paths
-	set  *objects.Set // the cluster, built by Parse
-	gen  *generator   // allocates from the cluster's pools as the timeline runs
-	ran  bool         // a scenario's generator state is consumed by one run
+	file     string       // where it was read from, for relative paths
+	warnings []string     // findings that do not stop the run, see Warnings
+	set      *objects.Set // the cluster, built by Parse
+	gen      *generator   // allocates from the cluster's pools as the timeline runs
+	ran      bool         // a scenario's generator state is consumed by one run
 }
+
+// proxierConfig is the proxier section for the scenario's node.
+func (s *Scenario) proxierConfig() proxier.Config {
+	cfg := s.Proxier
+	cfg.NodeName = s.Cluster.Node.Name
+	return cfg
+}
+
+// Warnings are what loading found questionable but runnable: a deprecated
+// key, a cluster larger than one of kube-proxy's ipsets can hold.
+func (s *Scenario) Warnings() []string { return s.warnings }
 
 // Sim configures the in-memory kernel.
 type Sim struct {
@@ -97,21 +114,13 @@ type Node struct {
 	Addresses []string `yaml:"addresses" json:"addresses"` // with prefix length, e.g. 192.168.0.10/24
 }
 
-// Proxier is the proxier's configuration (proxier.Config) plus the ipset
-// strategy, which belongs to the dataplane but is chosen with the proxier.
-type Proxier struct {
-	Families                 []string `yaml:"families" json:"families"` // IPv4, IPv6
-	InitialSync              string   `yaml:"initialSync" json:"initialSync"`
-	IPSet                    string   `yaml:"ipset" json:"ipset"`
-	MinSyncPeriod            Duration `yaml:"minSyncPeriod" json:"minSyncPeriod"`
-	SyncPeriod               Duration `yaml:"syncPeriod" json:"syncPeriod"`
-	Scheduler                string   `yaml:"scheduler" json:"scheduler"`
-	NodePortAddresses        []string `yaml:"nodePortAddresses" json:"nodePortAddresses"`
-	MasqueradeAll            bool     `yaml:"masqueradeAll" json:"masqueradeAll"`
-	ClusterCIDRs             []string `yaml:"clusterCIDRs" json:"clusterCIDRs"`
-	ExcludeCIDRs             []string `yaml:"excludeCIDRs" json:"excludeCIDRs"`
-	StrictARP                bool     `yaml:"strictARP" json:"strictARP"`
-	GracefulTerminationRetry Duration `yaml:"gracefulTerminationRetry" json:"gracefulTerminationRetry"`
+// Dataplane says how the proxier's kernel operations reach the kernel: a
+// property of the node's tooling, not a kube-proxy setting.
+type Dataplane struct {
+	// IPSet is how ipset changes are written: exec (a process per entry, as
+	// kube-proxy does), restore (one `ipset restore` per sync, the default,
+	// dataplane.DefaultIPSetStrategy) or netlink.
+	IPSet dataplane.IPSetStrategy `yaml:"ipset" json:"ipset"`
 }
 
 // Probes configure connection attempts through the dataplane. Probing runs
@@ -263,6 +272,12 @@ func (d Duration) String() string { return time.Duration(d).String() }
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
 func (d *Duration) decodeNode(dec *decoder, n *yaml.Node, path string) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" && n.Value == "0" {
+		// A bare 0 is the zero duration, as time.ParseDuration reads "0": a
+		// zero then meets the same checks whichever way it was written.
+		*d = 0
+		return nil
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\", got %s", describe(n))
 	}

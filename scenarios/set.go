@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -151,33 +152,73 @@ func (d *decoder) mark(n *yaml.Node, kv string) {
 	}
 }
 
-// ProxierOverrides turns proxier.KEY=VALUE overrides alone into proxier
-// settings, decoded, defaulted and validated exactly as a scenario's proxier
-// section is, for commands that run the proxier without a scenario (kpsim
-// state). Families stay as set (empty if not): the caller decides them.
-func ProxierOverrides(sets []string) (proxier.Config, dataplane.IPSetStrategy, error) {
+// ProxierOverrides turns proxier.KEY=VALUE and dataplane.KEY=VALUE
+// overrides alone into settings, decoded, defaulted and validated exactly as
+// a scenario's sections are, for commands that run the proxier without a
+// scenario (kpsim state). Families stay as set (empty if not): the caller
+// decides them. warnings are as a scenario's (a deprecated key).
+func ProxierOverrides(sets []string) (cfg proxier.Config, ipset dataplane.IPSetStrategy, warnings []string, err error) {
 	root := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	d := newDecoder("")
 	for _, kv := range sets {
-		if !strings.HasPrefix(kv, "proxier.") {
-			return proxier.Config{}, "", &Error{Set: kv, Msg: "only proxier.* keys apply here"}
+		if !strings.HasPrefix(kv, "proxier.") && !strings.HasPrefix(kv, "dataplane.") {
+			return cfg, "", nil, &Error{Set: kv, Msg: "only proxier.* keys apply here, and dataplane.* ones"}
 		}
 		if err := d.applySet(root, kv); err != nil {
-			return proxier.Config{}, "", err
+			return cfg, "", nil, err
 		}
 	}
+	if err := d.moveDeprecated(root); err != nil {
+		return cfg, "", nil, err
+	}
 	var doc struct {
-		Proxier Proxier `yaml:"proxier"`
+		Proxier   proxier.Config `yaml:"proxier"`
+		Dataplane Dataplane      `yaml:"dataplane"`
 	}
 	if err := d.decodeStruct(root, &doc, ""); err != nil {
-		return proxier.Config{}, "", err
+		return cfg, "", nil, err
 	}
-	p := &doc.Proxier
-	p.defaults()
+	// Validated as a scenario validates them, with stand-ins for what the
+	// caller decides (node, families).
+	s := &Scenario{Proxier: doc.Proxier, Dataplane: doc.Dataplane}
+	families := s.Proxier.Families
+	if len(families) == 0 {
+		s.Proxier.Families = []dataplane.Family{dataplane.IPv4}
+	}
+	s.Cluster.Node.Name = "node"
+	s.defaultSections()
 	v := &validator{d: d}
-	p.validate(v)
+	s.validateSections(v)
 	if err := v.errs.orNil(); err != nil {
-		return proxier.Config{}, "", err
+		return cfg, "", nil, err
 	}
-	return p.config(""), dataplane.IPSetStrategy(p.IPSet), nil
+	s.Proxier.Families = families
+	return s.Proxier, s.Dataplane.IPSet, d.warnings, nil
 }
+
+// SetKeys lists the scalar and list fields --set can override, as
+// "path=" (shell completion offers them). Timeline steps are indexed
+// (timeline[2].sleep) and not listed.
+func SetKeys() []string {
+	var out []string
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		_, names := fields(t)
+		byName, _ := fields(t)
+		for _, n := range names {
+			ft := t.Field(byName[n]).Type
+			p := joinPath(path, n)
+			if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(nodeDecoderType) {
+				walk(ft, p)
+				continue
+			}
+			if p != "timeline" {
+				out = append(out, p+"=")
+			}
+		}
+	}
+	walk(reflect.TypeOf(Scenario{}), "")
+	return out
+}
+
+var nodeDecoderType = reflect.TypeOf((*nodeDecoder)(nil)).Elem()

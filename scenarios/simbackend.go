@@ -46,7 +46,7 @@ func NewSimBackend(s *Scenario) (*SimBackend, error) {
 	k, err := sim.New(sim.Options{
 		Profile:       prof,
 		TimeScale:     s.Sim.TimeScale,
-		IPSetStrategy: dataplane.IPSetStrategy(s.Proxier.IPSet),
+		IPSetStrategy: s.Dataplane.IPSet,
 		NodeAddresses: addrs,
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -29,10 +30,6 @@ const (
 	defaultWaitTimeout     = 5 * time.Minute
 )
 
-// DefaultIPSetStrategy is kpsim's choice: one `ipset restore` per sync.
-// kube-proxy itself runs one process per entry (exec), the incident's cost.
-const DefaultIPSetStrategy = dataplane.IPSetRestore
-
 // ProbeKinds are the address kinds a probe target can have.
 var ProbeKinds = []string{"clusterip", "nodeport", "external", "loadbalancer"}
 
@@ -47,9 +44,9 @@ func (s *Scenario) defaults(present func(string) bool) {
 	}
 	c := &s.Cluster
 	if len(s.Proxier.Families) == 0 {
-		s.Proxier.Families = []string{string(dataplane.IPv4)}
+		s.Proxier.Families = []dataplane.Family{dataplane.IPv4}
 		if c.DualStack > 0 {
-			s.Proxier.Families = append(s.Proxier.Families, string(dataplane.IPv6))
+			s.Proxier.Families = append(s.Proxier.Families, dataplane.IPv6)
 		}
 	}
 	// With fromFile these still shape the services addServices generates.
@@ -87,7 +84,7 @@ func (s *Scenario) defaults(present func(string) bool) {
 			}
 		}
 	}
-	s.Proxier.defaults()
+	s.defaultSections()
 
 	if s.Probes.Interval == 0 {
 		s.Probes.Interval = Duration(100 * time.Millisecond)
@@ -95,18 +92,50 @@ func (s *Scenario) defaults(present func(string) bool) {
 	if len(s.Probes.Kinds) == 0 {
 		s.Probes.Kinds = []string{"clusterip"}
 	}
-	walkSteps(s.Timeline, func(st *Step) {
-		if st.WaitSynced != nil && st.WaitSynced.Timeout == 0 {
+	// Only an absent timeout gets the default: a zero one is an error.
+	walkSteps(s.Timeline, "timeline", func(st *Step, path string) {
+		if st.WaitSynced != nil && !present(path+".waitSynced.timeout") {
 			st.WaitSynced.Timeout = Duration(defaultWaitTimeout)
 		}
 	})
 }
 
-func walkSteps(steps []Step, f func(*Step)) {
+// walkSteps calls f with every step, repeats' steps included, and its path.
+// defaultSections fills kube-proxy's defaults into the proxier section, as
+// proxier.Run would, so that the scenario as run shows them (its node stays
+// cluster.node's), and the dataplane's.
+func (s *Scenario) defaultSections() {
+	s.Proxier = s.Proxier.Defaults()
+	s.Proxier.NodeName = ""
+	if s.Dataplane.IPSet == "" {
+		s.Dataplane.IPSet = dataplane.DefaultIPSetStrategy
+	}
+}
+
+// validateSections checks the proxier section with the proxier's own
+// Validate, placing each problem at its field's line, and the dataplane's.
+func (s *Scenario) validateSections(v *validator) {
+	var ce proxier.ConfigErrors
+	if errors.As(s.proxierConfig().Validate(), &ce) {
+		for _, e := range ce {
+			if e.Field != "nodeName" { // cluster.node.name is checked with the cluster
+				v.errf("proxier."+e.Field, "%s", e.Msg)
+			}
+		}
+	}
+	var strategies []string
+	for _, st := range dataplane.IPSetStrategies {
+		strategies = append(strategies, string(st))
+	}
+	v.oneOf("dataplane.ipset", string(s.Dataplane.IPSet), strategies)
+}
+
+func walkSteps(steps []Step, path string, f func(st *Step, path string)) {
 	for i := range steps {
-		f(&steps[i])
+		p := fmt.Sprintf("%s[%d]", path, i)
+		f(&steps[i], p)
 		if r := steps[i].Repeat; r != nil {
-			walkSteps(r.Steps, f)
+			walkSteps(r.Steps, p+".repeat.steps", f)
 		}
 	}
 }
@@ -179,24 +208,16 @@ func (s *Scenario) validate(v *validator) {
 		v.errf("sim.timeScale", "must be between 0 (no waiting) and 1 (real time), got %v", s.Sim.TimeScale)
 	}
 
+	// The proxier section is checked by the proxier package, once; its
+	// node is cluster.node.
 	var fams []dataplane.Family
-	for i, f := range s.Proxier.Families {
-		path := fmt.Sprintf("proxier.families[%d]", i)
-		if f != string(dataplane.IPv4) && f != string(dataplane.IPv6) {
-			v.errf(path, "%q is not IPv4 or IPv6", f)
-			continue
+	for _, f := range s.Proxier.Families {
+		if (f == dataplane.IPv4 || f == dataplane.IPv6) && !slices.Contains(fams, f) {
+			fams = append(fams, f)
 		}
-		if slices.Contains(fams, dataplane.Family(f)) {
-			v.errf(path, "%s listed twice", f)
-			continue
-		}
-		fams = append(fams, dataplane.Family(f))
 	}
-	if len(s.Proxier.Families) > 2 {
-		v.errf("proxier.families", "at most two families")
-	}
+	s.validateSections(v)
 	s.Cluster.validate(v, fams)
-	s.Proxier.validate(v)
 	s.Probes.validate(v, &s.Cluster)
 	s.validateTimeline(v)
 }
@@ -219,7 +240,11 @@ func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 	v.intRange("cluster.portsPerService", c.PortsPerService, 1, maxPortsPerService)
 	v.intRange("cluster.endpointsPerService", c.EndpointsPerService, 0, maxEndpointsPerService)
 	v.intRange("cluster.namespaces", c.Namespaces, 1, maxNamespaces)
-	if n := c.Services * c.EndpointsPerService; n > maxEndpoints {
+	// The product is checked only when both factors are in range: an out of
+	// range one is reported already, and the other is not to blame. (With
+	// the default of 2 endpoints per service no service count in range
+	// exceeds it, so endpointsPerService was given.)
+	if n := c.Services * c.EndpointsPerService; n > maxEndpoints && c.Services <= maxServices && c.EndpointsPerService <= maxEndpointsPerService {
 		v.errf("cluster.endpointsPerService", "%d services x %d endpoints is %d endpoints, more than %d",
 			c.Services, c.EndpointsPerService, n, maxEndpoints)
 	}
@@ -254,71 +279,6 @@ func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 		if !have[f] && len(c.Node.Addresses) > 0 {
 			v.errf("cluster.node.addresses", "needs an %s address (the proxier runs %s)", f, f)
 		}
-	}
-}
-
-// defaults fills kube-proxy's defaults (proxier.Config.Defaults) and kpsim's
-// ipset strategy into the proxier section, so that the scenario as run shows
-// them. Families depend on the cluster and are the scenario's to fill.
-func (p *Proxier) defaults() {
-	if p.IPSet == "" {
-		p.IPSet = string(DefaultIPSetStrategy)
-	}
-	cfg := p.config("").Defaults() // as proxier.Run will: a zero period means the default
-	p.InitialSync = string(cfg.InitialSync)
-	p.MinSyncPeriod = Duration(cfg.MinSyncPeriod)
-	p.SyncPeriod = Duration(cfg.SyncPeriod)
-	p.Scheduler = cfg.Scheduler
-	p.GracefulTerminationRetry = Duration(cfg.GracefulTerminationRetry)
-}
-
-// config is the section as a proxier.Config for the named node.
-func (p *Proxier) config(nodeName string) proxier.Config {
-	cfg := proxier.Config{
-		NodeName:                 nodeName,
-		InitialSync:              proxier.InitialSyncMode(p.InitialSync),
-		MinSyncPeriod:            p.MinSyncPeriod.D(),
-		SyncPeriod:               p.SyncPeriod.D(),
-		Scheduler:                p.Scheduler,
-		NodePortAddresses:        p.NodePortAddresses,
-		MasqueradeAll:            p.MasqueradeAll,
-		ClusterCIDRs:             p.ClusterCIDRs,
-		ExcludeCIDRs:             p.ExcludeCIDRs,
-		StrictARP:                p.StrictARP,
-		GracefulTerminationRetry: p.GracefulTerminationRetry.D(),
-	}
-	for _, f := range p.Families {
-		cfg.Families = append(cfg.Families, dataplane.Family(f))
-	}
-	return cfg
-}
-
-func (p *Proxier) validate(v *validator) {
-	v.oneOf("proxier.initialSync", p.InitialSync, []string{string(proxier.InitialSyncHandlers), string(proxier.InitialSyncLegacy)})
-	var strategies []string
-	for _, s := range dataplane.IPSetStrategies {
-		strategies = append(strategies, string(s))
-	}
-	v.oneOf("proxier.ipset", p.IPSet, strategies)
-	if p.SyncPeriod <= 0 {
-		v.errf("proxier.syncPeriod", "must be > 0")
-	} else if p.SyncPeriod < p.MinSyncPeriod {
-		v.errf("proxier.minSyncPeriod", "%s is longer than syncPeriod %s", p.MinSyncPeriod, p.SyncPeriod)
-	}
-	v.oneOf("proxier.scheduler", p.Scheduler, proxier.Schedulers)
-	for i, c := range p.NodePortAddresses {
-		if _, err := netip.ParsePrefix(c); err != nil {
-			v.errf(fmt.Sprintf("proxier.nodePortAddresses[%d]", i), "not a CIDR: %q", c)
-		}
-	}
-	v.cidrs("proxier.clusterCIDRs", p.ClusterCIDRs, nil)
-	for i, c := range p.ExcludeCIDRs {
-		if _, err := netip.ParsePrefix(c); err != nil {
-			v.errf(fmt.Sprintf("proxier.excludeCIDRs[%d]", i), "not a CIDR: %q", c)
-		}
-	}
-	if p.GracefulTerminationRetry <= 0 {
-		v.errf("proxier.gracefulTerminationRetry", "must be > 0")
 	}
 }
 
@@ -401,7 +361,7 @@ func (s *Scenario) checkSteps(v *validator, steps []Step, path string, st *timel
 				v.errf(sp, "waitSynced before startProxier: nothing would sync")
 			}
 			if step.WaitSynced.Timeout <= 0 {
-				v.errf(kp+".timeout", "must be > 0")
+				v.errf(kp+".timeout", "must be > 0 (leave it out for the default, %s)", Duration(defaultWaitTimeout))
 			}
 		case step.ChurnEndpoints != nil:
 			c := step.ChurnEndpoints
@@ -462,4 +422,39 @@ func (s *Scenario) checkSteps(v *validator, steps []Step, path string, st *timel
 		}
 	}
 	return n
+}
+
+// warnSetSizes warns when the cluster needs more KUBE-CLUSTER-IP entries
+// (one per service port with a ClusterIP of the family) than an ipset holds
+// by default. kube-proxy creates its sets with that default, so this is a
+// finding about kube-proxy on such a cluster, not an error in the scenario:
+// the run shows what happens (every sync fails with "set is full").
+func (s *Scenario) warnSetSizes() {
+	entries := map[dataplane.Family]int{}
+	for _, svc := range s.set.Services {
+		for _, ip := range svc.Spec.ClusterIPs {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				entries[dataplane.FamilyOf(a)] += len(svc.Spec.Ports)
+			}
+		}
+	}
+	added := 0
+	walkSteps(s.Timeline, "timeline", func(st *Step, _ string) {
+		if st.AddServices != nil {
+			added += st.AddServices.Count * s.Cluster.PortsPerService
+		}
+	})
+	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+		n := entries[f]
+		if f == s.Proxier.Families[0] {
+			n += added // generated services take the first family (dual-stack ones both: a lower bound)
+		}
+		if n > sim.DefaultMaxElem {
+			s.warnings = append(s.warnings, fmt.Sprintf(
+				"cluster: %s needs %d entries (one per service port), more than an ipset holds by default (maxelem %d). "+
+					"Real kube-proxy creates its sets with that default, so on this cluster every sync fails with \"set is full\", "+
+					"and so will this run: a finding about kube-proxy, not an error in the scenario",
+				proxier.SetName("KUBE-CLUSTER-IP", f), n, sim.DefaultMaxElem))
+		}
+	}
 }

@@ -13,8 +13,8 @@ import (
 const nOps = len(dataplane.Ops{})
 
 // Options configure a Kernel. The zero value is a usable node: the host
-// profile, costs accounted but not slept, one ipset process per entry (what
-// kube-proxy does), and the default node addresses.
+// profile, costs accounted but not slept, dataplane.DefaultIPSetStrategy,
+// and the default node addresses.
 type Options struct {
 	// Profile prices every operation; nil means the embedded "host" profile.
 	Profile *Profile
@@ -23,7 +23,7 @@ type Options struct {
 	// (the proxier feels the kernel in real time). Between 0 and 1.
 	TimeScale float64
 	// IPSetStrategy is how ipset batches reach the modeled kernel; it only
-	// changes their cost. Empty means dataplane.IPSetExec.
+	// changes their cost. Empty means dataplane.DefaultIPSetStrategy.
 	IPSetStrategy dataplane.IPSetStrategy
 	// NodeAddresses are bound on eth0. Empty means 192.168.0.10/24 and fd00::10/64.
 	NodeAddresses []dataplane.InterfaceAddr
@@ -84,7 +84,7 @@ func New(o Options) (*Kernel, error) {
 		o.Profile = p
 	}
 	if o.IPSetStrategy == "" {
-		o.IPSetStrategy = dataplane.IPSetExec
+		o.IPSetStrategy = dataplane.DefaultIPSetStrategy
 	}
 	costs, err := o.Profile.table(o.IPSetStrategy)
 	if err != nil {

@@ -73,8 +73,14 @@ func TestDefaultProfile(t *testing.T) {
 	require.Equal(t, sim.DefaultProfile, k.Profile().Name)
 	require.NoError(t, k.CreateSet(dataplane.Set{Name: "S", Type: dataplane.HashIP}))
 	require.NoError(t, k.Apply([]dataplane.SetChange{{Set: "S", Add: []string{"10.0.0.1"}}}))
-	want := k.Profile().Cost(dataplane.OpIPSetCreate, dataplane.IPSetExec) + k.Profile().Cost(dataplane.OpIPSetAdd, dataplane.IPSetExec)
-	require.Equal(t, want, k.Modeled(), "the default strategy is exec, one process per entry")
+	modeled := func(s dataplane.IPSetStrategy) time.Duration {
+		k := newKernel(t, sim.Options{IPSetStrategy: s})
+		require.NoError(t, k.CreateSet(dataplane.Set{Name: "S", Type: dataplane.HashIP}))
+		require.NoError(t, k.Apply([]dataplane.SetChange{{Set: "S", Add: []string{"10.0.0.1"}}}))
+		return k.Modeled()
+	}
+	require.Equal(t, modeled(dataplane.DefaultIPSetStrategy), k.Modeled(), "the default strategy is the one every part of kpsim defaults to")
+	require.NotEqual(t, modeled(dataplane.IPSetExec), k.Modeled(), "the check can tell strategies apart")
 }
 
 func TestBootState(t *testing.T) {

@@ -4,61 +4,54 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
-	"flag"
 	"fmt"
-	"io"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
-func init() {
-	register(command{
-		name:  "anonymize",
-		usage: "IN -o OUT [--seed N]",
-		short: "rewrite a cluster export with names and addresses replaced consistently, structure kept",
-		run:   runAnonymize,
-	})
-}
+func init() { register("anonymize", newAnonymizeCommand) }
 
-func runAnonymize(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("anonymize", stderr)
+func newAnonymizeCommand() *cobra.Command {
 	var out string
 	var seed int64
-	fs.StringVar(&out, "o", "", "output file (a v1 List in JSON; - is standard output)")
-	fs.Int64Var(&seed, "seed", 0, "key of the mapping; the same seed maps the same names and addresses the same way,\n"+
+	c := &cobra.Command{
+		Use:   "anonymize IN -o OUT [--seed N]",
+		Short: "rewrite a cluster export with names and addresses replaced consistently, structure kept",
+		Long: `Read what 'kpsim state' and scenarios read (a kubectl export: JSON or YAML, a List,
+documents, or a directory of them) and write it with every name, namespace, label
+value, hostname and address replaced. Ports, protocols, types, policies, endpoint
+conditions and counts are kept; addresses keep their subnet relations, so the
+anonymized cluster programs the same shape of IPVS, ipset and iptables state.`,
+		Example: `  kubectl get services,endpointslices -A -o json > export/cluster.json
+  kpsim anonymize export -o anon.json
+  kpsim anonymize export/cluster.json -o - --seed 42 | less`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return badUsage("want one input, got %q", args)
+			}
+			if out == "" {
+				return badUsage("want -o OUT")
+			}
+			return runAnonymize(cmd, args[0], out, seed)
+		},
+	}
+	c.Flags().StringVarP(&out, "output", "o", "", "output `FILE` (a v1 List in JSON; - is standard output)")
+	c.Flags().Int64Var(&seed, "seed", 0, "the mapping's key `N`; the same seed maps the same names and addresses the same way,\n"+
 		"so exports anonymized with one seed line up. Default: a random seed, printed to standard error.\n"+
 		"Keep it private: whoever has it can test guesses of the original names")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: kpsim anonymize %s\n\n", commands["anonymize"].usage)
-		fmt.Fprintln(stderr, "Reads what kpsim state and scenarios read (a kubectl export: JSON or YAML, or a directory) and writes")
-		fmt.Fprintln(stderr, "it with every name, namespace, label value, hostname and address replaced. Ports, protocols, types,")
-		fmt.Fprintln(stderr, "policies, endpoint conditions and counts are kept; addresses keep their subnet relations.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
+	completeFiles(c, "output", "json")
+	return c
+}
+
+func runAnonymize(cmd *cobra.Command, in, out string, seed int64) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if err := checkOutput("--output", out); err != nil {
+		return err
 	}
-	// Accept IN before or after the flags.
-	var in string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		in, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return usageError("%v", err)
-	}
-	if in == "" && fs.NArg() == 1 {
-		in = fs.Arg(0)
-	} else if fs.NArg() != 0 {
-		return usageError("want one input, got %v", fs.Args())
-	}
-	if in == "" || out == "" {
-		return usageError("want IN and -o OUT (see kpsim anonymize -h)")
-	}
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "seed" })
-	if !explicit {
+	if !cmd.Flags().Changed("seed") {
 		var b [8]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return fmt.Errorf("random seed: %w", err)

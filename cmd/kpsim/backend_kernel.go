@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/kpsim/kpsim/kernel"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
@@ -29,7 +28,7 @@ func newKernelBackend(sc *scenarios.Scenario) (scenarios.Backend, error) {
 		}
 		os.Exit(code)
 	}
-	opts := kernel.BackendOptions{Kernel: kernel.Options{IPSetStrategy: dataplane.IPSetStrategy(sc.Proxier.IPSet)}}
+	opts := kernel.BackendOptions{Kernel: kernel.Options{IPSetStrategy: sc.Dataplane.IPSet}}
 	for _, a := range sc.Cluster.Node.Addresses {
 		p, err := netip.ParsePrefix(a)
 		if err != nil {

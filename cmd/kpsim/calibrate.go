@@ -7,38 +7,64 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
-func init() {
-	register(command{
-		name:  "calibrate",
-		usage: "[-o profile.json] [-name NAME] [-where TEXT] [-entries N] [-exec-entries N] [-iptables legacy|nft]",
-		short: "measure this kernel's per-operation costs and write a cost profile for the sim (root)",
-		run:   runCalibrate,
-	})
+func init() { register("calibrate", newCalibrateCommand) }
+
+type calibrateFlags struct {
+	out, name, where, mode string
+	entries, execEntries   int
 }
 
-func runCalibrate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("calibrate", stderr)
-	out := fs.String("o", "", "write the profile to this file (default: standard output)")
-	name := fs.String("name", "calibrated", "profile name")
-	where := fs.String("where", "", "where this runs, for the profile's source text (default: the CPU model)")
-	entries := fs.Int("entries", 1000, "set entries, IPVS services, addresses and conntrack flows per measurement")
-	execEntries := fs.Int("exec-entries", 100, "entries for the one-process-per-entry ipset strategy")
-	mode := fs.String("iptables", "", "iptables variant, legacy or nft (default: detected as kube-proxy does)")
-	if err := fs.Parse(args); err != nil {
-		return err
+func newCalibrateCommand() *cobra.Command {
+	var o calibrateFlags
+	c := &cobra.Command{
+		Use:   "calibrate [-o FILE] [--name NAME] [--where TEXT] [--entries N] [--exec-entries N] [--iptables legacy|nft]",
+		Short: "measure this kernel's per-operation costs and write a cost profile for the sim (root)",
+		Long: `Measure, in a throwaway network namespace, what each kernel operation kube-proxy's IPVS
+mode issues costs on this machine: IPVS services and destinations, ipset entries by
+each strategy (exec, restore, netlink), addresses, iptables-restore, conntrack. Each
+cost is fitted from a small and a large batch. The result is a cost profile the sim
+reads (--set sim.profile=FILE), so the in-memory kernel predicts this node. Operations
+this kernel cannot do (IPVS on a kernel without it) are left out of the profile, and
+its source text says so. See docs/kernel-costs.md.`,
+		Example: `  sudo kpsim calibrate -o my-node.json
+  sudo kpsim calibrate --entries 5000 --iptables nft -o my-node.json
+  kpsim run -s restart-stale-ipsets --set sim.profile=my-node.json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCalibrate(cmd, o)
+		},
 	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected arguments %v", fs.Args())
+	f := c.Flags()
+	f.StringVarP(&o.out, "output", "o", "", "write the profile to `FILE` (default: standard output)")
+	f.StringVar(&o.name, "name", "calibrated", "profile `NAME`")
+	f.StringVar(&o.where, "where", "", "`TEXT` saying where this runs, for the profile's source text (default: the CPU model)")
+	f.IntVar(&o.entries, "entries", 1000, "set entries, IPVS services, addresses and conntrack flows per measurement, `N`")
+	f.IntVar(&o.execEntries, "exec-entries", 100, "`N` entries for the one-process-per-entry ipset strategy")
+	f.StringVar(&o.mode, "iptables", "", "iptables variant, `legacy|nft` (default: detected as kube-proxy does)")
+	completeValues(c, "iptables", "legacy", "nft")
+	completeFiles(c, "output", "json")
+	return c
+}
+
+func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if o.entries < 20 || o.execEntries < 20 {
+		return usageError("--entries and --exec-entries must be at least 20 (the fits need a small and a large batch)")
 	}
-	if *entries < 20 || *execEntries < 20 {
-		return usageError("-entries and -exec-entries must be at least 20 (the fits need a small and a large batch)")
+	if o.out != "" {
+		if err := checkOutput("--output", o.out); err != nil {
+			return err
+		}
 	}
 	if !kernel.Isolated() {
-		return reexecIsolated("calibrate", args, stderr)
+		return reexecIsolated("calibrate", setFlags(cmd), stderr)
 	}
 	if err := kernel.LoopbackUp(); err != nil {
 		return err
@@ -54,18 +80,18 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if !caps.Conntrack.OK {
 		skip["conntrack"] = "no conntrack: " + caps.Conntrack.Detail
 	}
-	if *where == "" {
-		*where = cpuModel()
+	if o.where == "" {
+		o.where = cpuModel()
 	}
 	open := func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
-		k, err := kernel.New(kernel.Options{IPSetStrategy: s, IPTablesMode: *mode})
+		k, err := kernel.New(kernel.Options{IPSetStrategy: s, IPTablesMode: o.mode})
 		if err != nil {
 			return dataplane.Dataplane{}, nil, err
 		}
 		return k.Dataplane(), k.Close, nil
 	}
 	p, err := kernel.Calibrate(open, kernel.CalibrateOptions{
-		Entries: *entries, ExecEntries: *execEntries, Name: *name, Where: *where, Skip: skip, Log: stderr,
+		Entries: o.entries, ExecEntries: o.execEntries, Name: o.name, Where: o.where, Skip: skip, Log: stderr,
 	})
 	if err != nil {
 		return err
@@ -75,15 +101,22 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	b = append(b, '\n')
-	if *out == "" {
+	if o.out == "" {
 		_, err = stdout.Write(b)
 		return err
 	}
-	if err := os.WriteFile(*out, b, 0o644); err != nil {
+	if err := os.WriteFile(o.out, b, 0o644); err != nil {
 		return fmt.Errorf("write profile: %w", err)
 	}
-	fmt.Fprintf(stderr, "wrote %s\n", *out)
+	fmt.Fprintf(stderr, "wrote %s\n", o.out)
 	return nil
+}
+
+// setFlags returns the flags given on the command line, to pass them on.
+func setFlags(cmd *cobra.Command) []string {
+	var out []string
+	cmd.Flags().Visit(func(f *pflag.Flag) { out = append(out, "--"+f.Name+"="+f.Value.String()) })
+	return out
 }
 
 // reexecIsolated runs `kpsim cmd args` again in a fresh network namespace

@@ -5,31 +5,38 @@ import (
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kpsim/kpsim/kernel"
 )
 
-func init() {
-	register(command{
-		name:  "clean",
-		usage: "[-force]",
-		short: "remove network namespaces and processes that crashed kernel runs left behind (root)",
-		run:   runClean,
-	})
+func init() { register("clean", newCleanCommand) }
+
+func newCleanCommand() *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:   "clean [--force]",
+		Short: "remove network namespaces and processes that crashed kernel runs left behind (root)",
+		Long: `A kernel run removes its network namespaces when it ends, fails or is interrupted. A
+run killed together with its parent (SIGKILL, a lost VM) cannot: clean stops its
+orphaned isolated processes and removes its namespaces under ` + kernel.NetnsDir + `. Namespaces
+of runs that still seem to be in progress are kept unless --force is given.`,
+		Example: `  sudo kpsim clean
+  sudo kpsim clean --force`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runClean(cmd.OutOrStdout(), force)
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "also remove namespaces of runs that still seem to be in progress")
+	return c
 }
 
-func runClean(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("clean", stderr)
-	force := fs.Bool("force", false, "also remove namespaces of runs that still seem to be in progress")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected arguments %v", fs.Args())
-	}
+func runClean(stdout io.Writer, force bool) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("clean needs root: it unmounts namespaces in %s", kernel.NetnsDir)
 	}
-	rep, err := kernel.Clean(*force)
+	rep, err := kernel.Clean(force)
 	for _, pid := range rep.Killed {
 		fmt.Fprintf(stdout, "stopped orphaned isolated kpsim process %d\n", pid)
 	}
@@ -37,7 +44,7 @@ func runClean(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "removed %s/%s\n", kernel.NetnsDir, n)
 	}
 	for _, n := range rep.Kept {
-		fmt.Fprintf(stdout, "kept %s/%s: its run is still in progress (use -force)\n", kernel.NetnsDir, n)
+		fmt.Fprintf(stdout, "kept %s/%s: its run is still in progress (use --force)\n", kernel.NetnsDir, n)
 	}
 	if len(rep.Killed)+len(rep.Removed)+len(rep.Kept) == 0 && err == nil {
 		fmt.Fprintln(stdout, "nothing to clean")

@@ -4,54 +4,97 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/compare"
 )
 
-func init() {
-	register(command{
-		name:  "compare",
-		usage: "[flags] BASE.json... -- HEAD.json...  |  --base a.json,b.json --head c.json,d.json",
-		short: "compare results files of two builds or settings, with a verdict (exit 1 on regression)",
-		run:   runCompare,
-	})
+func init() { register("compare", newCompareCommand) }
+
+type compareFlags struct {
+	o                                        compare.Options
+	minDelta                                 time.Duration
+	baseList, headList, format, latency, out string
+	allowOps                                 bool
 }
 
-func runCompare(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("compare", stderr)
-	o := compare.DefaultOptions()
-	var baseList, headList, format, latency, out string
-	fs.StringVar(&baseList, "base", "", "comma-separated base results files (instead of BASE... --)")
-	fs.StringVar(&headList, "head", "", "comma-separated head results files")
-	fs.Float64Var(&o.Threshold, "threshold", o.Threshold, "smallest change in percent that counts as a regression")
-	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level of the tests (Wilcoxon signed-rank for paired syncs, Mann-Whitney U otherwise)")
-	minDelta := fs.Duration("min-delta", time.Duration(o.MinDeltaSeconds*float64(time.Second)), "smallest absolute change of a duration that can count as a regression")
-	fs.StringVar(&latency, "latency", "gate", "report: timing metrics (latency, disruption, CPU, RSS) never fail the comparison; gate: a significant regression exits 1")
-	allowOps := fs.Bool("allow-ops-change", false, "a change in kernel operation counts or modeled kernel time is expected: report it, do not fail")
+func newCompareCommand() *cobra.Command {
+	f := compareFlags{o: compare.DefaultOptions()}
+	c := &cobra.Command{
+		Use: "compare BASE.json... -- HEAD.json... [--latency report|gate] [--threshold PERCENT] [--allow-ops-change] [--format text|md|benchstat] [-o FILE]\n" +
+			"  kpsim compare BASE.json HEAD.json [...]\n" +
+			"  kpsim compare --base A.json,B.json --head C.json,D.json [...]",
+		Short: "compare results files of two builds or settings, with a verdict (exit 1 on regression)",
+		Long: `Compare results files of two builds or two settings metric by metric: base and head
+values, the change, a p-value and a verdict. Both sides must have run the same
+scenario with the same seed and settings (--allow-different compares others). Runs
+on the modeled clock pair sync k with sync k and test the per-sync ratios
+(Wilcoxon signed-rank); otherwise each file's value is one sample (Mann-Whitney U,
+4+ per side needed for significance at 0.05). Kernel operation counts, modeled
+kernel time and failed syncs are compared exactly.
+
+Exit status: 0 no regression, 1 regression or undeclared change in kernel
+operations, 2 bad input or runs that differ.`,
+		Example: `  kpsim compare out/base.json out/head.json
+  kpsim compare base-*.json -- head-*.json --latency report
+  kpsim compare --base a1.json,a2.json --head b1.json,b2.json --format md -o cmp.md`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			files, err := compareArgs(cmd, args)
+			if err != nil {
+				return err
+			}
+			return runCompare(cmd, f, files)
+		},
+		ValidArgsFunction: resultsFiles,
+	}
+	o := &f.o
+	fs := c.Flags()
+	fs.StringVar(&f.baseList, "base", "", "comma-separated base results `FILES` (instead of BASE... --)")
+	fs.StringVar(&f.headList, "head", "", "comma-separated head results `FILES`")
+	fs.Float64Var(&o.Threshold, "threshold", o.Threshold, "smallest change in `PERCENT` that counts as a regression")
+	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level `P` of the tests (Wilcoxon signed-rank for paired syncs, Mann-Whitney U otherwise)")
+	fs.DurationVar(&f.minDelta, "min-delta", time.Duration(o.MinDeltaSeconds*float64(time.Second)), "smallest absolute change (a `DURATION`) of a duration that can count as a regression")
+	fs.StringVar(&f.latency, "latency", "gate", "`report|gate`: with report, timing metrics (latency, disruption, CPU, RSS) never fail the comparison; gate: a significant regression exits 1")
+	fs.BoolVar(&f.allowOps, "allow-ops-change", false, "a change in kernel operation counts or modeled kernel time is expected: report it, do not fail")
 	fs.BoolVar(&o.AllowDifferent, "allow-different", false, "compare runs of different scenarios, seeds or settings, and judge runs that ended early as whole")
-	fs.StringVar(&format, "format", "text", "text, md or benchstat")
-	fs.StringVar(&out, "o", "", "write to this file instead of standard output")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: kpsim compare %s\n\n", commands["compare"].usage)
-		fmt.Fprintln(stderr, "Both sides must have run the same scenario with the same seed and settings (--allow-different")
-		fmt.Fprintln(stderr, "compares others). Runs on the modeled clock pair sync k with sync k and test the per-sync ratios")
-		fmt.Fprintln(stderr, "(signed-rank); otherwise each file's value is one sample (4+ per side needed for significance at")
-		fmt.Fprintln(stderr, "0.05). Kernel operation counts, modeled kernel time and failed syncs are compared exactly.")
-		fmt.Fprintln(stderr, "Exit status: 0 no regression, 1 regression or undeclared change in kernel operations, 2 bad input")
-		fmt.Fprintln(stderr, "or runs that differ.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
+	fs.StringVar(&f.format, "format", "text", "output format, `text|md|benchstat`")
+	fs.StringVarP(&f.out, "output", "o", "", "write to `FILE` instead of standard output")
+	completeValues(c, "latency", "report", "gate")
+	completeValues(c, "format", "text", "md", "benchstat")
+	return c
+}
+
+// compareArgs returns the positional arguments with the "--" that separates
+// base from head files put back (cobra's flag parsing drops it), after
+// parsing flags that follow it ("BASE -- HEAD --format md").
+func compareArgs(cmd *cobra.Command, args []string) ([]string, error) {
+	dash := cmd.ArgsLenAtDash()
+	if dash < 0 {
+		return args, nil
 	}
-	files, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+	before, after := args[:dash], args[dash:]
+	if err := cmd.Flags().Parse(after); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, cmd.Help()
+		}
+		return nil, flagError(cmd, err)
 	}
+	return append(append(slices.Clone(before), "--"), cmd.Flags().Args()...), nil
+}
+
+func runCompare(cmd *cobra.Command, f compareFlags, files []string) error {
+	stdout := cmd.OutOrStdout()
+	o := f.o
+	baseList, headList, format, latency, out := f.baseList, f.headList, f.format, f.latency, f.out
+	minDelta, allowOps := &f.minDelta, &f.allowOps
 	o.MinDeltaSeconds = minDelta.Seconds()
 	if o.Alpha <= 0 || o.Alpha >= 1 {
 		return usageError("--alpha %g: want a value between 0 and 1", o.Alpha)
@@ -68,6 +111,11 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	basePaths, headPaths, err := compareSides(files, baseList, headList)
 	if err != nil {
 		return err
+	}
+	if out != "" {
+		if err := checkOutput("--output", out); err != nil {
+			return err
+		}
 	}
 	base, err := readSummarized(basePaths)
 	if err != nil {
@@ -142,11 +190,11 @@ func compareSides(args []string, baseList, headList string) ([]string, []string,
 	}
 	if baseList != "" || headList != "" {
 		if len(args) > 0 {
-			return nil, nil, usageError("give files either with --base/--head or as BASE... -- HEAD..., not both")
+			return nil, nil, badUsage("give files either with --base/--head or as BASE... -- HEAD..., not both")
 		}
 		b, h := split(baseList), split(headList)
 		if len(b) == 0 || len(h) == 0 {
-			return nil, nil, usageError("--base and --head each need at least one results file")
+			return nil, nil, badUsage("--base and --head each need at least one results file")
 		}
 		return b, h, nil
 	}
@@ -154,7 +202,7 @@ func compareSides(args []string, baseList, headList string) ([]string, []string,
 		if a == "--" {
 			b, h := args[:i], args[i+1:]
 			if len(b) == 0 || len(h) == 0 {
-				return nil, nil, usageError("need at least one results file on each side of --")
+				return nil, nil, badUsage("need at least one results file on each side of --")
 			}
 			return b, h, nil
 		}
@@ -162,7 +210,7 @@ func compareSides(args []string, baseList, headList string) ([]string, []string,
 	if len(args) == 2 {
 		return args[:1], args[1:], nil
 	}
-	return nil, nil, usageError("want BASE.json HEAD.json, BASE.json... -- HEAD.json..., or --base and --head")
+	return nil, nil, badUsage("want BASE.json HEAD.json, BASE.json... -- HEAD.json..., or --base and --head")
 }
 
 // readSummarized reads results files and recomputes their summaries, so a

@@ -121,7 +121,8 @@ func TestCompareCommand(t *testing.T) {
 // kpsim processes (whose CPU and RSS are their own) without building one.
 func TestMain(m *testing.M) {
 	if os.Getenv("KPSIM_TEST_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		trap := trapSignals() // as main does
+		os.Exit(execute(trap.context(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }

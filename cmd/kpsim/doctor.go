@@ -4,24 +4,46 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
-	"gopkg.in/yaml.v3"
+	"github.com/spf13/cobra"
 
 	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
-func init() {
-	register(command{
-		name:  "doctor",
-		usage: "[-json] [-require BACKEND]",
-		short: "show what this kernel offers and which backends and scenarios can run here",
-		run:   runDoctor,
-	})
+func init() { register("doctor", newDoctorCommand) }
+
+func newDoctorCommand() *cobra.Command {
+	var asJSON bool
+	var require string
+	c := &cobra.Command{
+		Use:   "doctor [--json] [--require sim|kernel]",
+		Short: "show what this kernel offers and which backends and scenarios can run here",
+		Long: `Probe this kernel (inside a throwaway network namespace: the host is never changed)
+for what kube-proxy's IPVS mode needs: IPVS and its schedulers, dummy and veth links,
+every ipset type kube-proxy creates, the ipset tool, iptables (legacy and nft),
+conntrack and IPv6. Then say which backends, and which shipped scenarios on which
+backend, can run here, and what is missing. Needs root for the kernel checks.
+
+With --require, exit 1 unless that backend can run here: how scripts and VMs ask
+"ready?".`,
+		Example: `  sudo kpsim doctor
+  sudo kpsim doctor --require kernel && sudo kpsim run -s smoke --set backend=kernel
+  kpsim doctor --json | jq .backends`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDoctor(cmd, asJSON, require)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	c.Flags().StringVar(&require, "require", "", "exit 1 unless `BACKEND` (sim or kernel) can run here")
+	completeValues(c, "require", kernel.Backends...)
+	return c
 }
 
 // doctorReport is doctor's answer, also its -json output.
@@ -44,24 +66,16 @@ type scenarioVerdict struct {
 	Error    string           `json:"error,omitempty"` // the scenario did not load
 }
 
-func runDoctor(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("doctor", stderr)
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	require := fs.String("require", "", "exit 1 unless this backend (sim or kernel) can run here: how scripts and VMs ask 'ready?'")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected arguments %v", fs.Args())
-	}
-	if *require != "" && *require != "sim" && *require != "kernel" {
-		return usageError("-require %q: want sim or kernel", *require)
+func runDoctor(cmd *cobra.Command, asJSON bool, require string) error {
+	stdout := cmd.OutOrStdout()
+	if require != "" && !slices.Contains(kernel.Backends, require) {
+		return usageError("--require %q: want sim or kernel", require)
 	}
 	rep, err := diagnose()
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
@@ -70,9 +84,9 @@ func runDoctor(args []string, stdout, stderr io.Writer) error {
 	} else {
 		printDoctor(stdout, rep)
 	}
-	if *require != "" {
+	if require != "" {
 		for _, b := range rep.Backends {
-			if b.Backend == *require && !b.OK {
+			if b.Backend == require && !b.OK {
 				return verdict("the %s backend cannot run here: missing %s", b.Backend, strings.Join(b.Missing, "; "))
 			}
 		}
@@ -109,34 +123,18 @@ func diagnose() (doctorReport, error) {
 	return rep, nil
 }
 
-// scenarioNeeds reads only what a scenario asks of the kernel. Loading it
-// whole would build its cluster (10,000 services for scale-10k): a quarter
-// of a second here, ten seconds in the emulated test VM, for nothing doctor
-// shows. Unset fields mean the defaults (sim, rr, IPv4, exec), as Needs does.
+// scenarioNeeds is what a scenario asks of the kernel, read by the
+// scenarios package without building the scenario's cluster.
 func scenarioNeeds(name string) (kernel.Needs, string, error) {
-	file, data, err := scenarios.Read(name)
+	ns, err := scenarios.LoadNodeSettings(name)
 	if err != nil {
 		return kernel.Needs{}, "", err
 	}
-	var head struct {
-		Backend string `yaml:"backend"`
-		Proxier struct {
-			Families  []string `yaml:"families"`
-			Scheduler string   `yaml:"scheduler"`
-			IPSet     string   `yaml:"ipset"`
-		} `yaml:"proxier"`
-	}
-	if err := yaml.Unmarshal(data, &head); err != nil {
-		return kernel.Needs{}, "", fmt.Errorf("%s: %w", file, err)
-	}
-	if head.Backend == "" {
-		head.Backend = "sim"
-	}
-	n := kernel.Needs{Scheduler: head.Proxier.Scheduler, IPSetStrategy: dataplane.IPSetStrategy(head.Proxier.IPSet)}
-	for _, f := range head.Proxier.Families {
-		n.IPv6 = n.IPv6 || f == string(dataplane.IPv6)
-	}
-	return n, head.Backend, nil
+	return kernel.Needs{
+		Scheduler:     ns.Proxier.Scheduler,
+		IPSetStrategy: ns.Dataplane.IPSet,
+		IPv6:          slices.Contains(ns.Proxier.Families, dataplane.IPv6),
+	}, ns.Backend, nil
 }
 
 func judge(c kernel.Capabilities, backend string, n kernel.Needs) backendVerdict {

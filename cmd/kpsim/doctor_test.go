@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 
@@ -20,6 +19,7 @@ func TestScenarioNeeds(t *testing.T) {
 	n, _, err = scenarioNeeds("smoke")
 	require.NoError(t, err)
 	require.False(t, n.IPv6)
+	require.Equal(t, dataplane.DefaultIPSetStrategy, n.IPSetStrategy, "the scenarios package's defaults, not doctor's own")
 	_, _, err = scenarioNeeds("no-such-scenario")
 	require.ErrorContains(t, err, "not a shipped scenario")
 }
@@ -62,9 +62,6 @@ func TestPrintDoctor(t *testing.T) {
 
 func TestDoctorUsage(t *testing.T) {
 	var out, errOut bytes.Buffer
-	err := runDoctor([]string{"-require", "kvm"}, &out, &errOut)
-	var ee *exitError
-	require.True(t, errors.As(err, &ee))
-	require.Equal(t, 2, ee.code)
-	require.True(t, strings.Contains(err.Error(), "want sim or kernel"))
+	require.Equal(t, 2, run([]string{"doctor", "--require", "kvm"}, &out, &errOut))
+	require.True(t, strings.Contains(errOut.String(), "want sim or kernel"))
 }

@@ -2,47 +2,63 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/report"
 )
 
-func init() {
-	register(command{
-		name:  "report",
-		usage: "RESULTS.json [MORE.json ...] [-o report.html] [--format html|md]",
-		short: "turn results files into an HTML report (or a Markdown summary)",
-		run:   runReport,
-	})
+func init() { register("report", newReportCommand) }
+
+func newReportCommand() *cobra.Command {
+	var out, format string
+	c := &cobra.Command{
+		Use:   "report RESULTS.json... [-o FILE] [--format html|md]",
+		Short: "turn results files into an HTML report (or a Markdown summary)",
+		Long: `Turn results files into one self-contained HTML page with charts, or Markdown tables
+for a pull-request comment. Several files are overlaid in one report, each labelled
+by what sets it apart (a setting, the backend, the file name).`,
+		Example: `  kpsim report out/smoke.json                       # writes out/smoke.html
+  kpsim report out/legacy.json out/fixed.json -o out/restart.html
+  kpsim report out/smoke.json --format md > comment.md`,
+		RunE: func(cmd *cobra.Command, paths []string) error {
+			return runReport(cmd, paths, out, format)
+		},
+		ValidArgsFunction: resultsFiles,
+	}
+	c.Flags().StringVarP(&out, "output", "o", "", "output `FILE`; '-' for standard output (default: next to the first results file for html, standard output for md)")
+	c.Flags().StringVar(&format, "format", "html", "output format, `html|md`: html (self-contained page with charts) or md (tables for a pull-request comment)")
+	completeValues(c, "format", "html", "md")
+	completeFiles(c, "output", "html", "md")
+	return c
 }
 
-func runReport(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("report", stderr)
-	out := fs.String("o", "", "output file; '-' for standard output (default: next to the first results file for html, standard output for md)")
-	format := fs.String("format", "html", "html (self-contained page with charts) or md (tables for a pull-request comment)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: kpsim report %s\n\nSeveral files are overlaid in one report, each labelled by what sets it apart.\n\n", commands["report"].usage)
-		fs.PrintDefaults()
-	}
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if *format != "html" && *format != "md" {
-		return usageError("--format %q: want html or md", *format)
+func runReport(cmd *cobra.Command, paths []string, out, format string) error {
+	stdout := cmd.OutOrStdout()
+	if format != "html" && format != "md" {
+		return usageError("--format %q: want html or md", format)
 	}
 	if len(paths) == 0 {
-		return usageError("want at least one results file")
+		return badUsage("want at least one results file")
 	}
+	dest := out
+	if dest == "" && format == "html" {
+		dest = strings.TrimSuffix(paths[0], ".json") + ".html"
+	}
+	var err error
 	files := make([]*results.File, len(paths))
 	for i, p := range paths {
 		if files[i], err = results.Read(p); err != nil {
 			return usageError("%v", err)
+		}
+	}
+	if dest != "" {
+		if err := checkOutput("--output", dest); err != nil {
+			return err
 		}
 	}
 	r, err := report.New(paths, files)
@@ -50,17 +66,13 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var b bytes.Buffer
-	if *format == "md" {
+	if format == "md" {
 		err = r.WriteMarkdown(&b)
 	} else {
 		err = r.WriteHTML(&b)
 	}
 	if err != nil {
 		return err
-	}
-	dest := *out
-	if dest == "" && *format == "html" {
-		dest = strings.TrimSuffix(paths[0], ".json") + ".html"
 	}
 	if dest == "" || dest == "-" {
 		_, err = stdout.Write(b.Bytes())
@@ -71,36 +83,4 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "report: %s\n", dest)
 	return nil
-}
-
-// parseInterspersed parses flags wherever they appear among the positional
-// arguments, which the flag package alone stops at. A "--" is kept as a
-// positional separator rather than ending flag parsing.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for len(args) > 0 {
-		if args[0] == "--" {
-			pos = append(pos, "--")
-			args = args[1:]
-			continue
-		}
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return nil, err
-			}
-			return nil, usageError("%v", err)
-		}
-		rest := fs.Args()
-		// Parse ends at a positional argument, or after consuming a "--"
-		// that followed a flag: keep that "--" as the separator it is.
-		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
-			pos = append(pos, "--")
-		}
-		args = rest
-		if len(args) > 0 && args[0] != "--" {
-			pos = append(pos, args[0])
-			args = args[1:]
-		}
-	}
-	return pos, nil
 }

@@ -4,72 +4,98 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
-// Set by the Makefile: go build -ldflags "-X main.version=... -X main.commit=...".
-var (
-	version = "dev"
-	commit  = ""
-)
+func init() { register("run", newRunCommand) }
 
-func init() {
-	register(command{
-		name:  "run",
-		usage: "-s NAME|FILE [-o FILE] [--set key=value ...] [--metrics-addr HOST:PORT] [--state FILE]",
-		short: "run a scenario and write its results file",
-		run:   runRun,
-	})
+func newRunCommand() *cobra.Command {
+	var o runFlags
+	c := &cobra.Command{
+		Use:   "run [-s NAME|FILE] [-o FILE] [--set KEY=VALUE]... [--metrics-addr HOST:PORT] [--state FILE]",
+		Short: "run a scenario and write its results file",
+		Long: `Run a scenario (a shipped one by name, see 'kpsim scenarios', or a file) and write
+its results file: every sync phase by phase, every kernel operation, network
+programming latency and every failed probe. A summary is printed at the end;
+failed syncs are printed as they happen. Ctrl-C (SIGINT) or SIGTERM stops the
+run and still writes what was measured, marked interrupted (exit status 3); while
+the scenario is still loading it stops at once and writes nothing.
+
+The results file is written to --output, whose directory must exist unless it is
+under the working directory (the default, out/, is created).`,
+		Example: `  kpsim run -s smoke
+  kpsim run -s restart-stale-ipsets --set proxier.initialSync=legacy --set dataplane.ipset=exec -o out/legacy.json
+  kpsim run -s scale-10k --set cluster.services=2000 --metrics-addr 127.0.0.1:9099
+  sudo kpsim run -s smoke --set backend=kernel --state out/kernel-state.json`,
+		Args:        noArgs,
+		Annotations: map[string]string{interruptibleKey: "yes"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRun(cmd, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&o.scenario, "scenario", "s", "smoke", "the scenario to run, a shipped `NAME|FILE` (see 'kpsim scenarios') or a file")
+	f.StringVarP(&o.out, "output", "o", "", "results `FILE` (default out/<scenario>-<time>.json)")
+	f.StringArrayVar(&o.sets, "set", nil, "override a scenario field, `KEY=VALUE`, e.g. proxier.initialSync=legacy or cluster.services=500 (repeatable)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on `HOST:PORT` while the run lasts, e.g. 127.0.0.1:9100")
+	f.StringVar(&o.state, "state", "", "at the end of the run, read back what the dataplane holds and write it to `FILE` as a state dump (see 'kpsim state --diff')")
+	completeScenario(c, "scenario")
+	completeSetKeys(c)
+	return c
 }
 
-func runRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", stderr)
-	name := fs.String("s", "smoke", "scenario: a shipped name (see 'kpsim scenarios') or a file")
-	out := fs.String("o", "", "results file (default out/<scenario>-<time>.json)")
-	var sets setFlags // state.go's: repeated --set key=value
-	fs.Var(&sets, "set", "override a scenario field, e.g. proxier.initialSync=legacy or cluster.services=500 (repeatable)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics on this address while the run lasts, e.g. 127.0.0.1:9100")
-	stateOut := fs.String("state", "", "at the end of the run, read back what the dataplane holds and write it as a state dump (see 'kpsim state --diff')")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: kpsim run %s\n\n", commands["run"].usage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+type runFlags struct {
+	scenario, out, metricsAddr, state string
+	sets                              []string
+}
+
+func runRun(cmd *cobra.Command, o runFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	// Signals interrupt from here on; the trap is released once the run
+	// has returned, so a second Ctrl-C while writing ends the process.
+	release := claimSignals(cmd)
+	defer release()
+	ctx := cmd.Context()
+	if o.out != "" {
+		if err := checkOutput("--output", o.out); err != nil {
 			return err
 		}
-		return usageError("%v", err)
 	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected arguments %q", fs.Args())
+	if o.state != "" {
+		if err := checkOutput("--state", o.state); err != nil {
+			return err
+		}
 	}
-	sc, err := scenarios.Load(*name, sets)
+	sc, err := loadInterruptible(ctx, o.scenario, o.sets, stderr)
 	if err != nil {
-		return usageError("%v", err)
+		return err
+	}
+	path := o.out
+	if path == "" {
+		path = filepath.Join("out", fmt.Sprintf("%s-%s.json", sc.Name, time.Now().Format("20060102-150405")))
+		if err := checkOutput("--output", path); err != nil {
+			return err
+		}
 	}
 	backend, err := newBackend(sc)
 	if err != nil {
@@ -77,34 +103,34 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	defer backend.Close()
 
-	path := *out
-	if path == "" {
-		path = filepath.Join("out", fmt.Sprintf("%s-%s.json", sc.Name, time.Now().Format("20060102-150405")))
-	}
 	reg := prometheus.NewRegistry()
-	if *metricsAddr != "" {
-		stop, err := serveMetrics(*metricsAddr, reg, stderr)
+	if o.metricsAddr != "" {
+		stop, err := serveMetrics(o.metricsAddr, reg, stderr)
 		if err != nil {
 			return usageError("--metrics-addr: %v", err)
 		}
 		defer stop()
 	}
 
-	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
 	opts := scenarios.RunOptions{Backend: backend, Registry: reg}
 	bar := newProgress(stderr, sc.StepCount())
+	failures := newFailurePrinter(stderr, bar, time.Now)
+	opts.OnSync = failures.sync
 	if bar != nil {
 		opts.OnStep = bar.step
-		opts.OnSync = bar.sync
+		opts.OnSync = func(s results.Sync) {
+			bar.sync(s)
+			failures.sync(s)
+		}
 	} else {
 		fmt.Fprintf(stderr, "kpsim run: %s (%d steps) on the %s backend\n", sc.Name, sc.StepCount(), sc.Backend)
 	}
 	f, runErr := scenarios.Run(ctx, sc, opts)
-	stopSignals() // a second Ctrl-C while writing ends the process
+	release()
 	if bar != nil {
 		bar.finish()
 	}
+	failures.finish()
 	if f == nil {
 		return runErr
 	}
@@ -113,12 +139,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err := results.Write(path, f); err != nil {
 		return errors.Join(runErr, err)
 	}
-	if *stateOut != "" {
+	if o.state != "" {
 		// Read back from the kernel itself (the real one on the kernel
 		// backend), so a sim run and a kernel run diff with the same command.
-		st, err := results.ReadState(backend.Dataplane(), scenarioFamilies(sc))
+		st, err := results.ReadState(backend.Dataplane(), sc.Proxier.Families)
 		if err == nil {
-			err = writeState(*stateOut, st, stdout)
+			err = writeState(o.state, st, stdout)
 		}
 		if err != nil {
 			return errors.Join(runErr, fmt.Errorf("--state: %w", err))
@@ -131,13 +157,30 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	return runErr
 }
 
-// scenarioFamilies is the families the scenario's proxiers ran.
-func scenarioFamilies(sc *scenarios.Scenario) []dataplane.Family {
-	var out []dataplane.Family
-	for _, f := range sc.Proxier.Families {
-		out = append(out, dataplane.Family(f))
+// loadInterruptible loads the scenario (building a large cluster takes
+// seconds) while watching ctx, so that a signal during loading ends the
+// command at once instead of after the load, or not at all.
+func loadInterruptible(ctx context.Context, name string, sets []string, stderr io.Writer) (*scenarios.Scenario, error) {
+	type loaded struct {
+		sc  *scenarios.Scenario
+		err error
 	}
-	return out
+	fmt.Fprintf(stderr, "kpsim run: loading %s\n", name)
+	done := make(chan loaded, 1)
+	go func() {
+		sc, err := scenarios.Load(name, sets)
+		done <- loaded{sc, err}
+	}()
+	select {
+	case l := <-done:
+		if l.err != nil {
+			return nil, usageError("%v", l.err)
+		}
+		printWarnings(stderr, l.sc.Warnings())
+		return l.sc, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("interrupted while loading scenario %s (%v): nothing ran, no results file written", name, context.Cause(ctx))
+	}
 }
 
 // progress shows the timeline's steps and the syncs so far on a terminal.
@@ -184,6 +227,16 @@ func (p *progress) sync(results.Sync) {
 	p.describe()
 }
 
+// printLine prints a line above the bar: the bar is cleared first and drawn
+// again on its next update, so the line does not end up inside it.
+func (p *progress) printLine(line string) {
+	p.mu.Lock()
+	_ = p.bar.Clear()
+	fmt.Fprintln(p.w, line)
+	p.mu.Unlock()
+	p.describe()
+}
+
 func (p *progress) finish() {
 	_ = p.bar.Finish()
 	fmt.Fprintln(p.w)
@@ -206,29 +259,6 @@ func serveMetrics(addr string, reg *prometheus.Registry, stderr io.Writer) (stop
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
-}
-
-// buildInfo names the binary: the Makefile's -X values, else the VCS
-// stamp Go embeds when building inside a checkout.
-func buildInfo() results.Build {
-	b := results.Build{Version: version, Commit: commit}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if b.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			b.Version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch {
-			case s.Key == "vcs.revision" && b.Commit == "":
-				b.Commit = s.Value
-			case s.Key == "vcs.modified" && s.Value == "true" && b.Commit != "" && !strings.HasSuffix(b.Commit, "-dirty"):
-				b.Commit += "-dirty"
-			}
-		}
-	}
-	if b.Commit == "" {
-		b.Commit = "unknown"
-	}
-	return b
 }
 
 // environment describes the machine the run happened on.

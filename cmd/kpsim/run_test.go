@@ -62,14 +62,14 @@ func TestRunWritesResults(t *testing.T) {
 		Cluster struct {
 			Services int `json:"services"`
 		} `json:"cluster"`
-		Proxier struct {
+		Dataplane struct {
 			IPSet string `json:"ipset"`
-		} `json:"proxier"`
+		} `json:"dataplane"`
 	}
 	require.NoError(t, json.Unmarshal(f.Scenario, &sc))
 	require.Equal(t, "smoke", sc.Name)
 	require.Equal(t, 8, sc.Cluster.Services, "the scenario as run, overrides applied")
-	require.Equal(t, "restore", sc.Proxier.IPSet, "the scenario as run, defaults filled")
+	require.Equal(t, "restore", sc.Dataplane.IPSet, "the scenario as run, defaults filled")
 }
 
 func TestRunDefaultOutput(t *testing.T) {

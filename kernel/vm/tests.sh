@@ -19,7 +19,7 @@ vm_build() {
 
 vm_tests() {
 	cd /kpsim/src/kernel || return 1
-	step doctor kpsim doctor -require kernel
+	step doctor kpsim doctor --require kernel
 	step kernel-tests kernel.test -test.v -test.count=1 -test.timeout=15m -test.skip '^TestE2E'
 	step e2e env KPSIM_E2E_BIN=/kpsim/bin/kpsim kernel.test -test.v -test.count=1 -test.timeout=20m -test.run '^TestE2E'
 }

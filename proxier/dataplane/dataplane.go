@@ -156,6 +156,12 @@ const (
 	IPSetNetlink IPSetStrategy = "netlink"
 )
 
+// DefaultIPSetStrategy is kpsim's choice wherever none is given (scenarios,
+// kpsim state, the sim, the kernel dataplane): one `ipset restore` per sync.
+// kube-proxy itself runs one process per entry (IPSetExec), the incident's
+// cost (docs/incident.md); a scenario asks for it with dataplane.ipset: exec.
+const DefaultIPSetStrategy = IPSetRestore
+
 // IPSetStrategies lists every strategy, in the order docs and flags show them.
 var IPSetStrategies = []IPSetStrategy{IPSetExec, IPSetRestore, IPSetNetlink}
 

@@ -33,13 +33,13 @@ func runSmoke(t *testing.T, sets ...string) *results.File {
 // refused unless the different setting is allowed.
 func TestCompareRealSmokeRestoreVsExec(t *testing.T) {
 	restore := runSmoke(t)
-	exec := runSmoke(t, "proxier.ipset=exec")
+	exec := runSmoke(t, "dataplane.ipset=exec")
 	require.Equal(t, results.ClockModeled, restore.Clock)
 
 	_, err := compare.Compare([]*results.File{restore}, []*results.File{exec}, []string{"restore.json"}, []string{"exec.json"}, compare.DefaultOptions())
 	var de *compare.DifferentError
 	require.ErrorAs(t, err, &de)
-	require.Equal(t, []string{`proxier.ipset: "restore" in restore.json; "exec" in exec.json`}, de.Differences)
+	require.Equal(t, []string{`dataplane.ipset: "restore" in restore.json; "exec" in exec.json`}, de.Differences)
 
 	o := compare.DefaultOptions()
 	o.AllowDifferent = true

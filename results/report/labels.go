@@ -71,12 +71,16 @@ func distinct(xs []string) int {
 	return len(seen)
 }
 
-// proxierSettings are the scenario's proxier settings, by name, with
+// proxierSettings are the scenario's proxier and dataplane settings (the
+// ipset strategy moved from the first to the second), by name, with
 // strings unquoted: ipset -> exec.
 func proxierSettings(f *results.File) map[string]string {
 	out := map[string]string{}
 	for k, v := range results.Settings(f) {
 		name, ok := strings.CutPrefix(k, "proxier.")
+		if !ok {
+			name, ok = strings.CutPrefix(k, "dataplane.")
+		}
 		if !ok || v == "null" {
 			continue
 		}

@@ -40,3 +40,18 @@ func TestRunLabels(t *testing.T) {
 		})
 	}
 }
+
+// TestRunLabelsDataplane: the ipset strategy, now in the scenario's
+// dataplane section, still tells runs apart.
+func TestRunLabelsDataplane(t *testing.T) {
+	file := func(ipset string) *results.File {
+		b, err := json.Marshal(map[string]any{"name": "smoke", "proxier": map[string]any{"initialSync": "handlers"},
+			"dataplane": map[string]any{"ipset": ipset}})
+		require.NoError(t, err)
+		return &results.File{Scenario: b}
+	}
+	require.Equal(t, []string{"ipset=restore", "ipset=exec"}, report.RunLabels([]string{"a.json", "b.json"}, []*results.File{file("restore"), file("exec")}))
+	b, err := json.Marshal(map[string]any{"name": "smoke", "dataplane": map[string]any{"ipset": "exec"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"smoke"}, report.RunLabels([]string{"a.json"}, []*results.File{{Scenario: b}}), "no proxier section")
+}

@@ -1,0 +1,55 @@
+package proxier
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// TestConfigValidateListsEveryField: every invalid field is reported, by
+// its YAML name, so a scenario can place each at its line.
+func TestConfigValidateListsEveryField(t *testing.T) {
+	require.NoError(t, Config{}.Defaults().Validate())
+	cfg := Config{
+		Families:     []dataplane.Family{dataplane.IPv4, "IPv5", dataplane.IPv4},
+		InitialSync:  "eventually",
+		Scheduler:    "fifo",
+		ClusterCIDRs: []string{"10.0.0.0/8", "10.1.0.0/16", "nope"},
+		ExcludeCIDRs: []string{"10.0.0.0/33"},
+	}.Defaults()
+	cfg.MinSyncPeriod, cfg.SyncPeriod = 2*time.Minute, time.Minute
+	err := cfg.Validate()
+	var es ConfigErrors
+	require.ErrorAs(t, err, &es)
+	require.Equal(t, ConfigErrors{
+		{"families", "want one or two IP families, got 3"},
+		{"families[1]", `"IPv5" is not IPv4 or IPv6`},
+		{"families[2]", "IPv4 listed twice"},
+		{"initialSync", `"eventually" is not one of handlers, legacy`},
+		{"minSyncPeriod", "2m0s is longer than syncPeriod 1m0s"},
+		{"scheduler", `"fifo" is not one of rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh`},
+		{"clusterCIDRs[1]", "a second IPv4 CIDR; give one per family"},
+		{"clusterCIDRs[2]", `not a CIDR: "nope"`},
+		{"excludeCIDRs[0]", `not a CIDR: "10.0.0.0/33"`},
+	}, es)
+}
+
+// TestConfigJSON: durations are written as duration strings and read back.
+func TestConfigJSON(t *testing.T) {
+	cfg := Config{Families: []dataplane.Family{dataplane.IPv4}, MasqueradeAll: true}.Defaults()
+	cfg.MinSyncPeriod = 250 * time.Millisecond
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"minSyncPeriod":"250ms"`)
+	require.Contains(t, string(b), `"syncPeriod":"30s"`)
+	require.Contains(t, string(b), `"gracefulTerminationRetry":"1m0s"`)
+	require.Contains(t, string(b), `"masqueradeAll":true`)
+	var back Config
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, cfg, back)
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"syncPeriod":"soon"}`), &back), "syncPeriod")
+}
