@@ -123,9 +123,6 @@ type Lockstep interface {
 	Idle(f dataplane.Family, turn uint64)
 }
 
-// Schedulers lists the IPVS schedulers kube-proxy accepts.
-var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
-
 // Validate reports the first invalid field of a defaulted Config, by its JSON name.
 func (cfg Config) Validate() error {
 	if cfg.NodeName == "" {
@@ -153,7 +150,7 @@ func (cfg Config) Validate() error {
 	if cfg.SyncPeriod <= 0 || cfg.SyncPeriod < cfg.MinSyncPeriod {
 		return fmt.Errorf("syncPeriod: %v must be positive and at least minSyncPeriod (%v)", cfg.SyncPeriod, cfg.MinSyncPeriod)
 	}
-	if !slices.Contains(Schedulers, cfg.Scheduler) {
+	if !slices.Contains(dataplane.Schedulers, cfg.Scheduler) {
 		return fmt.Errorf("scheduler: unknown IPVS scheduler %q", cfg.Scheduler)
 	}
 	for i, c := range cfg.NodePortAddresses {

@@ -438,7 +438,7 @@ func TestDriftIsRepairedByFullSync(t *testing.T) {
 	require.NoError(t, e.k.AddService(dataplane.VirtualServer{ServiceKey: key("10.96.9.9:80/TCP"), Scheduler: "rr", Netmask: 0xffffffff}))
 	require.NoError(t, e.k.Apply([]dataplane.SetChange{{Set: "KUBE-CLUSTER-IP", Del: []string{"10.96.0.2,tcp:80"}}}))
 	require.NoError(t, e.k.Restore(dataplane.IPv4, []byte("*nat\n:KUBE-MARK-MASQ - [0:0]\nCOMMIT\n")))
-	require.NoError(t, e.k.DelAddress(DummyLink, netip.MustParsePrefix("10.96.0.3/32")))
+	require.NoError(t, e.k.DelAddress(dataplane.DummyLink, netip.MustParsePrefix("10.96.0.3/32")))
 
 	require.Zero(t, writes(e.sync(p).Ops), "an incremental sync trusts its model")
 	rec := p.SyncFull()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 // Proxier programs one IP family of one node.
@@ -235,12 +236,14 @@ func (p *Proxier) OnServiceDelete(svc *v1.Service) {
 }
 
 func (p *Proxier) sliceChanged(s *discoveryv1.EndpointSlice, deleted bool) {
-	svcName, ok := s.Labels[labelServiceName]
-	if !ok {
-		return // not a service's slice: kube-proxy ignores it
+	switch reason, gone := objects.SliceIgnored(s); {
+	case gone:
+		deleted = true // kube-proxy's informer reports a slice it stops selecting as deleted
+	case reason != "":
+		return // kube-proxy's endpoints cache drops the event and keeps what it had
 	}
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
-	ch := &sliceChange{service: types.NamespacedName{Namespace: s.Namespace, Name: svcName}}
+	ch := &sliceChange{service: types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[objects.LabelServiceName]}}
 	if !deleted {
 		ch.endpoints, _ = parseSlice(s, p.family, p.cfg.NodeName)
 	}

@@ -131,7 +131,7 @@ func (s *syncRun) applyChanges() {
 
 // readNode reads the node's addresses from the kernel.
 func (p *Proxier) readNode(nodeIP netip.Addr) error {
-	addrs, err := p.dp.Links.LocalAddresses(p.family, DummyLink)
+	addrs, err := p.dp.Links.LocalAddresses(p.family, dataplane.DummyLink)
 	if err != nil {
 		return fmt.Errorf("list local %s addresses: %w", p.family, err)
 	}

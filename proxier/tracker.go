@@ -13,14 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
-// Labels and annotations kube-proxy reads.
-const (
-	labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
-	labelServiceName      = discoveryv1.LabelServiceName
-	annotationTriggerTime = v1.EndpointsLastChangeTriggerTime
-)
+// annotationTriggerTime is when the change to a slice was triggered; kube-proxy measures network programming latency from it.
+const annotationTriggerTime = v1.EndpointsLastChangeTriggerTime
 
 // changes is what the handlers have reported since the last sync, merged per
 // object: only the latest version of each object is kept, so an add followed
@@ -98,14 +95,6 @@ func (t *sliceTracker) record(pending *changes, key types.NamespacedName, ch *sl
 	return true
 }
 
-// skipService reports whether kube-proxy ignores a service altogether.
-func skipService(svc *v1.Service) bool {
-	if _, ok := svc.Labels[labelServiceProxyName]; ok {
-		return true
-	}
-	return svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone || svc.Spec.ClusterIP == ""
-}
-
 // servicePort is one port of a service as one family's proxier sees it.
 type servicePort struct {
 	name            string // namespace/name:port
@@ -126,20 +115,10 @@ type servicePort struct {
 // servicePorts converts a Service into the family's service ports, or nil
 // when the family has no cluster IP for it.
 func servicePorts(svc *v1.Service, f dataplane.Family) []servicePort {
-	if svc == nil || skipService(svc) {
+	if svc == nil || objects.ServiceIgnored(svc) != "" {
 		return nil
 	}
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	var clusterIP netip.Addr
-	for _, s := range ips {
-		if a, err := netip.ParseAddr(s); err == nil && dataplane.FamilyOf(a) == f {
-			clusterIP = a.Unmap()
-			break
-		}
-	}
+	clusterIP := objects.ClusterIP(svc, v1.IPFamily(f))
 	if !clusterIP.IsValid() {
 		return nil
 	}
@@ -232,25 +211,12 @@ func parseSlice(s *discoveryv1.EndpointSlice, f dataplane.Family, node string) (
 		return nil, false
 	}
 	out := sliceEndpoints{}
-	for _, p := range s.Ports {
-		if p.Port == nil {
-			continue
-		}
-		name := ""
-		if p.Name != nil {
-			name = *p.Name
-		}
-		proto := dataplane.TCP
-		if p.Protocol != nil {
-			proto = dataplane.Protocol(*p.Protocol)
-		}
+	for _, p := range objects.SlicePorts(s) {
 		var eps []endpoint
-		for _, e := range s.Endpoints {
-			if len(e.Addresses) == 0 {
-				continue
-			}
-			a, err := netip.ParseAddr(e.Addresses[0])
-			if err != nil || dataplane.FamilyOf(a) != f {
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			a, ok := objects.EndpointAddress(e)
+			if !ok || dataplane.FamilyOf(a) != f {
 				continue
 			}
 			// Unset conditions count as ready (and so serving), as the API documents.
@@ -260,14 +226,14 @@ func parseSlice(s *discoveryv1.EndpointSlice, f dataplane.Family, node string) (
 				serving = *e.Conditions.Serving
 			}
 			eps = append(eps, endpoint{
-				addr:        netip.AddrPortFrom(a.Unmap(), uint16(*p.Port)),
+				addr:        netip.AddrPortFrom(a, p.Port),
 				local:       e.NodeName != nil && *e.NodeName == node,
 				ready:       ready,
 				serving:     serving,
 				terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 			})
 		}
-		k := portKey(name, proto)
+		k := portKey(p.Name, dataplane.Protocol(p.Protocol))
 		out[k] = append(out[k], eps...)
 	}
 	return out, true

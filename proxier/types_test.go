@@ -428,6 +428,26 @@ func TestServiceTypes(t *testing.T) {
 			addrs: []string{"10.96.0.10"},
 		},
 		{
+			// kube-proxy's slice informer selects on the headless label only.
+			name: "slice labelled service-proxy-name counts, headless-labelled one does not",
+			svc:  service(ns, "web", "10.96.0.10"),
+			slices: []*discoveryv1.EndpointSlice{
+				func() *discoveryv1.EndpointSlice {
+					s := slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)
+					s.Labels["service.kubernetes.io/service-proxy-name"] = "other"
+					return s
+				}(),
+				func() *discoveryv1.EndpointSlice {
+					s := slice(ns, "web", "web-2", 8080, v1.ProtocolTCP, eps("10.0.0.2")...)
+					s.Labels["service.kubernetes.io/headless"] = ""
+					return s
+				}(),
+			},
+			vs:    map[string][]string{"10.96.0.10:80/TCP": {"10.0.0.1:8080 w1"}},
+			sets:  map[string][]string{"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"}, "KUBE-IPVS-IPS": {"10.96.0.10"}},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
 			name: "several ports share the address",
 			svc: service(ns, "dns", "10.96.0.53", withPorts(
 				v1.ServicePort{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP},

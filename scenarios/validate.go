@@ -79,11 +79,8 @@ func (s *Scenario) defaults(present func(string) bool) {
 	}
 	if len(c.Node.Addresses) == 0 {
 		for _, f := range s.Proxier.Families {
-			switch dataplane.Family(f) {
-			case dataplane.IPv4:
-				c.Node.Addresses = append(c.Node.Addresses, "192.168.0.10/24")
-			case dataplane.IPv6:
-				c.Node.Addresses = append(c.Node.Addresses, "fd00::10/64")
+			if p, ok := dataplane.DefaultNodeAddresses[dataplane.Family(f)]; ok {
+				c.Node.Addresses = append(c.Node.Addresses, p.String())
 			}
 		}
 	}
@@ -305,7 +302,7 @@ func (p *Proxier) validate(v *validator) {
 	} else if p.SyncPeriod < p.MinSyncPeriod {
 		v.errf("proxier.minSyncPeriod", "%s is longer than syncPeriod %s", p.MinSyncPeriod, p.SyncPeriod)
 	}
-	v.oneOf("proxier.scheduler", p.Scheduler, proxier.Schedulers)
+	v.oneOf("proxier.scheduler", p.Scheduler, dataplane.Schedulers)
 	for i, c := range p.NodePortAddresses {
 		if _, err := netip.ParsePrefix(c); err != nil {
 			v.errf(fmt.Sprintf("proxier.nodePortAddresses[%d]", i), "not a CIDR: %q", c)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
@@ -269,17 +270,17 @@ func TestIncrementalEqualsScratch(t *testing.T) {
 			cfg := proxier.Config{NodeName: genNodes[seed%3]}
 			current := base
 			// Two rounds of changes: the second lands on a proxier that already synced incrementally.
-			r, err := newStateRun(current, cfg, "")
+			r, err := scenarios.NewStateRun(current, cfg, "")
 			require.NoError(t, err)
-			_, err = r.first(current)
+			_, err = r.First(current)
 			require.NoError(t, err)
 			for round := range 2 {
 				changes := g.changes(t, current, 120)
-				inc, err := r.then(current, changes)
+				inc, err := r.Then(current, changes)
 				require.NoError(t, err)
 				current, _ = current.Apply(changes)
 				scratchCfg := cfg
-				scratchCfg.Families = r.families
+				scratchCfg.Families = r.Families
 				scratch := stateOf(t, current, scratchCfg)
 				diffs := resultsDiff(scratch, inc)
 				require.Empty(t, diffs, "round %d: incremental (B) differs from scratch (A):\n%s", round, diffs)

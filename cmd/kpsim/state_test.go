@@ -15,6 +15,7 @@ import (
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
@@ -46,9 +47,9 @@ func formatDest(d results.StateDest) string {
 
 func stateOf(t *testing.T, set *objects.Set, cfg proxier.Config) *results.State {
 	t.Helper()
-	r, err := newStateRun(set, cfg, "")
+	r, err := scenarios.NewStateRun(set, cfg, "")
 	require.NoError(t, err)
-	st, err := r.first(set)
+	st, err := r.First(set)
 	require.NoError(t, err)
 	return st
 }
@@ -213,14 +214,14 @@ func TestStateExampleOtherNodeAndSettings(t *testing.T) {
 // compares the dump with a fresh proxier given the final objects.
 func incrementalVersusScratch(t *testing.T, base, changes *objects.Set, cfg proxier.Config) (incremental *results.State) {
 	t.Helper()
-	r, err := newStateRun(base, cfg, "")
+	r, err := scenarios.NewStateRun(base, cfg, "")
 	require.NoError(t, err)
-	_, err = r.first(base)
+	_, err = r.First(base)
 	require.NoError(t, err)
-	inc, err := r.then(base, changes)
+	inc, err := r.Then(base, changes)
 	require.NoError(t, err)
 	final, _ := base.Apply(changes)
-	cfg.Families = r.families // the final objects may no longer use a family the node runs
+	cfg.Families = r.Families // the final objects may no longer use a family the node runs
 	scratch := stateOf(t, final, cfg)
 	diffs := resultsDiff(scratch, inc)
 	require.Empty(t, diffs, "incremental (B) differs from a from-scratch run on the final objects (A):\n%s", diffs)
@@ -308,7 +309,7 @@ func TestAnonymizeCommand(t *testing.T) {
 	for _, o := range []string{out1, out2} {
 		var stdout, stderr bytes.Buffer
 		require.Equal(t, 0, run([]string{"anonymize", exampleDir, "-o", o, "--seed", "42"}, &stdout, &stderr), stderr.String())
-		require.Contains(t, stderr.String(), "wrote 11 services, 13 endpoint slices, 3 nodes")
+		require.Contains(t, stderr.String(), "wrote 11 services, 14 endpoint slices, 3 nodes")
 	}
 	b1, err := os.ReadFile(out1)
 	require.NoError(t, err)
