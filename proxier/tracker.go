@@ -156,8 +156,7 @@ func servicePorts(svc *v1.Service, f dataplane.Family) []servicePort {
 			base.affinityTimeout = uint32(*c.ClientIP.TimeoutSeconds)
 		}
 	}
-	externallyFacing := svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0
-	base.externalLocal = externallyFacing && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+	base.externalLocal = objects.ExternallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 	base.internalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && base.externalLocal {
 		base.healthCheckPort = uint16(svc.Spec.HealthCheckNodePort)

@@ -102,7 +102,10 @@ func TestStateExample(t *testing.T) {
 		"10.96.10.31:80/TCP rr -> 10.244.2.30:8080@1",
 		"10.0.0.11:31080/TCP rr -> 10.244.2.30:8080@1",
 		"10.96.10.32:80/TCP rr -> 10.244.2.30:8080@1",
-		// legacy: ClientIP affinity on every address, including both external IPs.
+		// legacy: ClientIP affinity on every address, including both external
+		// IPs. Its externalTrafficPolicy Local (a ClusterIP service with external
+		// IPs takes one) finds no endpoint on node-a: the external IPs, reachable
+		// from outside, fall back to every endpoint.
 		"10.96.10.40:8080/TCP rr persistent/600 -> 10.244.3.30:8080@1",
 		"198.51.100.5:8080/TCP rr persistent/600 -> 10.244.3.30:8080@1",
 		"10.0.0.11:8080/TCP rr persistent/600 -> 10.244.3.30:8080@1",
@@ -136,8 +139,8 @@ func TestStateExample(t *testing.T) {
 			"10.96.10.20,tcp:80", "10.96.10.30,tcp:443", "10.96.10.31,tcp:80", "10.96.10.32,tcp:80", "10.96.10.40,tcp:8080",
 			"10.96.10.50,tcp:6379", "10.96.10.60,tcp:80", "10.96.20.10,udp:8125", "10.96.20.20,sctp:3868"},
 		"KUBE-6-CLUSTER-IP":              {"fd00:96::60,tcp:80"},
-		"KUBE-EXTERNAL-IP":               {"10.0.0.11,tcp:8080", "198.51.100.5,tcp:8080"},
-		"KUBE-EXTERNAL-IP-LOCAL":         {},
+		"KUBE-EXTERNAL-IP":               {},
+		"KUBE-EXTERNAL-IP-LOCAL":         {"10.0.0.11,tcp:8080", "198.51.100.5,tcp:8080"},
 		"KUBE-LOAD-BALANCER":             {"203.0.113.10,tcp:443"},
 		"KUBE-LOAD-BALANCER-LOCAL":       {"203.0.113.10,tcp:443"},
 		"KUBE-LOAD-BALANCER-FW":          {"203.0.113.10,tcp:443"},
@@ -170,8 +173,12 @@ func TestStateExample(t *testing.T) {
 		`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
 		`-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN`,
 		`-A KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`,
+		`-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-EXTERNAL-IP-LOCAL dst,dst -m addrtype --dst-type LOCAL -j ACCEPT`,
 	} {
 		require.Contains(t, nat, r)
+	}
+	for _, r := range nat {
+		require.NotContains(t, r, "--match-set KUBE-EXTERNAL-IP dst,dst", "no external IP is masqueraded: legacy's are Local")
 	}
 	for _, r := range []string{
 		`-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT`,

@@ -79,7 +79,7 @@ func defaultService(svc *v1.Service) {
 		p := v1.ServiceInternalTrafficPolicyCluster
 		sp.InternalTrafficPolicy = &p
 	}
-	if (sp.Type == v1.ServiceTypeNodePort || sp.Type == v1.ServiceTypeLoadBalancer) && sp.ExternalTrafficPolicy == "" {
+	if ExternallyAccessible(svc) && sp.ExternalTrafficPolicy == "" {
 		sp.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
 	}
 	if sp.Type == v1.ServiceTypeLoadBalancer && sp.AllocateLoadBalancerNodePorts == nil {
@@ -194,8 +194,8 @@ func validateService(svc *v1.Service) error {
 	switch sp.ExternalTrafficPolicy {
 	case "":
 	case v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal:
-		if sp.Type == v1.ServiceTypeClusterIP {
-			return fmt.Errorf("spec.externalTrafficPolicy: set on a ClusterIP service")
+		if !ExternallyAccessible(svc) {
+			return fmt.Errorf("spec.externalTrafficPolicy: may only be set on an externally reachable service (NodePort, LoadBalancer, or with externalIPs)")
 		}
 	default:
 		return fmt.Errorf("spec.externalTrafficPolicy: %q is not Cluster or Local", sp.ExternalTrafficPolicy)

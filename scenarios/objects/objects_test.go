@@ -3,6 +3,7 @@ package objects
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -121,6 +122,34 @@ func TestDefaults(t *testing.T) {
 	require.Nil(t, eps.Endpoints[0].Conditions.Ready, "unset conditions keep their meaning")
 
 	require.Equal(t, []Ignored{{"Pod", "x/p", "kind Pod (v1) is not read by kube-proxy"}}, s.Ignored)
+}
+
+// TestExternalTrafficPolicyOnClusterIP: the API server defaults and accepts
+// externalTrafficPolicy on every externally reachable service, and a
+// ClusterIP service with external IPs is one.
+func TestExternalTrafficPolicyOnClusterIP(t *testing.T) {
+	const doc = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"%s"},"spec":{"clusterIP":"10.96.0.5","ports":[{"port":80}]%s}}`
+	for _, tc := range []struct {
+		name, spec string
+		want       v1.ServiceExternalTrafficPolicy
+		err        string
+	}{
+		{"externalIPs, Local", `,"externalIPs":["198.51.100.5"],"externalTrafficPolicy":"Local"`, v1.ServiceExternalTrafficPolicyLocal, ""},
+		{"externalIPs, unset", `,"externalIPs":["198.51.100.5"]`, v1.ServiceExternalTrafficPolicyCluster, ""},
+		{"no externalIPs, unset", ``, "", ""},
+		{"no externalIPs, Local", `,"externalTrafficPolicy":"Local"`, "",
+			"spec.externalTrafficPolicy: may only be set on an externally reachable service (NodePort, LoadBalancer, or with externalIPs)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Read("in.json", strings.NewReader(fmt.Sprintf(doc, "web", tc.spec)))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, s.Services[0].Spec.ExternalTrafficPolicy)
+		})
+	}
 }
 
 func TestLoadErrors(t *testing.T) {

@@ -66,6 +66,16 @@ func SliceIgnored(eps *discoveryv1.EndpointSlice) (reason string, gone bool) {
 	return "", false
 }
 
+// ExternallyAccessible is the API server's rule for the services that take
+// an externalTrafficPolicy (it defaults it on them and refuses it on the
+// rest), and kube-proxy's for the services its externalTrafficPolicy Local
+// applies to: NodePort and LoadBalancer services, and ClusterIP services with
+// external IPs.
+func ExternallyAccessible(svc *v1.Service) bool {
+	t := svc.Spec.Type
+	return t == v1.ServiceTypeNodePort || t == v1.ServiceTypeLoadBalancer || t == v1.ServiceTypeClusterIP && len(svc.Spec.ExternalIPs) > 0
+}
+
 // ClusterIP is a service's cluster IP of family f, or the zero Addr: the
 // clusterIPs entry at f's index in ipFamilies, or for a service without
 // ipFamilies (written before dual-stack) its clusterIP when it is of f.
