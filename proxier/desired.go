@@ -181,7 +181,9 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 		}
 	}
 
-	if sp.healthCheckPort != 0 {
+	// kube-proxy gives up on a node port service port it has no node
+	// address for before it reaches the health check node port.
+	if sp.healthCheckPort != 0 && (sp.nodePort == 0 || len(node.nodePortIPs) > 0) {
 		add(setHealthCheckNodePort, strconv.Itoa(int(sp.healthCheckPort)))
 	}
 	return st

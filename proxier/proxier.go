@@ -12,6 +12,7 @@ package proxier
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -143,6 +144,9 @@ func New(cfg Config, family dataplane.Family, dp dataplane.Dataplane, opts Optio
 		if pr, err := netip.ParsePrefix(c); err == nil && dataplane.FamilyOf(pr.Addr()) == family {
 			p.nodePortNets = append(p.nodePortNets, pr.Masked())
 		}
+	}
+	if slices.ContainsFunc(p.nodePortNets, func(n netip.Prefix) bool { return n.Bits() == 0 }) {
+		p.nodePortNets = nil // a /0 of the family means every node address, as no setting does
 	}
 	p.pending = newChanges()
 	p.slicesSeen = newSliceTracker(p.clock.Now())

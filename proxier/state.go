@@ -162,16 +162,18 @@ func (p *Proxier) readNode(nodeIP netip.Addr) error {
 	return nil
 }
 
-// nodePortIP reports whether NodePort virtual servers listen on a.
+// nodePortIP reports whether NodePort virtual servers listen on a: never
+// on loopback (kube-proxy v1.37 drops loopback addresses from the node
+// addresses it lists, so 127.0.0.1:NODEPORT and [::1]:NODEPORT are not
+// served in IPVS mode); without nodePortAddresses (or with a /0 of the
+// family) on every other node address but IPv6 link-local ones, as its
+// netlink handle lists them; with them on every address they contain.
 func (p *Proxier) nodePortIP(a netip.Addr) bool {
-	if a.IsLinkLocalUnicast() {
+	if a.IsLoopback() {
 		return false
 	}
 	if len(p.nodePortNets) == 0 {
-		return true // every local address, as kube-proxy without nodePortAddresses
-	}
-	if a.IsLoopback() {
-		return false
+		return !(a.Is6() && a.IsLinkLocalUnicast())
 	}
 	for _, n := range p.nodePortNets {
 		if n.Contains(a) {

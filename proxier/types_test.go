@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,7 +131,6 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30080/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30080/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -168,7 +168,6 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "dns", "dns-1", 53, v1.ProtocolUDP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.53:80/UDP":      {"10.0.0.1:53 w1"},
-				"127.0.0.1:30053/UDP":    {"10.0.0.1:53 w1"},
 				"192.168.0.10:30053/UDP": {"10.0.0.1:53 w1"},
 			},
 			sets: map[string][]string{
@@ -185,13 +184,12 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "s", "s-1", 9000, v1.ProtocolSCTP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.7:80/SCTP":       {"10.0.0.1:9000 w1"},
-				"127.0.0.1:30132/SCTP":    {"10.0.0.1:9000 w1"},
 				"192.168.0.10:30132/SCTP": {"10.0.0.1:9000 w1"},
 			},
 			sets: map[string][]string{
 				"KUBE-CLUSTER-IP":          {"10.96.0.7,sctp:80"},
 				"KUBE-IPVS-IPS":            {"10.96.0.7"},
-				"KUBE-NODE-PORT-SCTP-HASH": {"127.0.0.1,sctp:30132", "192.168.0.10,sctp:30132"},
+				"KUBE-NODE-PORT-SCTP-HASH": {"192.168.0.10,sctp:30132"},
 			},
 			addrs: []string{"10.96.0.7"},
 			rules: []string{ruleNodePortSCTP},
@@ -239,7 +237,6 @@ func TestServiceTypes(t *testing.T) {
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -260,7 +257,6 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -278,7 +274,6 @@ func TestServiceTypes(t *testing.T) {
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -300,7 +295,6 @@ func TestServiceTypes(t *testing.T) {
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -323,7 +317,6 @@ func TestServiceTypes(t *testing.T) {
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -343,7 +336,6 @@ func TestServiceTypes(t *testing.T) {
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1", "10.0.0.2:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.2:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.2:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.2:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -365,7 +357,6 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30080/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30080/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -604,6 +595,53 @@ func TestSysctls(t *testing.T) {
 			// A restarted proxier finds them set and writes none.
 			p2 := e.synced(e.proxier(dataplane.IPv4, 1))
 			require.Zero(t, e.sync(p2).Ops[dataplane.OpSysctlWrite])
+		})
+	}
+}
+
+// TestNodePortAddresses: where NodePort virtual servers listen, as kube-proxy
+// v1.37 lists node addresses: never loopback; without nodePortAddresses (or
+// with a /0) every other address but IPv6 link-local ones; with them every
+// address inside. A node port service port with no address at all has no
+// node port entries, and kube-proxy skips its health check node port too.
+func TestNodePortAddresses(t *testing.T) {
+	svc := func(ip string) *v1.Service {
+		return service("default", "lb", ip, withNodePort(30500), withType(v1.ServiceTypeLoadBalancer), withETPLocal(32000))
+	}
+	tests := []struct {
+		name        string
+		family      dataplane.Family
+		nodePorts   []string
+		svc         *v1.Service
+		want        []string // node port virtual servers
+		healthCheck bool
+	}{
+		{"IPv4 default", dataplane.IPv4, nil, svc("10.96.0.10"), []string{"169.254.10.1:30500/TCP", "192.168.0.10:30500/TCP"}, true},
+		{"IPv4 /0", dataplane.IPv4, []string{"0.0.0.0/0"}, svc("10.96.0.10"), []string{"169.254.10.1:30500/TCP", "192.168.0.10:30500/TCP"}, true},
+		{"IPv4 loopback only", dataplane.IPv4, []string{"127.0.0.0/8"}, svc("10.96.0.10"), nil, false},
+		{"IPv6 default", dataplane.IPv6, nil, svc("fd00:96::10"), []string{"[fd00::10]:30500/TCP"}, true},
+		{"IPv6 /0", dataplane.IPv6, []string{"::/0"}, svc("fd00:96::10"), []string{"[fd00::10]:30500/TCP"}, true},
+		{"IPv6 link-local CIDR", dataplane.IPv6, []string{"fe80::/10", "::1/128"}, svc("fd00:96::10"), []string{"[fe80::5]:30500/TCP"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{Families: []dataplane.Family{tc.family}, NodePortAddresses: tc.nodePorts})
+			require.NoError(t, e.k.AddLocalAddress("eth0", netip.MustParsePrefix("169.254.10.1/16")))
+			require.NoError(t, e.k.AddLocalAddress("eth0", netip.MustParsePrefix("fe80::5/64")))
+			p := e.synced(e.proxier(tc.family, 0))
+			p.OnServiceAdd(tc.svc)
+			e.sync(p)
+			var got []string
+			for k := range ipvsState(t, e.k, tc.family) {
+				if strings.HasSuffix(k, ":30500/TCP") {
+					got = append(got, k)
+				}
+			}
+			slices.Sort(got)
+			require.Equal(t, tc.want, got)
+			sets := setState(t, e.k, tc.family)
+			require.Equal(t, tc.healthCheck, len(sets[SetName("KUBE-HEALTH-CHECK-NODE-PORT", tc.family)]) > 0)
+			require.Equal(t, tc.healthCheck, len(sets[SetName("KUBE-NODE-PORT-TCP", tc.family)]) > 0)
 		})
 	}
 }

@@ -88,10 +88,9 @@ func TestStateExample(t *testing.T) {
 		"10.96.0.10:53/TCP rr -> 10.244.1.5:53@1 10.244.1.6:53@1 10.244.2.7:53@1",
 		"10.96.0.10:9153/TCP rr -> 10.244.1.5:9153@1 10.244.1.6:9153@1 10.244.2.7:9153@1",
 		// web (NodePort): the not-ready endpoint on node-c is no destination; the
-		// node port listens on the node's address (and 127.0.0.1, as upstream does).
+		// node port listens on the node's address.
 		"10.96.10.20:80/TCP rr -> 10.244.1.10:8080@1 10.244.2.10:8080@1",
 		"10.0.0.11:30080/TCP rr -> 10.244.1.10:8080@1 10.244.2.10:8080@1",
-		"127.0.0.1:30080/TCP rr -> 10.244.1.10:8080@1 10.244.2.10:8080@1",
 		// frontend (LoadBalancer, externalTrafficPolicy Local): the cluster IP
 		// reaches every ready endpoint, not the terminating one; the LB IP and
 		// the node port only the local one.
@@ -102,6 +101,7 @@ func TestStateExample(t *testing.T) {
 		"10.96.10.31:80/TCP rr -> 10.244.2.30:8080@1",
 		"10.0.0.11:31080/TCP rr -> 10.244.2.30:8080@1",
 		"10.96.10.32:80/TCP rr -> 10.244.2.30:8080@1",
+		"10.0.0.11:31081/TCP rr -> 10.244.2.30:8080@1",
 		// legacy: ClientIP affinity on every address, including both external
 		// IPs. Its externalTrafficPolicy Local (a ClusterIP service with external
 		// IPs takes one) finds no endpoint on node-a: the external IPs, reachable
@@ -127,10 +127,12 @@ func TestStateExample(t *testing.T) {
 		"203.0.113.11:80/TCP", // ipMode Proxy
 		"10.96.30.10:80/TCP",  // service-proxy-name
 		"10.0.0.11:32000/TCP", // the health check port is not a virtual server
+		"127.0.0.1:30080/TCP", // kube-proxy's node addresses leave loopback out
+		"[::1]:30080/TCP",
 	} {
 		require.NotContains(t, vs, absent)
 	}
-	require.Len(t, st.VirtualServers, 29, "every virtual server is accounted for above or is a 127.0.0.1 node port")
+	require.Len(t, st.VirtualServers, 23, "every virtual server is accounted for above")
 
 	sets := setEntries(st)
 	require.Len(t, sets, 34, "all 17 sets per family exist, even empty ones")
@@ -150,7 +152,7 @@ func TestStateExample(t *testing.T) {
 		"KUBE-NODE-PORT-TCP":           {"30080", "31080", "31081", "31443"},
 		"KUBE-NODE-PORT-LOCAL-TCP":     {"31443"},
 		"KUBE-NODE-PORT-UDP":           {"30125"},
-		"KUBE-NODE-PORT-SCTP-HASH":     {"10.0.0.11,sctp:30868", "127.0.0.1,sctp:30868"},
+		"KUBE-NODE-PORT-SCTP-HASH":     {"10.0.0.11,sctp:30868"},
 		"KUBE-HEALTH-CHECK-NODE-PORT":  {"32000"},
 		// Every local endpoint, terminating (10.244.1.21) included.
 		"KUBE-LOOP-BACK": {"10.244.1.10,tcp:8080,10.244.1.10", "10.244.1.20,tcp:8443,10.244.1.20", "10.244.1.21,tcp:8443,10.244.1.21",
