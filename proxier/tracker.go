@@ -278,8 +278,11 @@ func removeSlice(ss []namedSlice, name string) []namedSlice {
 	return ss
 }
 
-// mergeEndpoints joins a service's slices for one port, deduplicated by
-// address in slice-name order so the result does not depend on map order.
+// mergeEndpoints joins a service's slices for one port in slice-name order,
+// one endpoint per address. A later copy of an address replaces an earlier
+// one unless it is terminating: kube-proxy's endpoints cache prefers the
+// running pod when a terminating pod's IP is reused (between two slices its
+// order is map order; kpsim's is slice names).
 func mergeEndpoints(ss []namedSlice, key string) []endpoint {
 	if len(ss) == 1 {
 		return dedupe(ss[0].endpoints[key])
@@ -291,7 +294,7 @@ func mergeEndpoints(ss []namedSlice, key string) []endpoint {
 	return dedupe(out)
 }
 
-// dedupe keeps the first endpoint of each address, as kube-proxy keys endpoints by address.
+// dedupe keeps one endpoint per address, by mergeEndpoints' rule.
 func dedupe(eps []endpoint) []endpoint {
 	if len(eps) <= 16 {
 		for i := 1; i < len(eps); i++ {
@@ -308,11 +311,15 @@ func dedupe(eps []endpoint) []endpoint {
 
 func dedupeMap(eps []endpoint) []endpoint {
 	out := make([]endpoint, 0, len(eps))
-	seen := make(map[netip.AddrPort]bool, len(eps))
+	at := make(map[netip.AddrPort]int, len(eps))
 	for _, e := range eps {
-		if !seen[e.addr] {
-			seen[e.addr] = true
+		i, seen := at[e.addr]
+		switch {
+		case !seen:
+			at[e.addr] = len(out)
 			out = append(out, e)
+		case !e.terminating:
+			out[i] = e
 		}
 	}
 	return out

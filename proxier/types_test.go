@@ -109,6 +109,20 @@ func TestServiceTypes(t *testing.T) {
 			addrs: []string{"10.96.0.10"},
 		},
 		{
+			// A pod IP reused while the old pod terminates: the running copy wins
+			// wherever it is listed; of two running copies the later one.
+			name: "the same address twice: the non-terminating copy, else the later",
+			svc:  service(ns, "web", "10.96.0.10"),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP,
+				ep{ip: "10.0.0.1"},
+				ep{ip: "10.0.0.3", terminating: true}, ep{ip: "10.0.0.3"},
+				ep{ip: "10.0.0.4"}, ep{ip: "10.0.0.4", terminating: true},
+				ep{ip: "10.0.0.5"}, ep{ip: "10.0.0.5", notReady: true})},
+			vs:    map[string][]string{"10.96.0.10:80/TCP": {"10.0.0.1:8080 w1", "10.0.0.3:8080 w1", "10.0.0.4:8080 w1"}},
+			sets:  map[string][]string{"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"}, "KUBE-IPVS-IPS": {"10.96.0.10"}},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
 			name:   "only terminating endpoints still serve",
 			svc:    service(ns, "web", "10.96.0.10"),
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, ep{ip: "10.0.0.3", terminating: true})},
