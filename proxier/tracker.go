@@ -218,17 +218,13 @@ func parseSlice(s *discoveryv1.EndpointSlice, f dataplane.Family, node string) (
 			if !ok || dataplane.FamilyOf(a) != f {
 				continue
 			}
-			// Unset conditions count as ready (and so serving), as the API documents.
-			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-			serving := ready
-			if e.Conditions.Serving != nil {
-				serving = *e.Conditions.Serving
-			}
+			// An unset condition counts as ready and as serving, whatever the
+			// others say, as kube-proxy reads them.
 			eps = append(eps, endpoint{
 				addr:        netip.AddrPortFrom(a, p.Port),
 				local:       e.NodeName != nil && *e.NodeName == node,
-				ready:       ready,
-				serving:     serving,
+				ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
+				serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
 				terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 			})
 		}

@@ -123,6 +123,18 @@ func TestServiceTypes(t *testing.T) {
 			addrs: []string{"10.96.0.10"},
 		},
 		{
+			name: "a terminating endpoint without a serving condition serves",
+			svc:  service(ns, "web", "10.96.0.10"),
+			slices: []*discoveryv1.EndpointSlice{func() *discoveryv1.EndpointSlice {
+				s := slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, ep{ip: "10.0.0.3", terminating: true})
+				s.Endpoints[0].Conditions.Serving = nil
+				return s
+			}()},
+			vs:    map[string][]string{"10.96.0.10:80/TCP": {"10.0.0.3:8080 w1"}},
+			sets:  map[string][]string{"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"}, "KUBE-IPVS-IPS": {"10.96.0.10"}},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
 			name:   "only terminating endpoints still serve",
 			svc:    service(ns, "web", "10.96.0.10"),
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, ep{ip: "10.0.0.3", terminating: true})},

@@ -44,6 +44,13 @@ status: {addresses: [{type: InternalIP, address: 10.0.0.11}]}
 			vs:   []string{"10.96.0.10:80/TCP rr -> 10.244.1.5:8080@1 10.244.1.6:8080@1"},
 			sets: map[string][]string{"KUBE-LOOP-BACK": {"10.244.1.5,tcp:8080,10.244.1.5"}},
 		},
+		{
+			name: "an unset serving condition counts as serving",
+			objects: node + svc("{clusterIP: 10.96.0.10, ports: [{port: 80, targetPort: 8080}]}") + slice(`
+- {addresses: [10.244.1.5], conditions: {ready: false, terminating: true}, nodeName: node-b}
+`),
+			vs: []string{"10.96.0.10:80/TCP rr -> 10.244.1.5:8080@1"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set, err := objects.Read("case.yaml", strings.NewReader(tc.objects))
