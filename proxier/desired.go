@@ -103,10 +103,11 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 		}
 	}
 
-	internal := addrs(categorize(eps, sp.internalLocal))
+	cluster, local := categorize(&sp, eps)
+	internal := addrs(endpoints(cluster, local, sp.internalLocal))
 	external := internal
 	if sp.externalLocal != sp.internalLocal {
-		external = addrs(categorize(eps, sp.externalLocal))
+		external = addrs(endpoints(cluster, local, sp.externalLocal))
 	}
 
 	add(setClusterIP, entryIPPort(sp.clusterIP, sp.protocol, sp.portNum))

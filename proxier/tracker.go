@@ -321,12 +321,26 @@ func dedupeMap(eps []endpoint) []endpoint {
 	return out
 }
 
-// categorize picks the endpoints a virtual server should use: ready ones,
-// or serving terminating ones when none is ready; with a Local policy the
-// local subset, falling back to all when there is no local one.
-func categorize(eps []endpoint, local bool) []endpoint {
-	if !local && allReady(eps) {
-		return eps // the common case: nothing to filter
+// externallyAccessible reports whether the port takes traffic from outside
+// the cluster in its family: a node port, an external IP or a
+// load-balancer IP of it.
+func (sp *servicePort) externallyAccessible() bool {
+	return sp.nodePort != 0 || len(sp.externalIPs) > 0 || len(sp.lbIPs) > 0
+}
+
+// categorize splits a service port's endpoints as kube-proxy's
+// CategorizeEndpoints does. cluster is what the Cluster policy uses: ready
+// endpoints, or serving terminating ones when none is ready anywhere; nil
+// when the port never uses the Cluster policy (internalTrafficPolicy Local
+// and not reachable from outside). local is what a Local policy uses: this
+// node's ready endpoints, else its serving terminating ones; nil when no
+// policy of the port is Local. A virtual server whose policy is Local takes
+// local, or cluster when local is empty (endpoints reports how).
+func categorize(sp *servicePort, eps []endpoint) (cluster, local []endpoint) {
+	usesLocal := sp.internalLocal || sp.externalLocal && sp.externallyAccessible()
+	usesCluster := !sp.internalLocal || sp.externallyAccessible()
+	if !usesLocal && allReady(eps) {
+		return eps, nil // the common case: nothing to filter
 	}
 	pick := func(localOnly bool) []endpoint {
 		var ready, term []endpoint
@@ -345,12 +359,25 @@ func categorize(eps []endpoint, local bool) []endpoint {
 		}
 		return term
 	}
-	if local {
-		if l := pick(true); len(l) > 0 {
-			return l
-		}
+	if usesCluster {
+		cluster = pick(false)
 	}
-	return pick(false)
+	if usesLocal {
+		local = pick(true)
+	}
+	return cluster, local
+}
+
+// endpoints are the endpoints of a virtual server whose traffic policy is
+// Local (onlyLocal) or Cluster. With Local and no local endpoint, a port
+// reachable from outside falls back to its cluster endpoints, so that this
+// node's pods still reach the service (kubernetes PR #97081); a port only
+// reachable inside the cluster has none then, and its traffic is dropped.
+func endpoints(cluster, local []endpoint, onlyLocal bool) []endpoint {
+	if onlyLocal && len(local) > 0 {
+		return local
+	}
+	return cluster
 }
 
 func allReady(eps []endpoint) bool {

@@ -407,6 +407,47 @@ func TestServiceTypes(t *testing.T) {
 			addrs: []string{"10.96.0.10"},
 		},
 		{
+			name:   "internalTrafficPolicy Local without a local endpoint: no destination",
+			svc:    service(ns, "web", "10.96.0.10", withITPLocal()),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
+			vs:     map[string][]string{"10.96.0.10:80/TCP": {}},
+			sets:   map[string][]string{"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"}, "KUBE-IPVS-IPS": {"10.96.0.10"}},
+			addrs:  []string{"10.96.0.10"},
+		},
+		{
+			// Reachable from outside, the port keeps its cluster endpoints for
+			// both Local policies to fall back on.
+			name:   "both policies Local on a node port, no local endpoint: every endpoint",
+			svc:    service(ns, "web", "10.96.0.10", withITPLocal(), withNodePort(30080), withETPLocal(0)),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
+			vs: map[string][]string{
+				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
+				"192.168.0.10:30080/TCP": {"10.0.0.1:8080 w1"},
+			},
+			sets: map[string][]string{
+				"KUBE-CLUSTER-IP":          {"10.96.0.10,tcp:80"},
+				"KUBE-IPVS-IPS":            {"10.96.0.10"},
+				"KUBE-NODE-PORT-TCP":       {"30080"},
+				"KUBE-NODE-PORT-LOCAL-TCP": {"30080"},
+			},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
+			// Without node ports and without an ingress IP of its family a load
+			// balancer takes no outside traffic here: nothing to fall back for.
+			name: "internalTrafficPolicy Local on a load balancer without node ports or ingress: no destination",
+			svc: service(ns, "web", "10.96.0.10", withITPLocal(), withType(v1.ServiceTypeLoadBalancer), withETPLocal(32000),
+				withIngress(v1.LoadBalancerIngress{IP: "2001:db8::1"})),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
+			vs:     map[string][]string{"10.96.0.10:80/TCP": {}},
+			sets: map[string][]string{
+				"KUBE-CLUSTER-IP":             {"10.96.0.10,tcp:80"},
+				"KUBE-IPVS-IPS":               {"10.96.0.10"},
+				"KUBE-HEALTH-CHECK-NODE-PORT": {"32000"},
+			},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
 			name:    "headless service ignored",
 			svc:     service(ns, "h", v1.ClusterIPNone),
 			vs:      map[string][]string{},
