@@ -13,7 +13,7 @@ import (
 type nodeInfo struct {
 	nodePortIPs []netip.Addr        // addresses NodePort virtual servers listen on, sorted
 	localAddrs  map[netip.Addr]bool // every local address of the family except kube-ipvs0's
-	nodeIP      netip.Addr          // the node's primary address of the family
+	nodeIP      netip.Addr          // kube-proxy's node IP of the family (nodeIPOf)
 }
 
 // vsWant is a virtual server a service port wants, with the real servers it should have.
@@ -138,7 +138,7 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 			fromNode := false
 			for _, r := range sp.sourceRanges {
 				add(setLoadBalancerSourceCIDR, e+","+canonicalNet(r))
-				if node.nodeIP.IsValid() && r.Contains(node.nodeIP) {
+				if r.Contains(node.nodeIP) {
 					fromNode = true
 				}
 			}

@@ -539,4 +539,58 @@ func TestNodeEvents(t *testing.T) {
 	require.NotContains(t, fmt.Sprint(ruleLines(t, e.k, dataplane.IPv4, "filter")), "KUBE-IPVS-OUT-FILTER -s")
 }
 
+// TestNodeIP: kube-proxy's node IP, which decides whether a load
+// balancer's source ranges let the node in, is the Node object's first
+// address of the family, InternalIP before ExternalIP, and loopback
+// without a Node object or without an address of the family.
+func TestNodeIP(t *testing.T) {
+	node := func(addrs ...v1.NodeAddress) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}, Status: v1.NodeStatus{Addresses: addrs}}
+	}
+	internal := func(ip string) v1.NodeAddress { return v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip} }
+	external := func(ip string) v1.NodeAddress { return v1.NodeAddress{Type: v1.NodeExternalIP, Address: ip} }
+	tests := []struct {
+		name   string
+		family dataplane.Family
+		node   *v1.Node
+		want   string
+	}{
+		{"IPv4, no Node object", dataplane.IPv4, nil, "127.0.0.1"},
+		{"IPv4, InternalIP first", dataplane.IPv4, node(external("10.60.0.1"), internal("fd00::9"), internal("10.50.0.9")), "10.50.0.9"},
+		{"IPv4, ExternalIP only", dataplane.IPv4, node(external("10.60.0.1")), "10.60.0.1"},
+		{"IPv6, no address of the family", dataplane.IPv6, node(internal("10.50.0.9")), "::1"},
+		{"IPv6, InternalIP", dataplane.IPv6, node(internal("10.50.0.9"), internal("fd00::9")), "fd00::9"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{Families: []dataplane.Family{tc.family}})
+			p := e.synced(e.proxier(tc.family, 0))
+			want := netip.MustParseAddr(tc.want)
+			lb, bits := "198.51.100.1", 16
+			if tc.family == dataplane.IPv6 {
+				lb, bits = "2001:db8::1", 112
+			}
+			// One range, holding the expected node IP and no other candidate.
+			rng := netip.PrefixFrom(want, bits).Masked().String()
+			p.OnServiceAdd(service("default", "lb", "10.96.0.10", withClusterIPs("10.96.0.10", "fd00:96::10"), withLB(lb), withSourceRanges(rng)))
+			if tc.node != nil {
+				p.OnNodeAdd(tc.node)
+			}
+			e.sync(p)
+			sourceIP := func() []string {
+				return setState(t, e.k, tc.family)[SetName("KUBE-LOAD-BALANCER-SOURCE-IP", tc.family)]
+			}
+			require.Equal(t, []string{lb + ",tcp:80," + lb}, sourceIP(), "range %s lets the node in", rng)
+
+			// Without the Node object (kube-proxy exits when it goes, and
+			// starts again without one) the node IP is loopback.
+			if tc.node != nil && !want.IsLoopback() {
+				p.OnNodeDelete(tc.node)
+				e.sync(p)
+				require.Empty(t, sourceIP())
+			}
+		})
+	}
+}
+
 func writes(o dataplane.Ops) int64 { return o.Writes() }

@@ -47,7 +47,7 @@ type Proxier struct {
 	servicesSynced bool
 	slicesSynced   bool
 	nodeLabels     map[string]string
-	nodeAddrIP     netip.Addr // InternalIP of the family from the Node object
+	nodeIP         netip.Addr // kube-proxy's node IP of the family: see nodeIPOf
 	slicesSeen     sliceTracker
 
 	// syncMu serializes syncs; everything below belongs to the sync.
@@ -149,6 +149,7 @@ func New(cfg Config, family dataplane.Family, dp dataplane.Dataplane, opts Optio
 		p.nodePortNets = nil // a /0 of the family means every node address, as no setting does
 	}
 	p.pending = newChanges()
+	p.nodeIP = nodeIPOf(nil, family)
 	p.slicesSeen = newSliceTracker(p.clock.Now())
 	p.services = map[types.NamespacedName]*parsedService{}
 	p.slices = map[types.NamespacedName][]namedSlice{}
@@ -274,29 +275,29 @@ func (p *Proxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) { p.sli
 // OnEndpointSliceDelete records an EndpointSlice's removal.
 func (p *Proxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, true) }
 
-// OnNodeAdd records this node's labels and primary address; other nodes are ignored
+// OnNodeAdd records this node's labels and node IP; other nodes are ignored
 // (the fake clientset ignores the field selector kube-proxy's informer uses).
 func (p *Proxier) OnNodeAdd(n *v1.Node) { p.OnNodeUpdate(nil, n) }
 
 // OnNodeUpdate is OnNodeAdd for a new version.
 func (p *Proxier) OnNodeUpdate(_, n *v1.Node) {
-	if n.Name != p.cfg.NodeName {
-		return
+	if n.Name == p.cfg.NodeName {
+		p.nodeChanged(nodeIPOf(n, p.family), n.Labels)
 	}
-	var ip netip.Addr
-	for _, a := range n.Status.Addresses {
-		if a.Type != v1.NodeInternalIP {
-			continue
-		}
-		if x, err := netip.ParseAddr(a.Address); err == nil && dataplane.FamilyOf(x) == p.family {
-			ip = x.Unmap()
-			break
-		}
+}
+
+// OnNodeDelete forgets the node's labels and address: kube-proxy exits
+// when its Node goes, and starts again without one.
+func (p *Proxier) OnNodeDelete(n *v1.Node) {
+	if n.Name == p.cfg.NodeName {
+		p.nodeChanged(nodeIPOf(nil, p.family), nil)
 	}
+}
+
+func (p *Proxier) nodeChanged(ip netip.Addr, labels map[string]string) {
 	p.mu.Lock()
-	changed := ip != p.nodeAddrIP || !sameLabels(p.nodeLabels, n.Labels)
-	p.nodeAddrIP = ip
-	p.nodeLabels = n.Labels
+	changed := ip != p.nodeIP || !sameLabels(p.nodeLabels, labels)
+	p.nodeIP, p.nodeLabels = ip, labels
 	if changed {
 		p.pending.node = true
 	}
@@ -306,17 +307,22 @@ func (p *Proxier) OnNodeUpdate(_, n *v1.Node) {
 	}
 }
 
-// OnNodeDelete forgets the node's labels and address.
-func (p *Proxier) OnNodeDelete(n *v1.Node) {
-	if n.Name != p.cfg.NodeName {
-		return
+// nodeIPOf is kube-proxy's node IP of family f: the Node object's first
+// address of the family (objects.NodeAddresses' order), or loopback where
+// it has none or there is no Node object, as kube-proxy falls back. It
+// decides whether a load balancer's source ranges let the node in.
+func nodeIPOf(n *v1.Node, f dataplane.Family) netip.Addr {
+	if n != nil {
+		for _, a := range objects.NodeAddresses(n) {
+			if dataplane.FamilyOf(a) == f {
+				return a.Unmap()
+			}
+		}
 	}
-	p.mu.Lock()
-	p.nodeAddrIP = netip.Addr{}
-	p.nodeLabels = nil
-	p.pending.node = true
-	p.mu.Unlock()
-	p.queued()
+	if f == dataplane.IPv6 {
+		return netip.IPv6Loopback()
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
 func sameLabels(a, b map[string]string) bool {

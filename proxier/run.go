@@ -82,7 +82,8 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 	if err != nil {
 		return fmt.Errorf("add endpointslice handler: %w", err)
 	}
-	if _, err = nodeInformer.AddEventHandler(counted(handler)); err != nil {
+	nodeReg, err := nodeInformer.AddEventHandler(counted(handler))
+	if err != nil {
 		return fmt.Errorf("add node handler: %w", err)
 	}
 
@@ -91,11 +92,12 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 	nodeFactory.Start(ctx.Done())
 	defer nodeFactory.Shutdown()
 
+	// kube-proxy reads its Node (node IP, zone) before it builds a proxier.
 	var synced []cache.InformerSynced
 	if cfg.InitialSync == InitialSyncLegacy {
-		synced = []cache.InformerSynced{svcInformer.HasSynced, sliceInformer.HasSynced}
+		synced = []cache.InformerSynced{svcInformer.HasSynced, sliceInformer.HasSynced, nodeInformer.HasSynced}
 	} else {
-		synced = []cache.InformerSynced{svcReg.HasSynced, sliceReg.HasSynced}
+		synced = []cache.InformerSynced{svcReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced}
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()

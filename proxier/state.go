@@ -19,7 +19,7 @@ func (s *syncRun) applyChanges() {
 	p.mu.Lock()
 	ch := p.pending
 	p.pending = newChanges()
-	nodeIP := p.nodeAddrIP
+	nodeIP := p.nodeIP
 	p.mu.Unlock()
 
 	if len(p.services) == 0 && len(ch.services) > 0 {
@@ -85,7 +85,7 @@ func (s *syncRun) applyChanges() {
 			// removing what they do not cover would be removing live state.
 			s.fullPicture = false
 		}
-	} else if ch.node && nodeIP.IsValid() && nodeIP != p.node.nodeIP {
+	} else if ch.node && nodeIP != p.node.nodeIP {
 		p.node.nodeIP = nodeIP
 		nodeChanged = true
 	}
@@ -148,15 +148,6 @@ func (p *Proxier) readNode(nodeIP netip.Addr) error {
 	}
 	slices.SortFunc(n.nodePortIPs, netip.Addr.Compare)
 	n.nodePortIPs = slices.Compact(n.nodePortIPs)
-	if !n.nodeIP.IsValid() {
-		// No Node object (yet): the first non-loopback address stands in for it.
-		for _, a := range n.nodePortIPs {
-			if !a.IsLoopback() {
-				n.nodeIP = a
-				break
-			}
-		}
-	}
 	p.node = n
 	p.nodeKnown = true
 	return nil

@@ -315,8 +315,9 @@ func TestServiceTypes(t *testing.T) {
 			noRules: []string{"KUBE-LOAD-BALANCER-SOURCE-IP"},
 		},
 		{
-			name:   "source ranges with the node: a source IP entry instead",
-			svc:    service(ns, "web", "10.96.0.10", withLB("198.51.100.1"), withSourceRanges("192.168.0.0/16")),
+			// Without a Node object kube-proxy's node IP is 127.0.0.1.
+			name:   "source ranges with the node IP: a source IP entry instead",
+			svc:    service(ns, "web", "10.96.0.10", withLB("198.51.100.1"), withSourceRanges("127.0.0.0/8")),
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
@@ -327,7 +328,7 @@ func TestServiceTypes(t *testing.T) {
 				"KUBE-CLUSTER-IP":                {"10.96.0.10,tcp:80"},
 				"KUBE-LOAD-BALANCER":             {"198.51.100.1,tcp:80"},
 				"KUBE-LOAD-BALANCER-FW":          {"198.51.100.1,tcp:80"},
-				"KUBE-LOAD-BALANCER-SOURCE-CIDR": {"198.51.100.1,tcp:80,192.168.0.0/16"},
+				"KUBE-LOAD-BALANCER-SOURCE-CIDR": {"198.51.100.1,tcp:80,127.0.0.0/8"},
 				"KUBE-LOAD-BALANCER-SOURCE-IP":   {"198.51.100.1,tcp:80,198.51.100.1"},
 				"KUBE-IPVS-IPS":                  {"10.96.0.10", "198.51.100.1"},
 				"KUBE-NODE-PORT-TCP":             {"30500"},

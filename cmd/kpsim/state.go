@@ -113,7 +113,7 @@ func runState(args []string, stdout, stderr io.Writer) error {
 	}
 	addrs := fmt.Sprint(run.Node.Addresses)
 	if len(run.Node.Addresses) == 0 {
-		addrs = "(no Node object: the sim's default addresses)"
+		addrs = "(no Node object: NodePorts on the sim's default addresses, node IP 127.0.0.1 and ::1 as kube-proxy falls back to)"
 	}
 	fmt.Fprintf(stderr, "node %s %s, families %v\n", run.Node.Name, addrs, run.Families)
 	for _, w := range run.Node.Warnings {

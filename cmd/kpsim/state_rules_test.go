@@ -51,6 +51,18 @@ status: {addresses: [{type: InternalIP, address: 10.0.0.11}]}
 `),
 			vs: []string{"10.96.0.10:80/TCP rr -> 10.244.1.5:8080@1"},
 		},
+		{
+			// kube-proxy's node IP without a Node object is 127.0.0.1: the range
+			// holding it lets the node in, the one holding eth0's address does not.
+			name: "no Node object: the node IP is loopback",
+			objects: svc(`{type: LoadBalancer, clusterIP: 10.96.0.10, loadBalancerSourceRanges: [127.0.0.0/8], ports: [{port: 80, targetPort: 8080, nodePort: 30080}]}
+status: {loadBalancer: {ingress: [{ip: 198.51.100.1}]}}`),
+			vs: []string{"10.96.0.10:80/TCP rr ->", "192.168.0.10:30080/TCP rr ->", "198.51.100.1:80/TCP rr ->"},
+			sets: map[string][]string{
+				"KUBE-LOAD-BALANCER-SOURCE-CIDR": {"198.51.100.1,tcp:80,127.0.0.0/8"},
+				"KUBE-LOAD-BALANCER-SOURCE-IP":   {"198.51.100.1,tcp:80,198.51.100.1"},
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set, err := objects.Read("case.yaml", strings.NewReader(tc.objects))

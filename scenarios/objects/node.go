@@ -59,19 +59,9 @@ func (s *Set) ForNode(name string) Node {
 	}
 	found := false
 	for _, node := range s.Nodes {
-		if node.Name != n.Name {
-			continue
-		}
-		found = true
-		for _, t := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
-			for _, a := range node.Status.Addresses {
-				if a.Type != t {
-					continue
-				}
-				if ip, err := parseAddr(a.Address); err == nil {
-					n.Addresses = append(n.Addresses, ip)
-				}
-			}
+		if node.Name == n.Name {
+			found = true
+			n.Addresses = NodeAddresses(node)
 		}
 	}
 	if len(s.Nodes) > 0 && !found {
@@ -89,4 +79,22 @@ func (s *Set) ForNode(name string) Node {
 			"node %q hosts no endpoint; the %d services with a Local traffic policy have no local endpoints on it", n.Name, local))
 	}
 	return n
+}
+
+// NodeAddresses are a Node object's addresses in the order kube-proxy reads
+// them (upstream's GetNodeHostIPs): InternalIP ones, then ExternalIP ones.
+// Its node IP of a family is the first of that family.
+func NodeAddresses(n *v1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, t := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
+		for _, a := range n.Status.Addresses {
+			if a.Type != t {
+				continue
+			}
+			if ip, err := parseAddr(a.Address); err == nil {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
 }
