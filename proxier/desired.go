@@ -14,6 +14,7 @@ type nodeInfo struct {
 	nodePortIPs []netip.Addr        // addresses NodePort virtual servers listen on, sorted
 	localAddrs  map[netip.Addr]bool // every local address of the family except kube-ipvs0's
 	nodeIP      netip.Addr          // kube-proxy's node IP of the family (nodeIPOf)
+	zone        string              // the node's zone label, for topology-aware routing
 }
 
 // vsWant is a virtual server a service port wants, with the real servers it should have.
@@ -103,7 +104,7 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 		}
 	}
 
-	cluster, local := categorize(&sp, eps)
+	cluster, local := categorize(&sp, eps, p.cfg.NodeName, node.zone)
 	internal := addrs(endpoints(cluster, local, sp.internalLocal))
 	external := internal
 	if sp.externalLocal != sp.internalLocal {

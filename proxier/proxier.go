@@ -46,7 +46,7 @@ type Proxier struct {
 	pending        changes
 	servicesSynced bool
 	slicesSynced   bool
-	nodeLabels     map[string]string
+	nodeZone       string     // the Node's topology.kubernetes.io/zone label, the one label kube-proxy reads
 	nodeIP         netip.Addr // kube-proxy's node IP of the family: see nodeIPOf
 	slicesSeen     sliceTracker
 
@@ -275,29 +275,29 @@ func (p *Proxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) { p.sli
 // OnEndpointSliceDelete records an EndpointSlice's removal.
 func (p *Proxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, true) }
 
-// OnNodeAdd records this node's labels and node IP; other nodes are ignored
+// OnNodeAdd records this node's zone and node IP; other nodes are ignored
 // (the fake clientset ignores the field selector kube-proxy's informer uses).
 func (p *Proxier) OnNodeAdd(n *v1.Node) { p.OnNodeUpdate(nil, n) }
 
 // OnNodeUpdate is OnNodeAdd for a new version.
 func (p *Proxier) OnNodeUpdate(_, n *v1.Node) {
 	if n.Name == p.cfg.NodeName {
-		p.nodeChanged(nodeIPOf(n, p.family), n.Labels)
+		p.nodeChanged(nodeIPOf(n, p.family), n.Labels[v1.LabelTopologyZone])
 	}
 }
 
-// OnNodeDelete forgets the node's labels and address: kube-proxy exits
+// OnNodeDelete forgets the node's zone and address: kube-proxy exits
 // when its Node goes, and starts again without one.
 func (p *Proxier) OnNodeDelete(n *v1.Node) {
 	if n.Name == p.cfg.NodeName {
-		p.nodeChanged(nodeIPOf(nil, p.family), nil)
+		p.nodeChanged(nodeIPOf(nil, p.family), "")
 	}
 }
 
-func (p *Proxier) nodeChanged(ip netip.Addr, labels map[string]string) {
+func (p *Proxier) nodeChanged(ip netip.Addr, zone string) {
 	p.mu.Lock()
-	changed := ip != p.nodeIP || !sameLabels(p.nodeLabels, labels)
-	p.nodeIP, p.nodeLabels = ip, labels
+	changed := ip != p.nodeIP || zone != p.nodeZone
+	p.nodeIP, p.nodeZone = ip, zone
 	if changed {
 		p.pending.node = true
 	}
@@ -323,18 +323,6 @@ func nodeIPOf(n *v1.Node, f dataplane.Family) netip.Addr {
 		return netip.IPv6Loopback()
 	}
 	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
-}
-
-func sameLabels(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // OnServicesSynced tells the proxier its handlers have seen every Service of

@@ -19,7 +19,7 @@ func (s *syncRun) applyChanges() {
 	p.mu.Lock()
 	ch := p.pending
 	p.pending = newChanges()
-	nodeIP := p.nodeIP
+	nodeIP, zone := p.nodeIP, p.nodeZone
 	p.mu.Unlock()
 
 	if len(p.services) == 0 && len(ch.services) > 0 {
@@ -79,20 +79,21 @@ func (s *syncRun) applyChanges() {
 
 	nodeChanged := false
 	if s.full || !p.nodeKnown {
-		if err := p.readNode(nodeIP); err != nil {
+		if err := p.readNode(nodeIP, zone); err != nil {
 			s.fail(err)
 			// Without the node's addresses the NodePort wants are incomplete:
 			// removing what they do not cover would be removing live state.
 			s.fullPicture = false
 		}
-	} else if ch.node && nodeIP != p.node.nodeIP {
-		p.node.nodeIP = nodeIP
+	} else if ch.node && (nodeIP != p.node.nodeIP || zone != p.node.zone) {
+		p.node.nodeIP, p.node.zone = nodeIP, zone
 		nodeChanged = true
 	}
 
 	if nodeChanged {
-		// The node's address decides load balancer source-range entries:
-		// every service is worth a look.
+		// The node's address decides load balancer source-range entries,
+		// its zone the endpoints of topology-aware services: every service
+		// is worth a look.
 		for k := range p.ports {
 			dirty[k] = true
 		}
@@ -130,12 +131,12 @@ func (s *syncRun) applyChanges() {
 }
 
 // readNode reads the node's addresses from the kernel.
-func (p *Proxier) readNode(nodeIP netip.Addr) error {
+func (p *Proxier) readNode(nodeIP netip.Addr, zone string) error {
 	addrs, err := p.dp.Links.LocalAddresses(p.family, dataplane.DummyLink)
 	if err != nil {
 		return fmt.Errorf("list local %s addresses: %w", p.family, err)
 	}
-	n := nodeInfo{localAddrs: map[netip.Addr]bool{}, nodeIP: nodeIP}
+	n := nodeInfo{localAddrs: map[netip.Addr]bool{}, nodeIP: nodeIP, zone: zone}
 	for _, ia := range addrs {
 		a := ia.Prefix.Addr().Unmap()
 		if dataplane.FamilyOf(a) != p.family {

@@ -186,6 +186,22 @@ type endpoint struct {
 	ready       bool
 	serving     bool
 	terminating bool
+	// Topology hints the EndpointSlice controller set (hintSet form).
+	zoneHints, nodeHints string
+}
+
+// hintSet is a set of hint names as one comparable string: each name
+// prefixed with a NUL, sorted. "" is no hint; a hint may be "".
+func hintSet(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	return "\x00" + strings.Join(names, "\x00")
+}
+
+func hasHint(set, name string) bool {
+	return set != "" && strings.Contains(set+"\x00", "\x00"+name+"\x00")
 }
 
 // sliceEndpoints keeps, per port name and protocol, the endpoints one slice contributes.
@@ -220,13 +236,24 @@ func parseSlice(s *discoveryv1.EndpointSlice, f dataplane.Family, node string) (
 			}
 			// An unset condition counts as ready and as serving, whatever the
 			// others say, as kube-proxy reads them.
-			eps = append(eps, endpoint{
+			ep := endpoint{
 				addr:        netip.AddrPortFrom(a, p.Port),
 				local:       e.NodeName != nil && *e.NodeName == node,
 				ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
 				serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
 				terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
-			})
+			}
+			if h := e.Hints; h != nil {
+				var zones, nodes []string
+				for _, z := range h.ForZones {
+					zones = append(zones, z.Name)
+				}
+				for _, n := range h.ForNodes {
+					nodes = append(nodes, n.Name)
+				}
+				ep.zoneHints, ep.nodeHints = hintSet(zones), hintSet(nodes)
+			}
+			eps = append(eps, ep)
 		}
 		k := portKey(p.Name, dataplane.Protocol(p.Protocol))
 		out[k] = append(out[k], eps...)
@@ -330,18 +357,21 @@ func (sp *servicePort) externallyAccessible() bool {
 
 // categorize splits a service port's endpoints as kube-proxy's
 // CategorizeEndpoints does. cluster is what the Cluster policy uses: ready
-// endpoints, or serving terminating ones when none is ready anywhere; nil
-// when the port never uses the Cluster policy (internalTrafficPolicy Local
-// and not reachable from outside). local is what a Local policy uses: this
-// node's ready endpoints, else its serving terminating ones; nil when no
-// policy of the port is Local. A virtual server whose policy is Local takes
-// local, or cluster when local is empty (endpoints reports how).
-func categorize(sp *servicePort, eps []endpoint) (cluster, local []endpoint) {
+// endpoints (only those topology-aware routing picks for this node, see
+// topologyMode), or serving terminating ones, whatever their hints, when
+// none is ready anywhere; nil when the port never uses the Cluster policy
+// (internalTrafficPolicy Local and not reachable from outside). local is
+// what a Local policy uses: this node's ready endpoints, else its serving
+// terminating ones; nil when no policy of the port is Local. A virtual
+// server whose policy is Local takes local, or cluster when local is empty
+// (endpoints says how).
+func categorize(sp *servicePort, eps []endpoint, node, zone string) (cluster, local []endpoint) {
 	usesLocal := sp.internalLocal || sp.externalLocal && sp.externallyAccessible()
 	usesCluster := !sp.internalLocal || sp.externallyAccessible()
-	if !usesLocal && allReady(eps) {
+	if !usesLocal && allReadyUnhinted(eps) {
 		return eps, nil // the common case: nothing to filter
 	}
+	byNode, byZone := topologyMode(eps, node, zone)
 	pick := func(localOnly bool) []endpoint {
 		var ready, term []endpoint
 		for _, e := range eps {
@@ -349,6 +379,9 @@ func categorize(sp *servicePort, eps []endpoint) (cluster, local []endpoint) {
 				continue
 			}
 			if e.ready {
+				if !localOnly && (byNode && !hasHint(e.nodeHints, node) || byZone && !hasHint(e.zoneHints, zone)) {
+					continue
+				}
 				ready = append(ready, e)
 			} else if e.serving && e.terminating {
 				term = append(term, e)
@@ -368,6 +401,42 @@ func categorize(sp *servicePort, eps []endpoint) (cluster, local []endpoint) {
 	return cluster, local
 }
 
+// topologyMode is kube-proxy v1.37's topology-aware routing, decided from
+// the hints on the ready endpoints alone (the EndpointSlice controller sets
+// them from the service's trafficDistribution or topology-mode annotation):
+// byNode (PreferSameNode) when every ready endpoint has a node hint and one
+// names this node; else byZone (PreferSameZone, and topology-aware hints)
+// when every ready endpoint has a zone hint and one names this node's zone
+// (topology.kubernetes.io/zone; a node without the label has none); else
+// neither, and every ready endpoint is used.
+func topologyMode(eps []endpoint, node, zone string) (byNode, byZone bool) {
+	anyReady, allNode, forNode, allZone, forZone := false, true, false, true, false
+	for _, e := range eps {
+		if !e.ready {
+			continue
+		}
+		anyReady = true
+		if e.nodeHints == "" {
+			allNode = false
+		} else if hasHint(e.nodeHints, node) {
+			forNode = true
+		}
+		if e.zoneHints == "" {
+			allZone = false
+		} else if hasHint(e.zoneHints, zone) {
+			forZone = true
+		}
+	}
+	switch {
+	case !anyReady:
+		return false, false
+	case allNode && forNode:
+		return true, false
+	default:
+		return false, allZone && forZone
+	}
+}
+
 // endpoints are the endpoints of a virtual server whose traffic policy is
 // Local (onlyLocal) or Cluster. With Local and no local endpoint, a port
 // reachable from outside falls back to its cluster endpoints, so that this
@@ -380,9 +449,9 @@ func endpoints(cluster, local []endpoint, onlyLocal bool) []endpoint {
 	return cluster
 }
 
-func allReady(eps []endpoint) bool {
+func allReadyUnhinted(eps []endpoint) bool {
 	for _, e := range eps {
-		if !e.ready {
+		if !e.ready || e.zoneHints != "" || e.nodeHints != "" {
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/sim"
@@ -710,6 +711,105 @@ func TestNodePortAddresses(t *testing.T) {
 			sets := setState(t, e.k, tc.family)
 			require.Equal(t, tc.healthCheck, len(sets[SetName("KUBE-HEALTH-CHECK-NODE-PORT", tc.family)]) > 0)
 			require.Equal(t, tc.healthCheck, len(sets[SetName("KUBE-NODE-PORT-TCP", tc.family)]) > 0)
+		})
+	}
+}
+
+// TestTopology: kube-proxy v1.37's topology-aware routing. The hints on
+// the ready endpoints decide: node hints when all have one and one names
+// this node, else zone hints when all have one and one names this node's
+// zone; otherwise every endpoint. Local policies and the terminating
+// fallback ignore hints.
+func TestTopology(t *testing.T) {
+	type hinted struct {
+		ip           string
+		zones, nodes []string
+		notReady     bool
+		terminating  bool
+		local        bool
+	}
+	tests := []struct {
+		name   string
+		zone   string // this node's topology.kubernetes.io/zone; "" no label
+		svc    *v1.Service
+		eps    []hinted
+		want   []string // destinations of the cluster IP
+		update string   // then this node's zone becomes this
+		then   []string
+	}{
+		{name: "zone hints for this zone", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}, {ip: "10.0.0.3", zones: []string{"a", "b"}}},
+			want: []string{"10.0.0.1:8080 w1", "10.0.0.3:8080 w1"}, update: "b", then: []string{"10.0.0.2:8080 w1", "10.0.0.3:8080 w1"}},
+		{name: "a ready endpoint without hints: hints ignored", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}, {ip: "10.0.0.3"}},
+			want: []string{"10.0.0.1:8080 w1", "10.0.0.2:8080 w1", "10.0.0.3:8080 w1"}},
+		{name: "a not-ready endpoint without hints does not count", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}, {ip: "10.0.0.3", notReady: true}},
+			want: []string{"10.0.0.1:8080 w1"}},
+		{name: "no hint for this zone: hints ignored", zone: "c", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}},
+			want: []string{"10.0.0.1:8080 w1", "10.0.0.2:8080 w1"}, update: "b", then: []string{"10.0.0.2:8080 w1"}},
+		{name: "a node without a zone label: hints ignored", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}},
+			want: []string{"10.0.0.1:8080 w1", "10.0.0.2:8080 w1"}},
+		{name: "node hints for this node win over zone hints", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}, nodes: []string{"node-2"}}, {ip: "10.0.0.2", zones: []string{"b"}, nodes: []string{testNode}}},
+			want: []string{"10.0.0.2:8080 w1"}},
+		{name: "node hints for other nodes only: zone hints decide", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}, nodes: []string{"node-2"}}, {ip: "10.0.0.2", zones: []string{"b"}, nodes: []string{"node-3"}}},
+			want: []string{"10.0.0.1:8080 w1"}},
+		{name: "node hints on some endpoints only: zone hints decide", zone: "b", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}, nodes: []string{testNode}}, {ip: "10.0.0.2", zones: []string{"b"}}},
+			want: []string{"10.0.0.2:8080 w1"}},
+		{name: "no ready endpoint: the terminating fallback ignores hints", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"b"}, terminating: true}},
+			want: []string{"10.0.0.1:8080 w1"}},
+		{name: "internalTrafficPolicy Local ignores hints", zone: "a", svc: service("default", "web", "10.96.0.10", withITPLocal()), eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}, local: true}},
+			want: []string{"10.0.0.2:8080 w1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			p := e.synced(e.proxier(dataplane.IPv4, 0))
+			node := func(zone string) *v1.Node {
+				n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{}}}
+				if zone != "" {
+					n.Labels[v1.LabelTopologyZone] = zone
+				}
+				return n
+			}
+			p.OnNodeAdd(node(tc.zone))
+			svc := tc.svc
+			if svc == nil {
+				svc = service("default", "web", "10.96.0.10")
+			}
+			p.OnServiceAdd(svc)
+			var list []ep
+			for _, h := range tc.eps {
+				list = append(list, ep{ip: h.ip, local: h.local, notReady: h.notReady, terminating: h.terminating})
+			}
+			s := slice("default", "web", "web-1", 8080, v1.ProtocolTCP, list...)
+			for i, h := range tc.eps {
+				if h.zones == nil && h.nodes == nil {
+					continue
+				}
+				s.Endpoints[i].Hints = &discoveryv1.EndpointHints{}
+				for _, z := range h.zones {
+					s.Endpoints[i].Hints.ForZones = append(s.Endpoints[i].Hints.ForZones, discoveryv1.ForZone{Name: z})
+				}
+				for _, n := range h.nodes {
+					s.Endpoints[i].Hints.ForNodes = append(s.Endpoints[i].Hints.ForNodes, discoveryv1.ForNode{Name: n})
+				}
+			}
+			p.OnEndpointSliceAdd(s)
+			e.sync(p)
+			require.Equal(t, tc.want, ipvsState(t, e.k, dataplane.IPv4)["10.96.0.10:80/TCP"])
+			if tc.update != "" {
+				p.OnNodeUpdate(nil, node(tc.update))
+				require.False(t, e.sync(p).Full, "a zone change is an incremental sync")
+				require.Equal(t, tc.then, ipvsState(t, e.k, dataplane.IPv4)["10.96.0.10:80/TCP"])
+			}
 		})
 	}
 }

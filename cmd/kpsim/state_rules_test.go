@@ -63,6 +63,28 @@ status: {loadBalancer: {ingress: [{ip: 198.51.100.1}]}}`),
 				"KUBE-LOAD-BALANCER-SOURCE-IP":   {"198.51.100.1,tcp:80,198.51.100.1"},
 			},
 		},
+		{
+			name: "zone hints: this node's zone only",
+			objects: `
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, labels: {topology.kubernetes.io/zone: zone-1}}
+status: {addresses: [{type: InternalIP, address: 10.0.0.11}]}
+` + svc("{clusterIP: 10.96.0.10, trafficDistribution: PreferSameZone, ports: [{port: 80, targetPort: 8080}]}") + slice(`
+- {addresses: [10.244.1.5], conditions: {ready: true}, nodeName: node-a, hints: {forZones: [{name: zone-1}]}}
+- {addresses: [10.244.2.5], conditions: {ready: true}, nodeName: node-b, hints: {forZones: [{name: zone-2}]}}
+- {addresses: [10.244.3.5], conditions: {ready: true}, nodeName: node-c, hints: {forZones: [{name: zone-1}]}}
+`),
+			vs: []string{"10.96.0.10:80/TCP rr -> 10.244.1.5:8080@1 10.244.3.5:8080@1"},
+		},
+		{
+			name: "node hints: this node's endpoints only",
+			objects: node + svc("{clusterIP: 10.96.0.10, trafficDistribution: PreferSameNode, ports: [{port: 80, targetPort: 8080}]}") + slice(`
+- {addresses: [10.244.1.5], conditions: {ready: true}, nodeName: node-a, hints: {forNodes: [{name: node-a}], forZones: [{name: zone-1}]}}
+- {addresses: [10.244.2.5], conditions: {ready: true}, nodeName: node-b, hints: {forNodes: [{name: node-b}], forZones: [{name: zone-1}]}}
+`),
+			vs: []string{"10.96.0.10:80/TCP rr -> 10.244.1.5:8080@1"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set, err := objects.Read("case.yaml", strings.NewReader(tc.objects))
