@@ -90,6 +90,9 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 			vs.Flags = dataplane.FlagPersistent
 			vs.Timeout = sp.affinityTimeout
 		}
+		if p.cfg.Scheduler == "mh" {
+			vs.Flags |= dataplane.FlagSchedPort
+		}
 		return vs
 	}
 	bind := func(a netip.Addr) {

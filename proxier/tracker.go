@@ -139,7 +139,7 @@ func servicePorts(svc *v1.Service, f dataplane.Family) []servicePort {
 		}
 	}
 	for _, s := range svc.Spec.LoadBalancerSourceRanges {
-		p, err := netip.ParsePrefix(s)
+		p, err := netip.ParsePrefix(strings.TrimSpace(s)) // the API server lets padding through
 		if err != nil || dataplane.FamilyOf(p.Addr()) != f {
 			continue // other-family ranges are dropped
 		}

@@ -339,6 +339,27 @@ func TestServiceTypes(t *testing.T) {
 			noRules: []string{"KUBE-IPVS-OUT-FILTER -s"},
 		},
 		{
+			// The API server accepts ranges with spaces around; kube-proxy trims them.
+			name:   "a padded source range counts",
+			svc:    service(ns, "web", "10.96.0.10", withLB("198.51.100.1"), withSourceRanges(" 203.0.113.0/24 ")),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
+			vs: map[string][]string{
+				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
+				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
+				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
+			},
+			sets: map[string][]string{
+				"KUBE-CLUSTER-IP":                {"10.96.0.10,tcp:80"},
+				"KUBE-LOAD-BALANCER":             {"198.51.100.1,tcp:80"},
+				"KUBE-LOAD-BALANCER-FW":          {"198.51.100.1,tcp:80"},
+				"KUBE-LOAD-BALANCER-SOURCE-CIDR": {"198.51.100.1,tcp:80,203.0.113.0/24"},
+				"KUBE-IPVS-IPS":                  {"10.96.0.10", "198.51.100.1"},
+				"KUBE-NODE-PORT-TCP":             {"30500"},
+			},
+			addrs: []string{"10.96.0.10", "198.51.100.1"},
+			rules: []string{ruleLBFW, ruleLBSourceCIDR, ruleOutFilter},
+		},
+		{
 			name:   "source range 0.0.0.0/0 means no ranges",
 			svc:    service(ns, "web", "10.96.0.10", withLB("198.51.100.1"), withSourceRanges("203.0.113.0/24", "0.0.0.0/0")),
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
@@ -577,6 +598,14 @@ func TestVirtualServerOptions(t *testing.T) {
 			svc:     service("default", "web", "10.96.0.10", withAffinity(600)),
 			wantKey: "10.96.0.10:80/TCP",
 			want:    dataplane.VirtualServer{Scheduler: "rr", Flags: dataplane.FlagPersistent, Timeout: 600, Netmask: 0xffffffff},
+		},
+		{
+			// kube-proxy's mh virtual servers hash the source port as well.
+			name:    "mh with the source-port flag",
+			cfg:     Config{Scheduler: "mh"},
+			svc:     service("default", "web", "10.96.0.10", withAffinity(600)),
+			wantKey: "10.96.0.10:80/TCP",
+			want:    dataplane.VirtualServer{Scheduler: "mh", Flags: dataplane.FlagPersistent | dataplane.FlagSchedPort, Timeout: 600, Netmask: 0xffffffff},
 		},
 		{
 			name:    "configured scheduler",

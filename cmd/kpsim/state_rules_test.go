@@ -85,6 +85,17 @@ status: {addresses: [{type: InternalIP, address: 10.0.0.11}]}
 `),
 			vs: []string{"10.96.0.10:80/TCP rr -> 10.244.1.5:8080@1"},
 		},
+		{
+			name: "mh: the source port is hashed too; a padded source range counts",
+			cfg:  proxier.Config{Scheduler: "mh"},
+			objects: node + svc(`{type: LoadBalancer, clusterIP: 10.96.0.10, loadBalancerSourceRanges: [" 10.0.0.0/24"], ports: [{port: 80, targetPort: 8080, nodePort: 30080}]}
+status: {loadBalancer: {ingress: [{ip: 198.51.100.1}]}}`),
+			vs: []string{"10.0.0.11:30080/TCP mh 0x10/0 ->", "10.96.0.10:80/TCP mh 0x10/0 ->", "198.51.100.1:80/TCP mh 0x10/0 ->"},
+			sets: map[string][]string{
+				"KUBE-LOAD-BALANCER-SOURCE-CIDR": {"198.51.100.1,tcp:80,10.0.0.0/24"},
+				"KUBE-LOAD-BALANCER-SOURCE-IP":   {"198.51.100.1,tcp:80,198.51.100.1"},
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set, err := objects.Read("case.yaml", strings.NewReader(tc.objects))
