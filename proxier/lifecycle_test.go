@@ -594,3 +594,27 @@ func TestNodeIP(t *testing.T) {
 }
 
 func writes(o dataplane.Ops) int64 { return o.Writes() }
+
+// TestSharedLoadBalancerIPOutFilter: kube-proxy writes a KUBE-IPVS-OUT-FILTER
+// rule for every load balancer IP of every service port whose source ranges
+// keep the node out, so two services sharing an IP and port write it twice.
+func TestSharedLoadBalancerIPOutFilter(t *testing.T) {
+	e := newEnv(t, Config{})
+	p := e.synced(e.proxier(dataplane.IPv4, 0))
+	p.OnServiceAdd(service("default", "a", "10.96.0.1", withLB("198.51.100.1"), withSourceRanges("203.0.113.0/24")))
+	p.OnServiceAdd(service("default", "b", "10.96.0.2", withLB("198.51.100.1"), withSourceRanges("203.0.113.0/24")))
+	e.sync(p)
+	count := func() int {
+		n := 0
+		for _, l := range ruleLines(t, e.k, dataplane.IPv4, "filter") {
+			if l == ruleOutFilter {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 2, count())
+	p.OnServiceDelete(service("default", "b", "10.96.0.2"))
+	e.sync(p)
+	require.Equal(t, 1, count())
+}
