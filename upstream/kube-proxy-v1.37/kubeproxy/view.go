@@ -94,7 +94,10 @@ func (v ipsetView) Entries(name string) ([]string, error) {
 	out := v.n.ipset.Entries[name].List()
 	if s.SetType == utilipset.HashIPPortNet {
 		for i, e := range out {
-			out[i] = strings.TrimSuffix(strings.TrimSuffix(e, "/32"), "/128")
+			j := strings.LastIndexByte(e, ',')
+			if p, err := netip.ParsePrefix(e[j+1:]); err == nil && p.IsSingleIP() {
+				out[i] = e[:j+1] + p.Addr().String()
+			}
 		}
 	}
 	return out, nil

@@ -6,14 +6,18 @@
 //
 // Differences kube-proxy itself does not determine are explained, not
 // counted: two service ports claiming one virtual server (kube-proxy lets
-// map order pick the winner; kpsim picks deterministically, see README's
-// "Deliberate differences from kube-proxy"), and the order of the
-// KUBE-IPVS-OUT-FILTER rules (kube-proxy writes them in map order).
+// map order pick the winner; kpsim picks deterministically), and the order
+// of the KUBE-IPVS-OUT-FILTER rules (kube-proxy writes them in map order).
+// So is the one other deliberate difference: with nodePortAddresses CIDRs,
+// kube-proxy also takes the kube-ipvs0 addresses its previous sync bound
+// inside them for node addresses; kpsim never does. README's "Deliberate
+// differences from kube-proxy" gives the reasons.
 package parity
 
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -114,6 +118,7 @@ func Run(c *Case) (*Result, error) {
 		return nil, fmt.Errorf("seed %d: %w", c.Seed, err)
 	}
 	res := &Result{Case: c, Node: kp.Node.Name}
+	var bound []string // kube-ipvs0's addresses in kube-proxy before the step
 	for _, step := range []struct {
 		name      string
 		kpsim, kp func() (*results.State, error)
@@ -130,37 +135,114 @@ func Run(c *Case) (*Result, error) {
 			return nil, fmt.Errorf("seed %d: %s: kube-proxy: %w", c.Seed, step.name, err)
 		}
 		s := Step{Name: step.name, KPSim: a, KubeProxy: b, Explained: map[string]int{}}
-		duplicates := map[string]bool{}
+		k := known{duplicates: map[string]bool{}}
+		k.ipvs0NodeIPs, k.nodeIPs = nodePortAddresses(cfg.NodePortAddresses, bound, kp.Addresses)
 		for _, c := range kp.Conflicts() {
 			// "IPv4 10.0.0.1:80/TCP: default/a:http (also: [...])"
 			if _, rest, ok := strings.Cut(c, " "); ok {
 				vs, _, _ := strings.Cut(rest, ": ")
-				duplicates[vs] = true
+				k.duplicates[vs] = true
 			}
 		}
 		for _, d := range results.DiffStates(a, b) {
-			if why := explain(d, duplicates); why != "" {
+			if why := k.explain(d); why != "" {
 				s.Explained[why]++
 			} else {
 				s.Unexplained = append(s.Unexplained, d)
 			}
 		}
 		res.Steps = append(res.Steps, s)
+		bound = b.Addresses
 	}
 	return res, nil
 }
 
-// explain says why a difference is kube-proxy's indeterminism, or "".
-func explain(d results.StateDiff, duplicates map[string]bool) string {
+// known is what a step's explanations need: the virtual servers several
+// service ports claim, and per family the addresses kube-proxy took for
+// node addresses from kube-ipvs0.
+type known struct {
+	duplicates   map[string]bool
+	ipvs0NodeIPs map[dataplane.Family]map[netip.Addr]bool
+	nodeIPs      map[dataplane.Family]int // how many NodePort addresses kpsim has
+}
+
+// nodePortAddresses works out, per family, where the two proxiers' NodePort
+// addresses part: ipvs0 holds the addresses kube-proxy lists and kpsim does
+// not, and kpsim counts kpsim's own. With nodePortAddresses CIDRs of the
+// family (none, or a /0, means every node address except kube-ipvs0's, for
+// both), kube-proxy lists every interface's addresses inside them,
+// kube-ipvs0's included as the previous sync left them (bound); kpsim the
+// node's own (eth0).
+func nodePortAddresses(cidrs, bound []string, eth0 []dataplane.InterfaceAddr) (ipvs0 map[dataplane.Family]map[netip.Addr]bool, kpsim map[dataplane.Family]int) {
+	nets := map[dataplane.Family][]netip.Prefix{}
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			f := dataplane.FamilyOf(p.Addr())
+			nets[f] = append(nets[f], p.Masked())
+		}
+	}
+	inside := func(a netip.Addr) bool {
+		n := nets[dataplane.FamilyOf(a)]
+		return !a.IsLoopback() && !slices.ContainsFunc(n, func(p netip.Prefix) bool { return p.Bits() == 0 }) &&
+			slices.ContainsFunc(n, func(p netip.Prefix) bool { return p.Contains(a) })
+	}
+	local := map[netip.Addr]bool{}
+	kpsim = map[dataplane.Family]int{}
+	for _, a := range eth0 {
+		local[a.Prefix.Addr()] = true
+		if inside(a.Prefix.Addr()) {
+			kpsim[dataplane.FamilyOf(a.Prefix.Addr())]++
+		}
+	}
+	ipvs0 = map[dataplane.Family]map[netip.Addr]bool{}
+	for _, s := range bound {
+		a, err := netip.ParseAddr(s)
+		if err != nil || local[a] || !inside(a) {
+			continue
+		}
+		f := dataplane.FamilyOf(a)
+		if ipvs0[f] == nil {
+			ipvs0[f] = map[netip.Addr]bool{}
+		}
+		ipvs0[f][a] = true
+	}
+	return ipvs0, kpsim
+}
+
+// explain says why a difference is not kpsim's to fix, or "".
+func (k known) explain(d results.StateDiff) string {
 	switch d.Kind {
 	case "virtual-server", "destination":
 		vs, _, _ := strings.Cut(d.Object, " -> ")
-		if duplicates[vs] {
+		if k.duplicates[vs] {
 			return "duplicate virtual server (kube-proxy: map order picks the owner)"
+		}
+		if ap, err := netip.ParseAddrPort(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(vs, "/TCP"), "/UDP"), "/SCTP")); err == nil &&
+			d.Change == "only in B" && k.ipvs0NodeIPs[dataplane.FamilyOf(ap.Addr())][ap.Addr()] {
+			return "NodePort on a kube-ipvs0 address inside nodePortAddresses (deliberate)"
+		}
+	case "ipset-entry":
+		set, entry, _ := strings.Cut(d.Object, " ")
+		f := dataplane.IPv4
+		if strings.HasPrefix(set, "KUBE-6-") {
+			f = dataplane.IPv6
+		}
+		if d.Change == "only in B" && len(k.ipvs0NodeIPs[f]) > 0 && strings.Contains(set, "NODE-PORT") {
+			// An SCTP entry names its address; a port-only entry is kube-ipvs0's
+			// doing only when kpsim has no NodePort address of the family at all.
+			addr, _, named := strings.Cut(entry, ",")
+			a, err := netip.ParseAddr(addr)
+			if named && err == nil && k.ipvs0NodeIPs[f][a] || !named && k.nodeIPs[f] == 0 {
+				return "NodePort on a kube-ipvs0 address inside nodePortAddresses (deliberate)"
+			}
 		}
 	case "rule":
 		if strings.HasSuffix(d.Object, " KUBE-IPVS-OUT-FILTER") && d.Change == "differs" {
 			return "KUBE-IPVS-OUT-FILTER rule order (kube-proxy: map order)"
+		}
+		fam, _, _ := strings.Cut(d.Object, " ")
+		if f := dataplane.Family(fam); d.Change == "only in B" && d.Object == fam+" nat KUBE-NODE-PORT" && len(k.ipvs0NodeIPs[f]) > 0 && k.nodeIPs[f] == 0 {
+			return "NodePort on a kube-ipvs0 address inside nodePortAddresses (deliberate)"
 		}
 	}
 	return ""
