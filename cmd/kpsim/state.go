@@ -42,7 +42,7 @@ func runState(args []string, stdout, stderr io.Writer) error {
 		"Objects in it are creates or updates; an object annotated "+objects.AnnotationDelete+": \"true\" (kind, namespace and\n"+
 		"name suffice) is deleted, and so is an object whose new version kube-proxy ignores")
 	fs.StringVar(&out, "o", "-", "write the dump here (- is standard output)")
-	fs.StringVar(&node, "node", "", "the node the proxier plays (Local traffic policies); default: the first Node object, else the node with most endpoints")
+	fs.StringVar(&node, "node", "", "the node the proxier plays (Local traffic policies, NodePort addresses, node IP); default: "+objects.DefaultNode)
 	fs.StringVar(&family, "family", "", "IPv4, IPv6 or dual (one proxier per family); default: the families the services use")
 	fs.Var(&sets, "set", "proxier.KEY=VALUE: a proxier setting, as in scenarios (repeatable), e.g. proxier.scheduler=wrr")
 	fs.IntVar(&scale, "scale", 1, "repeat the services this many times with fresh names and addresses (a load test from a small export)")

@@ -313,6 +313,49 @@ func TestStateCommand(t *testing.T) {
 	require.Empty(t, results.DiffStates(stateOf(t, set, proxier.Config{}), got))
 }
 
+// TestStateDefaultNode: without --node, kpsim state plays the node hosting
+// the most endpoints among the Node objects (not the first one), and its
+// help says so.
+func TestStateDefaultNode(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.yaml")
+	require.NoError(t, os.WriteFile(in, []byte(`
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status: {addresses: [{type: InternalIP, address: 10.0.0.11}]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b}
+status: {addresses: [{type: InternalIP, address: 10.0.0.12}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {clusterIP: 10.96.0.10, ports: [{port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{port: 80}]
+endpoints:
+- {addresses: [10.244.1.5], nodeName: node-b}
+- {addresses: [10.244.1.6], nodeName: node-b}
+- {addresses: [10.244.1.7], nodeName: node-a}
+`), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"state", "-f", in}, &out, &errb), errb.String())
+	require.Contains(t, errb.String(), "node node-b [10.0.0.12]")
+
+	out.Reset()
+	errb.Reset()
+	run([]string{"state", "-h"}, &out, &errb)
+	help := errb.String()
+	require.Contains(t, help, "the node hosting the most endpoints (among the Node objects")
+	require.NotContains(t, help, "the first Node object")
+}
+
 func TestAnonymizeCommand(t *testing.T) {
 	dir := t.TempDir()
 	out1, out2 := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")

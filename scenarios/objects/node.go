@@ -19,11 +19,13 @@ type Node struct {
 	Warnings []string
 }
 
-// ForNode picks the node the proxier plays. An empty name picks the node
-// hosting the most endpoints (among the Node objects, if the set has any), so
-// that Local policies have something local to select by default; the choice
-// does not depend on names unless there is a tie, so an anonymized export
-// plays the same node.
+// DefaultNode says which node ForNode picks when given no name, for help texts.
+const DefaultNode = "the node hosting the most endpoints (among the Node objects, if there are any; a tie goes to the name sorting first)"
+
+// ForNode picks the node the proxier plays. An empty name picks
+// DefaultNode, so that Local policies have something local to select by
+// default; the choice does not depend on names unless there is a tie, so an
+// anonymized export plays the same node.
 func (s *Set) ForNode(name string) Node {
 	endpoints := map[string]int{}
 	for _, eps := range s.EndpointSlices {
