@@ -355,7 +355,8 @@ func (p *Proxier) fullPicture() bool {
 // Conflicts lists virtual servers that more than one service port maps to,
 // as "vs: winner (also: others)". Upstream lets map order decide and may
 // flip between syncs; kpsim always gives the virtual server to the service
-// port whose name sorts first and reports the rest here.
+// port whose name sorts first and reports the rest here (README:
+// "Deliberate differences from kube-proxy").
 func (p *Proxier) Conflicts() []string {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()

@@ -189,32 +189,32 @@ func write(dir string, r *parity.Result) error {
 		return err
 	}
 	for name, set := range map[string]*objects.Set{"base.json": r.Case.Base, "changes.json": r.Case.Changes} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		err = objects.Write(f, set)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeFile(filepath.Join(dir, name), func(w io.Writer) error { return objects.Write(w, set) }); err != nil {
 			return err
 		}
 	}
 	for i, s := range r.Steps {
 		for who, st := range map[string]*results.State{"kpsim": s.KPSim, "kube-proxy": s.KubeProxy} {
-			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("step%d-%s.json", i+1, who)))
-			if err != nil {
-				return err
-			}
-			err = results.WriteState(f, st)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
+			path := filepath.Join(dir, fmt.Sprintf("step%d-%s.json", i+1, who))
+			if err := writeFile(path, func(w io.Writer) error { return results.WriteState(w, st) }); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
