@@ -209,17 +209,24 @@ func nodePortAddresses(cidrs, bound []string, eth0 []dataplane.InterfaceAddr) (i
 	return ipvs0, kpsim
 }
 
+// Why a difference is explained.
+const (
+	whyDuplicate = "duplicate virtual server (kube-proxy: map order picks the owner)"
+	whyRuleOrder = "KUBE-IPVS-OUT-FILTER rule order (kube-proxy: map order)"
+	whyIPVS0     = "NodePort on a kube-ipvs0 address inside nodePortAddresses (deliberate)"
+)
+
 // explain says why a difference is not kpsim's to fix, or "".
 func (k known) explain(d results.StateDiff) string {
 	switch d.Kind {
 	case "virtual-server", "destination":
 		vs, _, _ := strings.Cut(d.Object, " -> ")
 		if k.duplicates[vs] {
-			return "duplicate virtual server (kube-proxy: map order picks the owner)"
+			return whyDuplicate
 		}
 		if ap, err := netip.ParseAddrPort(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(vs, "/TCP"), "/UDP"), "/SCTP")); err == nil &&
 			d.Change == "only in B" && k.ipvs0NodeIPs[dataplane.FamilyOf(ap.Addr())][ap.Addr()] {
-			return "NodePort on a kube-ipvs0 address inside nodePortAddresses (deliberate)"
+			return whyIPVS0
 		}
 	case "ipset-entry":
 		set, entry, _ := strings.Cut(d.Object, " ")
@@ -233,16 +240,16 @@ func (k known) explain(d results.StateDiff) string {
 			addr, _, named := strings.Cut(entry, ",")
 			a, err := netip.ParseAddr(addr)
 			if named && err == nil && k.ipvs0NodeIPs[f][a] || !named && k.nodeIPs[f] == 0 {
-				return "NodePort on a kube-ipvs0 address inside nodePortAddresses (deliberate)"
+				return whyIPVS0
 			}
 		}
 	case "rule":
 		if strings.HasSuffix(d.Object, " KUBE-IPVS-OUT-FILTER") && d.Change == "differs" {
-			return "KUBE-IPVS-OUT-FILTER rule order (kube-proxy: map order)"
+			return whyRuleOrder
 		}
 		fam, _, _ := strings.Cut(d.Object, " ")
 		if f := dataplane.Family(fam); d.Change == "only in B" && d.Object == fam+" nat KUBE-NODE-PORT" && len(k.ipvs0NodeIPs[f]) > 0 && k.nodeIPs[f] == 0 {
-			return "NodePort on a kube-ipvs0 address inside nodePortAddresses (deliberate)"
+			return whyIPVS0
 		}
 	}
 	return ""
