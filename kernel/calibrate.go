@@ -353,7 +353,7 @@ func (c *calibration) op(op dataplane.Op) string { return dur(c.p.Ops[op.String(
 func (c *calibration) addresses() error {
 	l := c.dp.Links
 	n := c.opts.Entries
-	link := "kube-ipvs0"
+	link := dataplane.DummyLink
 	if why, skip := c.opts.Skip["dummy"]; skip {
 		// Binding to lo costs the same netlink request; only link creation is lost.
 		link = "lo"

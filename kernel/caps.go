@@ -52,9 +52,6 @@ type Capabilities struct {
 	IPv6       Check                       `json:"ipv6"` // for dual-stack and IPv6 scenarios
 }
 
-// Schedulers are IPVS's schedulers, in the order kube-proxy documents them.
-var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
-
 // kubeProxySetTypes are the ipset types kube-proxy's IPVS mode creates.
 var kubeProxySetTypes = []dataplane.SetType{
 	dataplane.HashIP, dataplane.HashIPPort, dataplane.HashIPPortIP, dataplane.HashIPPortNet, dataplane.BitmapPort,
@@ -235,7 +232,7 @@ func (c *Capabilities) probeIPVS() {
 	c.IPVS = Check{OK: true}
 	// 198.18.0.0/15 is reserved for benchmarks; nothing is ever sent to it.
 	addr := net.ParseIP("198.18.0.1").To4()
-	for _, s := range Schedulers {
+	for _, s := range dataplane.Schedulers {
 		svc := &ipvs.Service{AddressFamily: unix.AF_INET, Protocol: unix.IPPROTO_TCP, Address: addr, Port: 80,
 			SchedName: s, Netmask: 0xffffffff}
 		if err := h.NewService(svc); err != nil {

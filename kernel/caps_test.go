@@ -18,7 +18,7 @@ func allCaps() Capabilities {
 		Schedulers: map[string]Check{}, IPSetTypes: map[dataplane.SetType]Check{},
 		IPTables: map[string]Check{"legacy": {OK: true}, "nft": {OK: true}},
 	}
-	for _, s := range Schedulers {
+	for _, s := range dataplane.Schedulers {
 		c.Schedulers[s] = Check{OK: true}
 	}
 	for _, t := range supportedSetTypes {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // The run's topology, all inside namespaces the isolated process made:
@@ -52,8 +54,8 @@ const (
 // TopologyConfig places the node, the client and the pods.
 type TopologyConfig struct {
 	// NodeAddresses are bound on the node's eth0: where NodePort probes go.
-	// Empty means the in-memory kernel's defaults, 192.168.0.10/24 and
-	// fd00::10/64, so that sim and kernel runs of a scenario probe the same
+	// Empty means dataplane.DefaultNodeAddresses, as on the in-memory
+	// kernel, so that sim and kernel runs of a scenario probe the same
 	// addresses.
 	NodeAddresses []netip.Prefix
 	// Clients are the client pod's addresses, one per family: where probes
@@ -65,7 +67,7 @@ type TopologyConfig struct {
 
 func (c TopologyConfig) withDefaults() TopologyConfig {
 	if len(c.NodeAddresses) == 0 {
-		c.NodeAddresses = []netip.Prefix{netip.MustParsePrefix("192.168.0.10/24"), netip.MustParsePrefix("fd00::10/64")}
+		c.NodeAddresses = []netip.Prefix{dataplane.DefaultNodeAddresses[dataplane.IPv4], dataplane.DefaultNodeAddresses[dataplane.IPv6]}
 	}
 	if len(c.Clients) == 0 {
 		c.Clients = []netip.Addr{netip.MustParseAddr("10.244.255.254"), netip.MustParseAddr("fd00:10:244:0:ffff:ffff:ffff:fffe")}

@@ -170,9 +170,6 @@ type Lockstep interface {
 	Idle(f dataplane.Family, turn uint64)
 }
 
-// Schedulers lists the IPVS schedulers kube-proxy accepts.
-var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
-
 // FieldError is one invalid field of a Config, named as in YAML and JSON
 // (families[1], syncPeriod), so a scenario can place it at its file and line.
 type FieldError struct {
@@ -228,8 +225,8 @@ func (cfg Config) Validate() error {
 	case cfg.SyncPeriod < cfg.MinSyncPeriod:
 		bad("minSyncPeriod", "%s is longer than syncPeriod %s", cfg.MinSyncPeriod, cfg.SyncPeriod)
 	}
-	if !slices.Contains(Schedulers, cfg.Scheduler) {
-		bad("scheduler", "%q is not one of %s", cfg.Scheduler, strings.Join(Schedulers, ", "))
+	if !slices.Contains(dataplane.Schedulers, cfg.Scheduler) {
+		bad("scheduler", "%q is not one of %s", cfg.Scheduler, strings.Join(dataplane.Schedulers, ", "))
 	}
 	cidrs := func(field string, list []string, onePerFamily bool) {
 		seen := map[dataplane.Family]bool{}

@@ -13,7 +13,8 @@ import (
 type nodeInfo struct {
 	nodePortIPs []netip.Addr        // addresses NodePort virtual servers listen on, sorted
 	localAddrs  map[netip.Addr]bool // every local address of the family except kube-ipvs0's
-	nodeIP      netip.Addr          // the node's primary address of the family
+	nodeIP      netip.Addr          // kube-proxy's node IP of the family (nodeIPOf)
+	zone        string              // the node's zone label, for topology-aware routing
 }
 
 // vsWant is a virtual server a service port wants, with the real servers it should have.
@@ -89,6 +90,9 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 			vs.Flags = dataplane.FlagPersistent
 			vs.Timeout = sp.affinityTimeout
 		}
+		if p.cfg.Scheduler == "mh" {
+			vs.Flags |= dataplane.FlagSchedPort
+		}
 		return vs
 	}
 	bind := func(a netip.Addr) {
@@ -103,10 +107,11 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 		}
 	}
 
-	internal := addrs(categorize(eps, sp.internalLocal))
+	cluster, local := categorize(&sp, eps, p.cfg.NodeName, node.zone)
+	internal := addrs(endpoints(cluster, local, sp.internalLocal))
 	external := internal
 	if sp.externalLocal != sp.internalLocal {
-		external = addrs(categorize(eps, sp.externalLocal))
+		external = addrs(endpoints(cluster, local, sp.externalLocal))
 	}
 
 	add(setClusterIP, entryIPPort(sp.clusterIP, sp.protocol, sp.portNum))
@@ -137,7 +142,7 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 			fromNode := false
 			for _, r := range sp.sourceRanges {
 				add(setLoadBalancerSourceCIDR, e+","+canonicalNet(r))
-				if node.nodeIP.IsValid() && r.Contains(node.nodeIP) {
+				if r.Contains(node.nodeIP) {
 					fromNode = true
 				}
 			}
@@ -181,7 +186,9 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 		}
 	}
 
-	if sp.healthCheckPort != 0 {
+	// kube-proxy gives up on a node port service port it has no node
+	// address for before it reaches the health check node port.
+	if sp.healthCheckPort != 0 && (sp.nodePort == 0 || len(node.nodePortIPs) > 0) {
 		add(setHealthCheckNodePort, strconv.Itoa(int(sp.healthCheckPort)))
 	}
 	return st

@@ -93,6 +93,13 @@ func service(ns, name, clusterIP string, opts ...svcOpt) *v1.Service {
 	for _, o := range opts {
 		o(s)
 	}
+	// The API server records the family of each cluster IP; kube-proxy reads them by it.
+	s.Spec.IPFamilies = nil
+	for _, ip := range s.Spec.ClusterIPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			s.Spec.IPFamilies = append(s.Spec.IPFamilies, v1.IPFamily(dataplane.FamilyOf(a)))
+		}
+	}
 	return s
 }
 
@@ -257,7 +264,7 @@ func setState(t testing.TB, k *sim.Kernel, f dataplane.Family) map[string][]stri
 
 func boundAddrs(t testing.TB, k *sim.Kernel, f dataplane.Family) []string {
 	t.Helper()
-	as, err := k.Addresses(DummyLink, f)
+	as, err := k.Addresses(dataplane.DummyLink, f)
 	require.NoError(t, err)
 	out := []string{}
 	for _, a := range as {

@@ -34,8 +34,8 @@ func quote(s string) string { return `"` + s + `"` }
 // iptablesPayload is the iptables-restore input for the family, as
 // kube-proxy's writeIptablesRules lays it out: nat chains and rules, then
 // filter chains and rules. The rules do not grow with services, except one
-// KUBE-IPVS-OUT-FILTER rule per load balancer IP whose source ranges keep
-// the node out. Rules that match a set are written only when the set is
+// KUBE-IPVS-OUT-FILTER rule per load balancer IP and service port whose
+// source ranges keep the node out. Rules that match a set are written only when the set is
 // non-empty, except the KUBE-IPVS-FILTER and health-check rules.
 func (p *Proxier) iptablesPayload(jumps bool) []byte {
 	name := func(id setID) string { return SetName(setInfos[id].name, p.family) }
@@ -122,7 +122,11 @@ func (p *Proxier) iptablesPayload(jumps bool) []byte {
 	}
 	sort.Strings(out)
 	for _, r := range out {
-		filter.add(chainIPVSOutFilter, r)
+		// Once per load balancer IP entry that asks for it, as kube-proxy
+		// writes them: two service ports sharing an IP and port write it twice.
+		for range p.outFilter[r] {
+			filter.add(chainIPVSOutFilter, r)
+		}
 	}
 
 	// Accept traffic to virtual servers in case other rules would drop it.

@@ -85,7 +85,7 @@ func TestIncrementalSyncTouchesOnlyChanges(t *testing.T) {
 		{
 			name:   "the first NodePort service changes the iptables rules",
 			change: func() { p.OnServiceUpdate(nil, service("default", "s5", "10.96.0.6", withNodePort(30005))) },
-			writes: ops(dataplane.OpIPVSServiceAdd, 2, dataplane.OpIPVSDestinationAdd, 4, dataplane.OpIPSetAdd, 1, dataplane.OpIPTablesRestore, 1),
+			writes: ops(dataplane.OpIPVSServiceAdd, 1, dataplane.OpIPVSDestinationAdd, 2, dataplane.OpIPSetAdd, 1, dataplane.OpIPTablesRestore, 1),
 		},
 		{name: "nothing"},
 	}
@@ -231,13 +231,11 @@ func TestDualStack(t *testing.T) {
 	require.Equal(t, map[string][]string{
 		"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
 		"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
-		"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 		"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 	}, ipvsState(t, e.k, dataplane.IPv4))
 	require.Equal(t, map[string][]string{
 		"[fd00:96::10]:80/TCP": {"[fd00:1::1]:8080 w1"},
 		"[2001:db8::1]:80/TCP": {"[fd00:1::1]:8080 w1"},
-		"[::1]:30500/TCP":      {"[fd00:1::1]:8080 w1"},
 		"[fd00::10]:30500/TCP": {"[fd00:1::1]:8080 w1"},
 	}, ipvsState(t, e.k, dataplane.IPv6))
 	require.Equal(t, map[string][]string{
@@ -265,8 +263,8 @@ func TestDualStack(t *testing.T) {
 		require.Empty(t, rec.Error)
 		require.Zero(t, writes(rec.Ops), "%s: %v", p.Family(), rec.Ops)
 	}
-	require.Len(t, ipvsState(t, e.k, dataplane.IPv4), 4)
-	require.Len(t, ipvsState(t, e.k, dataplane.IPv6), 4)
+	require.Len(t, ipvsState(t, e.k, dataplane.IPv4), 3)
+	require.Len(t, ipvsState(t, e.k, dataplane.IPv6), 3)
 }
 
 // populate tells p about n ClusterIP services with 3 endpoints each.
@@ -416,7 +414,7 @@ func TestFailedNodeAddressReadDeletesNothing(t *testing.T) {
 	p.OnServiceAdd(service("default", "np", "10.96.0.10", withNodePort(30080)))
 	e.sync(p)
 	before := ipvsState(t, e.k, dataplane.IPv4)
-	require.Len(t, before, 3)
+	require.Len(t, before, 2)
 	require.NoError(t, e.k.InjectFault(sim.Fault{Op: dataplane.OpAddressList, Times: 1}))
 	rec := p.SyncFull()
 	require.NotEmpty(t, rec.Error)
@@ -438,7 +436,7 @@ func TestDriftIsRepairedByFullSync(t *testing.T) {
 	require.NoError(t, e.k.AddService(dataplane.VirtualServer{ServiceKey: key("10.96.9.9:80/TCP"), Scheduler: "rr", Netmask: 0xffffffff}))
 	require.NoError(t, e.k.Apply([]dataplane.SetChange{{Set: "KUBE-CLUSTER-IP", Del: []string{"10.96.0.2,tcp:80"}}}))
 	require.NoError(t, e.k.Restore(dataplane.IPv4, []byte("*nat\n:KUBE-MARK-MASQ - [0:0]\nCOMMIT\n")))
-	require.NoError(t, e.k.DelAddress(DummyLink, netip.MustParsePrefix("10.96.0.3/32")))
+	require.NoError(t, e.k.DelAddress(dataplane.DummyLink, netip.MustParsePrefix("10.96.0.3/32")))
 
 	require.Zero(t, writes(e.sync(p).Ops), "an incremental sync trusts its model")
 	rec := p.SyncFull()
@@ -541,4 +539,82 @@ func TestNodeEvents(t *testing.T) {
 	require.NotContains(t, fmt.Sprint(ruleLines(t, e.k, dataplane.IPv4, "filter")), "KUBE-IPVS-OUT-FILTER -s")
 }
 
+// TestNodeIP: kube-proxy's node IP, which decides whether a load
+// balancer's source ranges let the node in, is the Node object's first
+// address of the family, InternalIP before ExternalIP, and loopback
+// without a Node object or without an address of the family.
+func TestNodeIP(t *testing.T) {
+	node := func(addrs ...v1.NodeAddress) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}, Status: v1.NodeStatus{Addresses: addrs}}
+	}
+	internal := func(ip string) v1.NodeAddress { return v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip} }
+	external := func(ip string) v1.NodeAddress { return v1.NodeAddress{Type: v1.NodeExternalIP, Address: ip} }
+	tests := []struct {
+		name   string
+		family dataplane.Family
+		node   *v1.Node
+		want   string
+	}{
+		{"IPv4, no Node object", dataplane.IPv4, nil, "127.0.0.1"},
+		{"IPv4, InternalIP first", dataplane.IPv4, node(external("10.60.0.1"), internal("fd00::9"), internal("10.50.0.9")), "10.50.0.9"},
+		{"IPv4, ExternalIP only", dataplane.IPv4, node(external("10.60.0.1")), "10.60.0.1"},
+		{"IPv6, no address of the family", dataplane.IPv6, node(internal("10.50.0.9")), "::1"},
+		{"IPv6, InternalIP", dataplane.IPv6, node(internal("10.50.0.9"), internal("fd00::9")), "fd00::9"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{Families: []dataplane.Family{tc.family}})
+			p := e.synced(e.proxier(tc.family, 0))
+			want := netip.MustParseAddr(tc.want)
+			lb, bits := "198.51.100.1", 16
+			if tc.family == dataplane.IPv6 {
+				lb, bits = "2001:db8::1", 112
+			}
+			// One range, holding the expected node IP and no other candidate.
+			rng := netip.PrefixFrom(want, bits).Masked().String()
+			p.OnServiceAdd(service("default", "lb", "10.96.0.10", withClusterIPs("10.96.0.10", "fd00:96::10"), withLB(lb), withSourceRanges(rng)))
+			if tc.node != nil {
+				p.OnNodeAdd(tc.node)
+			}
+			e.sync(p)
+			sourceIP := func() []string {
+				return setState(t, e.k, tc.family)[SetName("KUBE-LOAD-BALANCER-SOURCE-IP", tc.family)]
+			}
+			require.Equal(t, []string{lb + ",tcp:80," + lb}, sourceIP(), "range %s lets the node in", rng)
+
+			// Without the Node object (kube-proxy exits when it goes, and
+			// starts again without one) the node IP is loopback.
+			if tc.node != nil && !want.IsLoopback() {
+				p.OnNodeDelete(tc.node)
+				e.sync(p)
+				require.Empty(t, sourceIP())
+			}
+		})
+	}
+}
+
 func writes(o dataplane.Ops) int64 { return o.Writes() }
+
+// TestSharedLoadBalancerIPOutFilter: kube-proxy writes a KUBE-IPVS-OUT-FILTER
+// rule for every load balancer IP of every service port whose source ranges
+// keep the node out, so two services sharing an IP and port write it twice.
+func TestSharedLoadBalancerIPOutFilter(t *testing.T) {
+	e := newEnv(t, Config{})
+	p := e.synced(e.proxier(dataplane.IPv4, 0))
+	p.OnServiceAdd(service("default", "a", "10.96.0.1", withLB("198.51.100.1"), withSourceRanges("203.0.113.0/24")))
+	p.OnServiceAdd(service("default", "b", "10.96.0.2", withLB("198.51.100.1"), withSourceRanges("203.0.113.0/24")))
+	e.sync(p)
+	count := func() int {
+		n := 0
+		for _, l := range ruleLines(t, e.k, dataplane.IPv4, "filter") {
+			if l == ruleOutFilter {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 2, count())
+	p.OnServiceDelete(service("default", "b", "10.96.0.2"))
+	e.sync(p)
+	require.Equal(t, 1, count())
+}

@@ -36,9 +36,6 @@ const (
 	TriggerRetry    = "retry"
 )
 
-// DummyLink is the link kube-proxy binds every service address to.
-const DummyLink = "kube-ipvs0"
-
 // masqMark is kube-proxy's masquerade mark (bit 14) as it writes it.
 const masqMark = "0x00004000"
 

@@ -54,13 +54,13 @@ func (s *syncRun) ensureLink() {
 	if !s.full && p.kernel.linkOK {
 		return
 	}
-	if _, err := p.dp.Links.EnsureDummy(DummyLink); err != nil {
-		s.fail(fmt.Errorf("ensure dummy link %s: %w", DummyLink, err))
+	if _, err := p.dp.Links.EnsureDummy(dataplane.DummyLink); err != nil {
+		s.fail(fmt.Errorf("ensure dummy link %s: %w", dataplane.DummyLink, err))
 		return
 	}
-	addrs, err := p.dp.Links.Addresses(DummyLink, p.family)
+	addrs, err := p.dp.Links.Addresses(dataplane.DummyLink, p.family)
 	if err != nil {
-		s.fail(fmt.Errorf("list addresses of %s: %w", DummyLink, err))
+		s.fail(fmt.Errorf("list addresses of %s: %w", dataplane.DummyLink, err))
 		return
 	}
 	p.kernel.addrs = make(map[netip.Addr]bool, max(len(addrs), len(p.addrRef)))
@@ -197,8 +197,8 @@ func (s *syncRun) ipvsServices() {
 	// Bind addresses now, so a new virtual server answers as soon as possible.
 	for _, a := range s.addrKeys() {
 		if p.addrRef[a] > 0 && !p.kernel.addrs[a] {
-			if err := p.dp.Links.AddAddress(DummyLink, hostPrefix(a)); err != nil && !errors.Is(err, fs.ErrExist) {
-				s.fail(fmt.Errorf("bind %s to %s: %w", a, DummyLink, err))
+			if err := p.dp.Links.AddAddress(dataplane.DummyLink, hostPrefix(a)); err != nil && !errors.Is(err, fs.ErrExist) {
+				s.fail(fmt.Errorf("bind %s to %s: %w", a, dataplane.DummyLink, err))
 				continue
 			}
 			p.kernel.addrs[a] = true
@@ -509,8 +509,8 @@ func (s *syncRun) cleanupStale() {
 	}
 	for _, a := range s.addrKeys() {
 		if p.addrRef[a] == 0 && p.kernel.addrs[a] {
-			if err := p.dp.Links.DelAddress(DummyLink, hostPrefix(a)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				s.fail(fmt.Errorf("unbind %s from %s: %w", a, DummyLink, err))
+			if err := p.dp.Links.DelAddress(dataplane.DummyLink, hostPrefix(a)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.fail(fmt.Errorf("unbind %s from %s: %w", a, dataplane.DummyLink, err))
 				continue
 			}
 			delete(p.kernel.addrs, a)

@@ -12,6 +12,7 @@ package proxier
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 // Proxier programs one IP family of one node.
@@ -44,8 +46,8 @@ type Proxier struct {
 	pending        changes
 	servicesSynced bool
 	slicesSynced   bool
-	nodeLabels     map[string]string
-	nodeAddrIP     netip.Addr // InternalIP of the family from the Node object
+	nodeZone       string     // the Node's topology.kubernetes.io/zone label, the one label kube-proxy reads
+	nodeIP         netip.Addr // kube-proxy's node IP of the family: see nodeIPOf
 	slicesSeen     sliceTracker
 
 	// syncMu serializes syncs; everything below belongs to the sync.
@@ -143,7 +145,11 @@ func New(cfg Config, family dataplane.Family, dp dataplane.Dataplane, opts Optio
 			p.nodePortNets = append(p.nodePortNets, pr.Masked())
 		}
 	}
+	if slices.ContainsFunc(p.nodePortNets, func(n netip.Prefix) bool { return n.Bits() == 0 }) {
+		p.nodePortNets = nil // a /0 of the family means every node address, as no setting does
+	}
 	p.pending = newChanges()
+	p.nodeIP = nodeIPOf(nil, family)
 	p.slicesSeen = newSliceTracker(p.clock.Now())
 	p.services = map[types.NamespacedName]*parsedService{}
 	p.slices = map[types.NamespacedName][]namedSlice{}
@@ -235,12 +241,14 @@ func (p *Proxier) OnServiceDelete(svc *v1.Service) {
 }
 
 func (p *Proxier) sliceChanged(s *discoveryv1.EndpointSlice, deleted bool) {
-	svcName, ok := s.Labels[labelServiceName]
-	if !ok {
-		return // not a service's slice: kube-proxy ignores it
+	switch reason, gone := objects.SliceIgnored(s); {
+	case gone:
+		deleted = true // kube-proxy's informer reports a slice it stops selecting as deleted
+	case reason != "":
+		return // kube-proxy's endpoints cache drops the event and keeps what it had
 	}
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
-	ch := &sliceChange{service: types.NamespacedName{Namespace: s.Namespace, Name: svcName}}
+	ch := &sliceChange{service: types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[objects.LabelServiceName]}}
 	if !deleted {
 		ch.endpoints, _ = parseSlice(s, p.family, p.cfg.NodeName)
 	}
@@ -267,29 +275,29 @@ func (p *Proxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) { p.sli
 // OnEndpointSliceDelete records an EndpointSlice's removal.
 func (p *Proxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, true) }
 
-// OnNodeAdd records this node's labels and primary address; other nodes are ignored
+// OnNodeAdd records this node's zone and node IP; other nodes are ignored
 // (the fake clientset ignores the field selector kube-proxy's informer uses).
 func (p *Proxier) OnNodeAdd(n *v1.Node) { p.OnNodeUpdate(nil, n) }
 
 // OnNodeUpdate is OnNodeAdd for a new version.
 func (p *Proxier) OnNodeUpdate(_, n *v1.Node) {
-	if n.Name != p.cfg.NodeName {
-		return
+	if n.Name == p.cfg.NodeName {
+		p.nodeChanged(nodeIPOf(n, p.family), n.Labels[v1.LabelTopologyZone])
 	}
-	var ip netip.Addr
-	for _, a := range n.Status.Addresses {
-		if a.Type != v1.NodeInternalIP {
-			continue
-		}
-		if x, err := netip.ParseAddr(a.Address); err == nil && dataplane.FamilyOf(x) == p.family {
-			ip = x.Unmap()
-			break
-		}
+}
+
+// OnNodeDelete forgets the node's zone and address: kube-proxy exits
+// when its Node goes, and starts again without one.
+func (p *Proxier) OnNodeDelete(n *v1.Node) {
+	if n.Name == p.cfg.NodeName {
+		p.nodeChanged(nodeIPOf(nil, p.family), "")
 	}
+}
+
+func (p *Proxier) nodeChanged(ip netip.Addr, zone string) {
 	p.mu.Lock()
-	changed := ip != p.nodeAddrIP || !sameLabels(p.nodeLabels, n.Labels)
-	p.nodeAddrIP = ip
-	p.nodeLabels = n.Labels
+	changed := ip != p.nodeIP || zone != p.nodeZone
+	p.nodeIP, p.nodeZone = ip, zone
 	if changed {
 		p.pending.node = true
 	}
@@ -299,29 +307,22 @@ func (p *Proxier) OnNodeUpdate(_, n *v1.Node) {
 	}
 }
 
-// OnNodeDelete forgets the node's labels and address.
-func (p *Proxier) OnNodeDelete(n *v1.Node) {
-	if n.Name != p.cfg.NodeName {
-		return
-	}
-	p.mu.Lock()
-	p.nodeAddrIP = netip.Addr{}
-	p.nodeLabels = nil
-	p.pending.node = true
-	p.mu.Unlock()
-	p.queued()
-}
-
-func sameLabels(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
+// nodeIPOf is kube-proxy's node IP of family f: the Node object's first
+// address of the family (objects.NodeAddresses' order), or loopback where
+// it has none or there is no Node object, as kube-proxy falls back. It
+// decides whether a load balancer's source ranges let the node in.
+func nodeIPOf(n *v1.Node, f dataplane.Family) netip.Addr {
+	if n != nil {
+		for _, a := range objects.NodeAddresses(n) {
+			if dataplane.FamilyOf(a) == f {
+				return a.Unmap()
+			}
 		}
 	}
-	return true
+	if f == dataplane.IPv6 {
+		return netip.IPv6Loopback()
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
 // OnServicesSynced tells the proxier its handlers have seen every Service of
@@ -354,7 +355,8 @@ func (p *Proxier) fullPicture() bool {
 // Conflicts lists virtual servers that more than one service port maps to,
 // as "vs: winner (also: others)". Upstream lets map order decide and may
 // flip between syncs; kpsim always gives the virtual server to the service
-// port whose name sorts first and reports the rest here.
+// port whose name sorts first and reports the rest here (README:
+// "Deliberate differences from kube-proxy").
 func (p *Proxier) Conflicts() []string {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 // Run starts shared informers on client (Services, EndpointSlices, this
@@ -52,87 +51,38 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 	}))
 	nodeInformer := nodeFactory.Core().V1().Nodes().Informer()
 
-	slow := func() {
-		if opts.HandlerDelay > 0 {
-			time.Sleep(opts.HandlerDelay)
-		}
-	}
-	each := func(f func(p *Proxier)) {
-		slow()
-		for _, p := range proxiers {
-			f(p)
-		}
-	}
 	counted := func(h cache.ResourceEventHandler) cache.ResourceEventHandler {
 		if opts.Lockstep == nil {
 			return h
 		}
 		return countedHandler{h, opts.Lockstep.Handled}
 	}
-	svcReg, err := svcInformer.AddEventHandler(counted(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if s, ok := obj.(*v1.Service); ok {
-				each(func(p *Proxier) { p.OnServiceAdd(s) })
-			}
-		},
-		UpdateFunc: func(oldObj, obj any) {
-			o, ok1 := oldObj.(*v1.Service)
-			s, ok2 := obj.(*v1.Service)
-			if ok1 && ok2 {
-				each(func(p *Proxier) { p.OnServiceUpdate(o, s) })
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if s := tombstone[*v1.Service](obj); s != nil {
-				each(func(p *Proxier) { p.OnServiceDelete(s) })
-			}
-		},
-	}))
+	deliver := func(op objects.Op, old, obj any) {
+		e, ok := objects.EventFor(op, tombstone(old), tombstone(obj))
+		if !ok || e.Kind == "Node" && e.ObjectID != cfg.NodeName {
+			return // the fake clientset ignores the node informer's field selector
+		}
+		if opts.HandlerDelay > 0 {
+			time.Sleep(opts.HandlerDelay)
+		}
+		for _, p := range proxiers {
+			e.Deliver(p)
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { deliver(objects.Add, nil, obj) },
+		UpdateFunc: func(old, obj any) { deliver(objects.Update, old, obj) },
+		DeleteFunc: func(obj any) { deliver(objects.Delete, obj, nil) },
+	}
+	svcReg, err := svcInformer.AddEventHandler(counted(handler))
 	if err != nil {
 		return fmt.Errorf("add service handler: %w", err)
 	}
-	sliceReg, err := sliceInformer.AddEventHandler(counted(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-				each(func(p *Proxier) { p.OnEndpointSliceAdd(s) })
-			}
-		},
-		UpdateFunc: func(oldObj, obj any) {
-			o, ok1 := oldObj.(*discoveryv1.EndpointSlice)
-			s, ok2 := obj.(*discoveryv1.EndpointSlice)
-			if ok1 && ok2 {
-				each(func(p *Proxier) { p.OnEndpointSliceUpdate(o, s) })
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if s := tombstone[*discoveryv1.EndpointSlice](obj); s != nil {
-				each(func(p *Proxier) { p.OnEndpointSliceDelete(s) })
-			}
-		},
-	}))
+	sliceReg, err := sliceInformer.AddEventHandler(counted(handler))
 	if err != nil {
 		return fmt.Errorf("add endpointslice handler: %w", err)
 	}
-	// The fake clientset ignores field selectors, so the node handler filters by name.
-	_, err = nodeInformer.AddEventHandler(counted(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if n, ok := obj.(*v1.Node); ok && n.Name == cfg.NodeName {
-				each(func(p *Proxier) { p.OnNodeAdd(n) })
-			}
-		},
-		UpdateFunc: func(oldObj, obj any) {
-			o, ok1 := oldObj.(*v1.Node)
-			n, ok2 := obj.(*v1.Node)
-			if ok1 && ok2 && n.Name == cfg.NodeName {
-				each(func(p *Proxier) { p.OnNodeUpdate(o, n) })
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if n := tombstone[*v1.Node](obj); n != nil && n.Name == cfg.NodeName {
-				each(func(p *Proxier) { p.OnNodeDelete(n) })
-			}
-		},
-	}))
+	nodeReg, err := nodeInformer.AddEventHandler(counted(handler))
 	if err != nil {
 		return fmt.Errorf("add node handler: %w", err)
 	}
@@ -142,11 +92,12 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 	nodeFactory.Start(ctx.Done())
 	defer nodeFactory.Shutdown()
 
+	// kube-proxy reads its Node (node IP, zone) before it builds a proxier.
 	var synced []cache.InformerSynced
 	if cfg.InitialSync == InitialSyncLegacy {
-		synced = []cache.InformerSynced{svcInformer.HasSynced, sliceInformer.HasSynced}
+		synced = []cache.InformerSynced{svcInformer.HasSynced, sliceInformer.HasSynced, nodeInformer.HasSynced}
 	} else {
-		synced = []cache.InformerSynced{svcReg.HasSynced, sliceReg.HasSynced}
+		synced = []cache.InformerSynced{svcReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced}
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
@@ -169,17 +120,11 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 
 // tombstone unwraps an object from a delete event, which may arrive as
 // DeletedFinalStateUnknown after a relist.
-func tombstone[T any](obj any) T {
-	if t, ok := obj.(T); ok {
-		return t
-	}
-	var zero T
+func tombstone(obj any) any {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		if t, ok := d.Obj.(T); ok {
-			return t
-		}
+		return d.Obj
 	}
-	return zero
+	return obj
 }
 
 // countedHandler tells a Lockstep about every event its handler has

@@ -19,7 +19,7 @@ func (s *syncRun) applyChanges() {
 	p.mu.Lock()
 	ch := p.pending
 	p.pending = newChanges()
-	nodeIP := p.nodeAddrIP
+	nodeIP, zone := p.nodeIP, p.nodeZone
 	p.mu.Unlock()
 
 	if len(p.services) == 0 && len(ch.services) > 0 {
@@ -79,20 +79,21 @@ func (s *syncRun) applyChanges() {
 
 	nodeChanged := false
 	if s.full || !p.nodeKnown {
-		if err := p.readNode(nodeIP); err != nil {
+		if err := p.readNode(nodeIP, zone); err != nil {
 			s.fail(err)
 			// Without the node's addresses the NodePort wants are incomplete:
 			// removing what they do not cover would be removing live state.
 			s.fullPicture = false
 		}
-	} else if ch.node && nodeIP.IsValid() && nodeIP != p.node.nodeIP {
-		p.node.nodeIP = nodeIP
+	} else if ch.node && (nodeIP != p.node.nodeIP || zone != p.node.zone) {
+		p.node.nodeIP, p.node.zone = nodeIP, zone
 		nodeChanged = true
 	}
 
 	if nodeChanged {
-		// The node's address decides load balancer source-range entries:
-		// every service is worth a look.
+		// The node's address decides load balancer source-range entries,
+		// its zone the endpoints of topology-aware services: every service
+		// is worth a look.
 		for k := range p.ports {
 			dirty[k] = true
 		}
@@ -130,12 +131,12 @@ func (s *syncRun) applyChanges() {
 }
 
 // readNode reads the node's addresses from the kernel.
-func (p *Proxier) readNode(nodeIP netip.Addr) error {
-	addrs, err := p.dp.Links.LocalAddresses(p.family, DummyLink)
+func (p *Proxier) readNode(nodeIP netip.Addr, zone string) error {
+	addrs, err := p.dp.Links.LocalAddresses(p.family, dataplane.DummyLink)
 	if err != nil {
 		return fmt.Errorf("list local %s addresses: %w", p.family, err)
 	}
-	n := nodeInfo{localAddrs: map[netip.Addr]bool{}, nodeIP: nodeIP}
+	n := nodeInfo{localAddrs: map[netip.Addr]bool{}, nodeIP: nodeIP, zone: zone}
 	for _, ia := range addrs {
 		a := ia.Prefix.Addr().Unmap()
 		if dataplane.FamilyOf(a) != p.family {
@@ -148,30 +149,23 @@ func (p *Proxier) readNode(nodeIP netip.Addr) error {
 	}
 	slices.SortFunc(n.nodePortIPs, netip.Addr.Compare)
 	n.nodePortIPs = slices.Compact(n.nodePortIPs)
-	if !n.nodeIP.IsValid() {
-		// No Node object (yet): the first non-loopback address stands in for it.
-		for _, a := range n.nodePortIPs {
-			if !a.IsLoopback() {
-				n.nodeIP = a
-				break
-			}
-		}
-	}
 	p.node = n
 	p.nodeKnown = true
 	return nil
 }
 
-// nodePortIP reports whether NodePort virtual servers listen on a.
+// nodePortIP reports whether NodePort virtual servers listen on a: never
+// on loopback (kube-proxy v1.37 drops loopback addresses from the node
+// addresses it lists, so 127.0.0.1:NODEPORT and [::1]:NODEPORT are not
+// served in IPVS mode); without nodePortAddresses (or with a /0 of the
+// family) on every other node address but IPv6 link-local ones, as its
+// netlink handle lists them; with them on every address they contain.
 func (p *Proxier) nodePortIP(a netip.Addr) bool {
-	if a.IsLinkLocalUnicast() {
+	if a.IsLoopback() {
 		return false
 	}
 	if len(p.nodePortNets) == 0 {
-		return true // every local address, as kube-proxy without nodePortAddresses
-	}
-	if a.IsLoopback() {
-		return false
+		return !(a.Is6() && a.IsLinkLocalUnicast())
 	}
 	for _, n := range p.nodePortNets {
 		if n.Contains(a) {

@@ -13,14 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
-// Labels and annotations kube-proxy reads.
-const (
-	labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
-	labelServiceName      = discoveryv1.LabelServiceName
-	annotationTriggerTime = v1.EndpointsLastChangeTriggerTime
-)
+// annotationTriggerTime is when the change to a slice was triggered; kube-proxy measures network programming latency from it.
+const annotationTriggerTime = v1.EndpointsLastChangeTriggerTime
 
 // changes is what the handlers have reported since the last sync, merged per
 // object: only the latest version of each object is kept, so an add followed
@@ -98,14 +95,6 @@ func (t *sliceTracker) record(pending *changes, key types.NamespacedName, ch *sl
 	return true
 }
 
-// skipService reports whether kube-proxy ignores a service altogether.
-func skipService(svc *v1.Service) bool {
-	if _, ok := svc.Labels[labelServiceProxyName]; ok {
-		return true
-	}
-	return svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone || svc.Spec.ClusterIP == ""
-}
-
 // servicePort is one port of a service as one family's proxier sees it.
 type servicePort struct {
 	name            string // namespace/name:port
@@ -126,20 +115,10 @@ type servicePort struct {
 // servicePorts converts a Service into the family's service ports, or nil
 // when the family has no cluster IP for it.
 func servicePorts(svc *v1.Service, f dataplane.Family) []servicePort {
-	if svc == nil || skipService(svc) {
+	if svc == nil || objects.ServiceIgnored(svc) != "" {
 		return nil
 	}
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	var clusterIP netip.Addr
-	for _, s := range ips {
-		if a, err := netip.ParseAddr(s); err == nil && dataplane.FamilyOf(a) == f {
-			clusterIP = a.Unmap()
-			break
-		}
-	}
+	clusterIP := objects.ClusterIP(svc, v1.IPFamily(f))
 	if !clusterIP.IsValid() {
 		return nil
 	}
@@ -160,7 +139,7 @@ func servicePorts(svc *v1.Service, f dataplane.Family) []servicePort {
 		}
 	}
 	for _, s := range svc.Spec.LoadBalancerSourceRanges {
-		p, err := netip.ParsePrefix(s)
+		p, err := netip.ParsePrefix(strings.TrimSpace(s)) // the API server lets padding through
 		if err != nil || dataplane.FamilyOf(p.Addr()) != f {
 			continue // other-family ranges are dropped
 		}
@@ -177,8 +156,7 @@ func servicePorts(svc *v1.Service, f dataplane.Family) []servicePort {
 			base.affinityTimeout = uint32(*c.ClientIP.TimeoutSeconds)
 		}
 	}
-	externallyFacing := svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0
-	base.externalLocal = externallyFacing && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+	base.externalLocal = objects.ExternallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 	base.internalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && base.externalLocal {
 		base.healthCheckPort = uint16(svc.Spec.HealthCheckNodePort)
@@ -208,6 +186,22 @@ type endpoint struct {
 	ready       bool
 	serving     bool
 	terminating bool
+	// Topology hints the EndpointSlice controller set (hintSet form).
+	zoneHints, nodeHints string
+}
+
+// hintSet is a set of hint names as one comparable string: each name
+// prefixed with a NUL, sorted. "" is no hint; a hint may be "".
+func hintSet(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	return "\x00" + strings.Join(names, "\x00")
+}
+
+func hasHint(set, name string) bool {
+	return set != "" && strings.Contains(set+"\x00", "\x00"+name+"\x00")
 }
 
 // sliceEndpoints keeps, per port name and protocol, the endpoints one slice contributes.
@@ -232,42 +226,36 @@ func parseSlice(s *discoveryv1.EndpointSlice, f dataplane.Family, node string) (
 		return nil, false
 	}
 	out := sliceEndpoints{}
-	for _, p := range s.Ports {
-		if p.Port == nil {
-			continue
-		}
-		name := ""
-		if p.Name != nil {
-			name = *p.Name
-		}
-		proto := dataplane.TCP
-		if p.Protocol != nil {
-			proto = dataplane.Protocol(*p.Protocol)
-		}
+	for _, p := range objects.SlicePorts(s) {
 		var eps []endpoint
-		for _, e := range s.Endpoints {
-			if len(e.Addresses) == 0 {
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			a, ok := objects.EndpointAddress(e)
+			if !ok || dataplane.FamilyOf(a) != f {
 				continue
 			}
-			a, err := netip.ParseAddr(e.Addresses[0])
-			if err != nil || dataplane.FamilyOf(a) != f {
-				continue
-			}
-			// Unset conditions count as ready (and so serving), as the API documents.
-			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-			serving := ready
-			if e.Conditions.Serving != nil {
-				serving = *e.Conditions.Serving
-			}
-			eps = append(eps, endpoint{
-				addr:        netip.AddrPortFrom(a.Unmap(), uint16(*p.Port)),
+			// An unset condition counts as ready and as serving, whatever the
+			// others say, as kube-proxy reads them.
+			ep := endpoint{
+				addr:        netip.AddrPortFrom(a, p.Port),
 				local:       e.NodeName != nil && *e.NodeName == node,
-				ready:       ready,
-				serving:     serving,
+				ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
+				serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
 				terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
-			})
+			}
+			if h := e.Hints; h != nil {
+				var zones, nodes []string
+				for _, z := range h.ForZones {
+					zones = append(zones, z.Name)
+				}
+				for _, n := range h.ForNodes {
+					nodes = append(nodes, n.Name)
+				}
+				ep.zoneHints, ep.nodeHints = hintSet(zones), hintSet(nodes)
+			}
+			eps = append(eps, ep)
 		}
-		k := portKey(name, proto)
+		k := portKey(p.Name, dataplane.Protocol(p.Protocol))
 		out[k] = append(out[k], eps...)
 	}
 	return out, true
@@ -313,8 +301,11 @@ func removeSlice(ss []namedSlice, name string) []namedSlice {
 	return ss
 }
 
-// mergeEndpoints joins a service's slices for one port, deduplicated by
-// address in slice-name order so the result does not depend on map order.
+// mergeEndpoints joins a service's slices for one port in slice-name order,
+// one endpoint per address. A later copy of an address replaces an earlier
+// one unless it is terminating: kube-proxy's endpoints cache prefers the
+// running pod when a terminating pod's IP is reused (between two slices its
+// order is map order; kpsim's is slice names).
 func mergeEndpoints(ss []namedSlice, key string) []endpoint {
 	if len(ss) == 1 {
 		return dedupe(ss[0].endpoints[key])
@@ -326,7 +317,7 @@ func mergeEndpoints(ss []namedSlice, key string) []endpoint {
 	return dedupe(out)
 }
 
-// dedupe keeps the first endpoint of each address, as kube-proxy keys endpoints by address.
+// dedupe keeps one endpoint per address, by mergeEndpoints' rule.
 func dedupe(eps []endpoint) []endpoint {
 	if len(eps) <= 16 {
 		for i := 1; i < len(eps); i++ {
@@ -343,23 +334,44 @@ func dedupe(eps []endpoint) []endpoint {
 
 func dedupeMap(eps []endpoint) []endpoint {
 	out := make([]endpoint, 0, len(eps))
-	seen := make(map[netip.AddrPort]bool, len(eps))
+	at := make(map[netip.AddrPort]int, len(eps))
 	for _, e := range eps {
-		if !seen[e.addr] {
-			seen[e.addr] = true
+		i, seen := at[e.addr]
+		switch {
+		case !seen:
+			at[e.addr] = len(out)
 			out = append(out, e)
+		case !e.terminating:
+			out[i] = e
 		}
 	}
 	return out
 }
 
-// categorize picks the endpoints a virtual server should use: ready ones,
-// or serving terminating ones when none is ready; with a Local policy the
-// local subset, falling back to all when there is no local one.
-func categorize(eps []endpoint, local bool) []endpoint {
-	if !local && allReady(eps) {
-		return eps // the common case: nothing to filter
+// externallyAccessible reports whether the port takes traffic from outside
+// the cluster in its family: a node port, an external IP or a
+// load-balancer IP of it.
+func (sp *servicePort) externallyAccessible() bool {
+	return sp.nodePort != 0 || len(sp.externalIPs) > 0 || len(sp.lbIPs) > 0
+}
+
+// categorize splits a service port's endpoints as kube-proxy's
+// CategorizeEndpoints does. cluster is what the Cluster policy uses: ready
+// endpoints (only those topology-aware routing picks for this node, see
+// topologyMode), or serving terminating ones, whatever their hints, when
+// none is ready anywhere; nil when the port never uses the Cluster policy
+// (internalTrafficPolicy Local and not reachable from outside). local is
+// what a Local policy uses: this node's ready endpoints, else its serving
+// terminating ones; nil when no policy of the port is Local. A virtual
+// server whose policy is Local takes local, or cluster when local is empty
+// (endpoints says how).
+func categorize(sp *servicePort, eps []endpoint, node, zone string) (cluster, local []endpoint) {
+	usesLocal := sp.internalLocal || sp.externalLocal && sp.externallyAccessible()
+	usesCluster := !sp.internalLocal || sp.externallyAccessible()
+	if !usesLocal && allReadyUnhinted(eps) {
+		return eps, nil // the common case: nothing to filter
 	}
+	byNode, byZone := topologyMode(eps, node, zone)
 	pick := func(localOnly bool) []endpoint {
 		var ready, term []endpoint
 		for _, e := range eps {
@@ -367,6 +379,9 @@ func categorize(eps []endpoint, local bool) []endpoint {
 				continue
 			}
 			if e.ready {
+				if !localOnly && (byNode && !hasHint(e.nodeHints, node) || byZone && !hasHint(e.zoneHints, zone)) {
+					continue
+				}
 				ready = append(ready, e)
 			} else if e.serving && e.terminating {
 				term = append(term, e)
@@ -377,17 +392,66 @@ func categorize(eps []endpoint, local bool) []endpoint {
 		}
 		return term
 	}
-	if local {
-		if l := pick(true); len(l) > 0 {
-			return l
-		}
+	if usesCluster {
+		cluster = pick(false)
 	}
-	return pick(false)
+	if usesLocal {
+		local = pick(true)
+	}
+	return cluster, local
 }
 
-func allReady(eps []endpoint) bool {
+// topologyMode is kube-proxy v1.37's topology-aware routing, decided from
+// the hints on the ready endpoints alone (the EndpointSlice controller sets
+// them from the service's trafficDistribution or topology-mode annotation):
+// byNode (PreferSameNode) when every ready endpoint has a node hint and one
+// names this node; else byZone (PreferSameZone, and topology-aware hints)
+// when every ready endpoint has a zone hint and one names this node's zone
+// (topology.kubernetes.io/zone; a node without the label has none); else
+// neither, and every ready endpoint is used.
+func topologyMode(eps []endpoint, node, zone string) (byNode, byZone bool) {
+	anyReady, allNode, forNode, allZone, forZone := false, true, false, true, false
 	for _, e := range eps {
 		if !e.ready {
+			continue
+		}
+		anyReady = true
+		if e.nodeHints == "" {
+			allNode = false
+		} else if hasHint(e.nodeHints, node) {
+			forNode = true
+		}
+		if e.zoneHints == "" {
+			allZone = false
+		} else if hasHint(e.zoneHints, zone) {
+			forZone = true
+		}
+	}
+	switch {
+	case !anyReady:
+		return false, false
+	case allNode && forNode:
+		return true, false
+	default:
+		return false, allZone && forZone
+	}
+}
+
+// endpoints are the endpoints of a virtual server whose traffic policy is
+// Local (onlyLocal) or Cluster. With Local and no local endpoint, a port
+// reachable from outside falls back to its cluster endpoints, so that this
+// node's pods still reach the service (kubernetes PR #97081); a port only
+// reachable inside the cluster has none then, and its traffic is dropped.
+func endpoints(cluster, local []endpoint, onlyLocal bool) []endpoint {
+	if onlyLocal && len(local) > 0 {
+		return local
+	}
+	return cluster
+}
+
+func allReadyUnhinted(eps []endpoint) bool {
+	for _, e := range eps {
+		if !e.ready || e.zoneHints != "" || e.nodeHints != "" {
 			return false
 		}
 	}

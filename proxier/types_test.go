@@ -2,12 +2,14 @@ package proxier
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/sim"
@@ -108,6 +110,32 @@ func TestServiceTypes(t *testing.T) {
 			addrs: []string{"10.96.0.10"},
 		},
 		{
+			// A pod IP reused while the old pod terminates: the running copy wins
+			// wherever it is listed; of two running copies the later one.
+			name: "the same address twice: the non-terminating copy, else the later",
+			svc:  service(ns, "web", "10.96.0.10"),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP,
+				ep{ip: "10.0.0.1"},
+				ep{ip: "10.0.0.3", terminating: true}, ep{ip: "10.0.0.3"},
+				ep{ip: "10.0.0.4"}, ep{ip: "10.0.0.4", terminating: true},
+				ep{ip: "10.0.0.5"}, ep{ip: "10.0.0.5", notReady: true})},
+			vs:    map[string][]string{"10.96.0.10:80/TCP": {"10.0.0.1:8080 w1", "10.0.0.3:8080 w1", "10.0.0.4:8080 w1"}},
+			sets:  map[string][]string{"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"}, "KUBE-IPVS-IPS": {"10.96.0.10"}},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
+			name: "a terminating endpoint without a serving condition serves",
+			svc:  service(ns, "web", "10.96.0.10"),
+			slices: []*discoveryv1.EndpointSlice{func() *discoveryv1.EndpointSlice {
+				s := slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, ep{ip: "10.0.0.3", terminating: true})
+				s.Endpoints[0].Conditions.Serving = nil
+				return s
+			}()},
+			vs:    map[string][]string{"10.96.0.10:80/TCP": {"10.0.0.3:8080 w1"}},
+			sets:  map[string][]string{"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"}, "KUBE-IPVS-IPS": {"10.96.0.10"}},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
 			name:   "only terminating endpoints still serve",
 			svc:    service(ns, "web", "10.96.0.10"),
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, ep{ip: "10.0.0.3", terminating: true})},
@@ -130,7 +158,6 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30080/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30080/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -168,7 +195,6 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "dns", "dns-1", 53, v1.ProtocolUDP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.53:80/UDP":      {"10.0.0.1:53 w1"},
-				"127.0.0.1:30053/UDP":    {"10.0.0.1:53 w1"},
 				"192.168.0.10:30053/UDP": {"10.0.0.1:53 w1"},
 			},
 			sets: map[string][]string{
@@ -185,13 +211,12 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "s", "s-1", 9000, v1.ProtocolSCTP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.7:80/SCTP":       {"10.0.0.1:9000 w1"},
-				"127.0.0.1:30132/SCTP":    {"10.0.0.1:9000 w1"},
 				"192.168.0.10:30132/SCTP": {"10.0.0.1:9000 w1"},
 			},
 			sets: map[string][]string{
 				"KUBE-CLUSTER-IP":          {"10.96.0.7,sctp:80"},
 				"KUBE-IPVS-IPS":            {"10.96.0.7"},
-				"KUBE-NODE-PORT-SCTP-HASH": {"127.0.0.1,sctp:30132", "192.168.0.10,sctp:30132"},
+				"KUBE-NODE-PORT-SCTP-HASH": {"192.168.0.10,sctp:30132"},
 			},
 			addrs: []string{"10.96.0.7"},
 			rules: []string{ruleNodePortSCTP},
@@ -239,7 +264,6 @@ func TestServiceTypes(t *testing.T) {
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -260,7 +284,6 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -278,7 +301,6 @@ func TestServiceTypes(t *testing.T) {
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -294,20 +316,20 @@ func TestServiceTypes(t *testing.T) {
 			noRules: []string{"KUBE-LOAD-BALANCER-SOURCE-IP"},
 		},
 		{
-			name:   "source ranges with the node: a source IP entry instead",
-			svc:    service(ns, "web", "10.96.0.10", withLB("198.51.100.1"), withSourceRanges("192.168.0.0/16")),
+			// Without a Node object kube-proxy's node IP is 127.0.0.1.
+			name:   "source ranges with the node IP: a source IP entry instead",
+			svc:    service(ns, "web", "10.96.0.10", withLB("198.51.100.1"), withSourceRanges("127.0.0.0/8")),
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
 				"KUBE-CLUSTER-IP":                {"10.96.0.10,tcp:80"},
 				"KUBE-LOAD-BALANCER":             {"198.51.100.1,tcp:80"},
 				"KUBE-LOAD-BALANCER-FW":          {"198.51.100.1,tcp:80"},
-				"KUBE-LOAD-BALANCER-SOURCE-CIDR": {"198.51.100.1,tcp:80,192.168.0.0/16"},
+				"KUBE-LOAD-BALANCER-SOURCE-CIDR": {"198.51.100.1,tcp:80,127.0.0.0/8"},
 				"KUBE-LOAD-BALANCER-SOURCE-IP":   {"198.51.100.1,tcp:80,198.51.100.1"},
 				"KUBE-IPVS-IPS":                  {"10.96.0.10", "198.51.100.1"},
 				"KUBE-NODE-PORT-TCP":             {"30500"},
@@ -317,13 +339,33 @@ func TestServiceTypes(t *testing.T) {
 			noRules: []string{"KUBE-IPVS-OUT-FILTER -s"},
 		},
 		{
+			// The API server accepts ranges with spaces around; kube-proxy trims them.
+			name:   "a padded source range counts",
+			svc:    service(ns, "web", "10.96.0.10", withLB("198.51.100.1"), withSourceRanges(" 203.0.113.0/24 ")),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
+			vs: map[string][]string{
+				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
+				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
+				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
+			},
+			sets: map[string][]string{
+				"KUBE-CLUSTER-IP":                {"10.96.0.10,tcp:80"},
+				"KUBE-LOAD-BALANCER":             {"198.51.100.1,tcp:80"},
+				"KUBE-LOAD-BALANCER-FW":          {"198.51.100.1,tcp:80"},
+				"KUBE-LOAD-BALANCER-SOURCE-CIDR": {"198.51.100.1,tcp:80,203.0.113.0/24"},
+				"KUBE-IPVS-IPS":                  {"10.96.0.10", "198.51.100.1"},
+				"KUBE-NODE-PORT-TCP":             {"30500"},
+			},
+			addrs: []string{"10.96.0.10", "198.51.100.1"},
+			rules: []string{ruleLBFW, ruleLBSourceCIDR, ruleOutFilter},
+		},
+		{
 			name:   "source range 0.0.0.0/0 means no ranges",
 			svc:    service(ns, "web", "10.96.0.10", withLB("198.51.100.1"), withSourceRanges("203.0.113.0/24", "0.0.0.0/0")),
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -343,7 +385,6 @@ func TestServiceTypes(t *testing.T) {
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1", "10.0.0.2:8080 w1"},
 				"198.51.100.1:80/TCP":    {"10.0.0.2:8080 w1"},
-				"127.0.0.1:30500/TCP":    {"10.0.0.2:8080 w1"},
 				"192.168.0.10:30500/TCP": {"10.0.0.2:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -365,7 +406,6 @@ func TestServiceTypes(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
 			vs: map[string][]string{
 				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
-				"127.0.0.1:30080/TCP":    {"10.0.0.1:8080 w1"},
 				"192.168.0.10:30080/TCP": {"10.0.0.1:8080 w1"},
 			},
 			sets: map[string][]string{
@@ -386,6 +426,47 @@ func TestServiceTypes(t *testing.T) {
 				"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"},
 				"KUBE-IPVS-IPS":   {"10.96.0.10"},
 				"KUBE-LOOP-BACK":  {"10.0.0.2,tcp:8080,10.0.0.2"},
+			},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
+			name:   "internalTrafficPolicy Local without a local endpoint: no destination",
+			svc:    service(ns, "web", "10.96.0.10", withITPLocal()),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
+			vs:     map[string][]string{"10.96.0.10:80/TCP": {}},
+			sets:   map[string][]string{"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"}, "KUBE-IPVS-IPS": {"10.96.0.10"}},
+			addrs:  []string{"10.96.0.10"},
+		},
+		{
+			// Reachable from outside, the port keeps its cluster endpoints for
+			// both Local policies to fall back on.
+			name:   "both policies Local on a node port, no local endpoint: every endpoint",
+			svc:    service(ns, "web", "10.96.0.10", withITPLocal(), withNodePort(30080), withETPLocal(0)),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
+			vs: map[string][]string{
+				"10.96.0.10:80/TCP":      {"10.0.0.1:8080 w1"},
+				"192.168.0.10:30080/TCP": {"10.0.0.1:8080 w1"},
+			},
+			sets: map[string][]string{
+				"KUBE-CLUSTER-IP":          {"10.96.0.10,tcp:80"},
+				"KUBE-IPVS-IPS":            {"10.96.0.10"},
+				"KUBE-NODE-PORT-TCP":       {"30080"},
+				"KUBE-NODE-PORT-LOCAL-TCP": {"30080"},
+			},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
+			// Without node ports and without an ingress IP of its family a load
+			// balancer takes no outside traffic here: nothing to fall back for.
+			name: "internalTrafficPolicy Local on a load balancer without node ports or ingress: no destination",
+			svc: service(ns, "web", "10.96.0.10", withITPLocal(), withType(v1.ServiceTypeLoadBalancer), withETPLocal(32000),
+				withIngress(v1.LoadBalancerIngress{IP: "2001:db8::1"})),
+			slices: []*discoveryv1.EndpointSlice{slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)},
+			vs:     map[string][]string{"10.96.0.10:80/TCP": {}},
+			sets: map[string][]string{
+				"KUBE-CLUSTER-IP":             {"10.96.0.10,tcp:80"},
+				"KUBE-IPVS-IPS":               {"10.96.0.10"},
+				"KUBE-HEALTH-CHECK-NODE-PORT": {"32000"},
 			},
 			addrs: []string{"10.96.0.10"},
 		},
@@ -424,6 +505,26 @@ func TestServiceTypes(t *testing.T) {
 				return s
 			}()},
 			vs:    map[string][]string{"10.96.0.10:80/TCP": {}},
+			sets:  map[string][]string{"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"}, "KUBE-IPVS-IPS": {"10.96.0.10"}},
+			addrs: []string{"10.96.0.10"},
+		},
+		{
+			// kube-proxy's slice informer selects on the headless label only.
+			name: "slice labelled service-proxy-name counts, headless-labelled one does not",
+			svc:  service(ns, "web", "10.96.0.10"),
+			slices: []*discoveryv1.EndpointSlice{
+				func() *discoveryv1.EndpointSlice {
+					s := slice(ns, "web", "web-1", 8080, v1.ProtocolTCP, eps("10.0.0.1")...)
+					s.Labels["service.kubernetes.io/service-proxy-name"] = "other"
+					return s
+				}(),
+				func() *discoveryv1.EndpointSlice {
+					s := slice(ns, "web", "web-2", 8080, v1.ProtocolTCP, eps("10.0.0.2")...)
+					s.Labels["service.kubernetes.io/headless"] = ""
+					return s
+				}(),
+			},
+			vs:    map[string][]string{"10.96.0.10:80/TCP": {"10.0.0.1:8080 w1"}},
 			sets:  map[string][]string{"KUBE-CLUSTER-IP": {"10.96.0.10,tcp:80"}, "KUBE-IPVS-IPS": {"10.96.0.10"}},
 			addrs: []string{"10.96.0.10"},
 		},
@@ -497,6 +598,14 @@ func TestVirtualServerOptions(t *testing.T) {
 			svc:     service("default", "web", "10.96.0.10", withAffinity(600)),
 			wantKey: "10.96.0.10:80/TCP",
 			want:    dataplane.VirtualServer{Scheduler: "rr", Flags: dataplane.FlagPersistent, Timeout: 600, Netmask: 0xffffffff},
+		},
+		{
+			// kube-proxy's mh virtual servers hash the source port as well.
+			name:    "mh with the source-port flag",
+			cfg:     Config{Scheduler: "mh"},
+			svc:     service("default", "web", "10.96.0.10", withAffinity(600)),
+			wantKey: "10.96.0.10:80/TCP",
+			want:    dataplane.VirtualServer{Scheduler: "mh", Flags: dataplane.FlagPersistent | dataplane.FlagSchedPort, Timeout: 600, Netmask: 0xffffffff},
 		},
 		{
 			name:    "configured scheduler",
@@ -584,6 +693,152 @@ func TestSysctls(t *testing.T) {
 			// A restarted proxier finds them set and writes none.
 			p2 := e.synced(e.proxier(dataplane.IPv4, 1))
 			require.Zero(t, e.sync(p2).Ops[dataplane.OpSysctlWrite])
+		})
+	}
+}
+
+// TestNodePortAddresses: where NodePort virtual servers listen, as kube-proxy
+// v1.37 lists node addresses: never loopback; without nodePortAddresses (or
+// with a /0) every other address but IPv6 link-local ones; with them every
+// address inside. A node port service port with no address at all has no
+// node port entries, and kube-proxy skips its health check node port too.
+func TestNodePortAddresses(t *testing.T) {
+	svc := func(ip string) *v1.Service {
+		return service("default", "lb", ip, withNodePort(30500), withType(v1.ServiceTypeLoadBalancer), withETPLocal(32000))
+	}
+	tests := []struct {
+		name        string
+		family      dataplane.Family
+		nodePorts   []string
+		svc         *v1.Service
+		want        []string // node port virtual servers
+		healthCheck bool
+	}{
+		{"IPv4 default", dataplane.IPv4, nil, svc("10.96.0.10"), []string{"169.254.10.1:30500/TCP", "192.168.0.10:30500/TCP"}, true},
+		{"IPv4 /0", dataplane.IPv4, []string{"0.0.0.0/0"}, svc("10.96.0.10"), []string{"169.254.10.1:30500/TCP", "192.168.0.10:30500/TCP"}, true},
+		{"IPv4 loopback only", dataplane.IPv4, []string{"127.0.0.0/8"}, svc("10.96.0.10"), nil, false},
+		{"IPv6 default", dataplane.IPv6, nil, svc("fd00:96::10"), []string{"[fd00::10]:30500/TCP"}, true},
+		{"IPv6 /0", dataplane.IPv6, []string{"::/0"}, svc("fd00:96::10"), []string{"[fd00::10]:30500/TCP"}, true},
+		{"IPv6 link-local CIDR", dataplane.IPv6, []string{"fe80::/10", "::1/128"}, svc("fd00:96::10"), []string{"[fe80::5]:30500/TCP"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{Families: []dataplane.Family{tc.family}, NodePortAddresses: tc.nodePorts})
+			require.NoError(t, e.k.AddLocalAddress("eth0", netip.MustParsePrefix("169.254.10.1/16")))
+			require.NoError(t, e.k.AddLocalAddress("eth0", netip.MustParsePrefix("fe80::5/64")))
+			p := e.synced(e.proxier(tc.family, 0))
+			p.OnServiceAdd(tc.svc)
+			e.sync(p)
+			var got []string
+			for k := range ipvsState(t, e.k, tc.family) {
+				if strings.HasSuffix(k, ":30500/TCP") {
+					got = append(got, k)
+				}
+			}
+			slices.Sort(got)
+			require.Equal(t, tc.want, got)
+			sets := setState(t, e.k, tc.family)
+			require.Equal(t, tc.healthCheck, len(sets[SetName("KUBE-HEALTH-CHECK-NODE-PORT", tc.family)]) > 0)
+			require.Equal(t, tc.healthCheck, len(sets[SetName("KUBE-NODE-PORT-TCP", tc.family)]) > 0)
+		})
+	}
+}
+
+// TestTopology: kube-proxy v1.37's topology-aware routing. The hints on
+// the ready endpoints decide: node hints when all have one and one names
+// this node, else zone hints when all have one and one names this node's
+// zone; otherwise every endpoint. Local policies and the terminating
+// fallback ignore hints.
+func TestTopology(t *testing.T) {
+	type hinted struct {
+		ip           string
+		zones, nodes []string
+		notReady     bool
+		terminating  bool
+		local        bool
+	}
+	tests := []struct {
+		name   string
+		zone   string // this node's topology.kubernetes.io/zone; "" no label
+		svc    *v1.Service
+		eps    []hinted
+		want   []string // destinations of the cluster IP
+		update string   // then this node's zone becomes this
+		then   []string
+	}{
+		{name: "zone hints for this zone", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}, {ip: "10.0.0.3", zones: []string{"a", "b"}}},
+			want: []string{"10.0.0.1:8080 w1", "10.0.0.3:8080 w1"}, update: "b", then: []string{"10.0.0.2:8080 w1", "10.0.0.3:8080 w1"}},
+		{name: "a ready endpoint without hints: hints ignored", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}, {ip: "10.0.0.3"}},
+			want: []string{"10.0.0.1:8080 w1", "10.0.0.2:8080 w1", "10.0.0.3:8080 w1"}},
+		{name: "a not-ready endpoint without hints does not count", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}, {ip: "10.0.0.3", notReady: true}},
+			want: []string{"10.0.0.1:8080 w1"}},
+		{name: "no hint for this zone: hints ignored", zone: "c", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}},
+			want: []string{"10.0.0.1:8080 w1", "10.0.0.2:8080 w1"}, update: "b", then: []string{"10.0.0.2:8080 w1"}},
+		{name: "a node without a zone label: hints ignored", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}}},
+			want: []string{"10.0.0.1:8080 w1", "10.0.0.2:8080 w1"}},
+		{name: "node hints for this node win over zone hints", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}, nodes: []string{"node-2"}}, {ip: "10.0.0.2", zones: []string{"b"}, nodes: []string{testNode}}},
+			want: []string{"10.0.0.2:8080 w1"}},
+		{name: "node hints for other nodes only: zone hints decide", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}, nodes: []string{"node-2"}}, {ip: "10.0.0.2", zones: []string{"b"}, nodes: []string{"node-3"}}},
+			want: []string{"10.0.0.1:8080 w1"}},
+		{name: "node hints on some endpoints only: zone hints decide", zone: "b", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}, nodes: []string{testNode}}, {ip: "10.0.0.2", zones: []string{"b"}}},
+			want: []string{"10.0.0.2:8080 w1"}},
+		{name: "no ready endpoint: the terminating fallback ignores hints", zone: "a", eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"b"}, terminating: true}},
+			want: []string{"10.0.0.1:8080 w1"}},
+		{name: "internalTrafficPolicy Local ignores hints", zone: "a", svc: service("default", "web", "10.96.0.10", withITPLocal()), eps: []hinted{
+			{ip: "10.0.0.1", zones: []string{"a"}}, {ip: "10.0.0.2", zones: []string{"b"}, local: true}},
+			want: []string{"10.0.0.2:8080 w1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			p := e.synced(e.proxier(dataplane.IPv4, 0))
+			node := func(zone string) *v1.Node {
+				n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{}}}
+				if zone != "" {
+					n.Labels[v1.LabelTopologyZone] = zone
+				}
+				return n
+			}
+			p.OnNodeAdd(node(tc.zone))
+			svc := tc.svc
+			if svc == nil {
+				svc = service("default", "web", "10.96.0.10")
+			}
+			p.OnServiceAdd(svc)
+			var list []ep
+			for _, h := range tc.eps {
+				list = append(list, ep{ip: h.ip, local: h.local, notReady: h.notReady, terminating: h.terminating})
+			}
+			s := slice("default", "web", "web-1", 8080, v1.ProtocolTCP, list...)
+			for i, h := range tc.eps {
+				if h.zones == nil && h.nodes == nil {
+					continue
+				}
+				s.Endpoints[i].Hints = &discoveryv1.EndpointHints{}
+				for _, z := range h.zones {
+					s.Endpoints[i].Hints.ForZones = append(s.Endpoints[i].Hints.ForZones, discoveryv1.ForZone{Name: z})
+				}
+				for _, n := range h.nodes {
+					s.Endpoints[i].Hints.ForNodes = append(s.Endpoints[i].Hints.ForNodes, discoveryv1.ForNode{Name: n})
+				}
+			}
+			p.OnEndpointSliceAdd(s)
+			e.sync(p)
+			require.Equal(t, tc.want, ipvsState(t, e.k, dataplane.IPv4)["10.96.0.10:80/TCP"])
+			if tc.update != "" {
+				p.OnNodeUpdate(nil, node(tc.update))
+				require.False(t, e.sync(p).Full, "a zone change is an incremental sync")
+				require.Equal(t, tc.then, ipvsState(t, e.k, dataplane.IPv4)["10.96.0.10:80/TCP"])
+			}
 		})
 	}
 }

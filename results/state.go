@@ -19,9 +19,6 @@ import (
 // StateSchemaVersion is bumped on any change that an older reader would misread.
 const StateSchemaVersion = 1
 
-// IPVSLink is the dummy link kube-proxy binds service addresses to.
-const IPVSLink = "kube-ipvs0"
-
 // StateTables are the tables kube-proxy's IPVS mode writes.
 var StateTables = []string{"nat", "filter"}
 
@@ -140,9 +137,9 @@ func ReadState(dp dataplane.Dataplane, families []dataplane.Family) (*State, err
 		st.IPSets = append(st.IPSets, StateIPSet{Name: s.Name, Type: string(s.Type), Entries: append([]string{}, entries...)})
 	}
 	for _, f := range st.Families {
-		addrs, err := dp.Links.Addresses(IPVSLink, f)
+		addrs, err := dp.Links.Addresses(dataplane.DummyLink, f)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("read state: addresses of %s (%s): %w", IPVSLink, f, err)
+			return nil, fmt.Errorf("read state: addresses of %s (%s): %w", dataplane.DummyLink, f, err)
 		}
 		for _, a := range addrs {
 			st.Addresses = append(st.Addresses, a.String())

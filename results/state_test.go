@@ -103,10 +103,10 @@ func TestReadStateFromSim(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, st.Addresses)
 
-	_, err = dp.Links.EnsureDummy(results.IPVSLink)
+	_, err = dp.Links.EnsureDummy(dataplane.DummyLink)
 	require.NoError(t, err)
 	for _, p := range []string{"10.96.0.10/32", "10.96.0.9/32", "fd00::a/128"} {
-		require.NoError(t, dp.Links.AddAddress(results.IPVSLink, netip.MustParsePrefix(p)))
+		require.NoError(t, dp.Links.AddAddress(dataplane.DummyLink, netip.MustParsePrefix(p)))
 	}
 	require.NoError(t, dp.IPTables.Restore(dataplane.IPv4, []byte("*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN\nCOMMIT\n")))
 

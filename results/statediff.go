@@ -110,10 +110,10 @@ func DiffStates(a, b *State) []StateDiff {
 	}
 
 	for _, x := range minus(a.Addresses, b.Addresses) {
-		add("address", IPVSLink+" "+x, onlyA, "")
+		add("address", dataplane.DummyLink+" "+x, onlyA, "")
 	}
 	for _, x := range minus(b.Addresses, a.Addresses) {
-		add("address", IPVSLink+" "+x, onlyB, "")
+		add("address", dataplane.DummyLink+" "+x, onlyB, "")
 	}
 
 	for _, f := range unionStrings(fa, fb) {

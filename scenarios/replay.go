@@ -254,9 +254,10 @@ func (r *replay) readyFunc(svcKey string) func(netip.AddrPort) bool {
 	}
 }
 
-// expect computes what a synced proxier of family f reports: service ports
-// with a cluster IP of the family, and their endpoints (every address of
-// the family, ready or not, deduplicated per port as the proxier merges slices).
+// expect computes what a synced proxier of family f reports: the ports of
+// the services kube-proxy acts on with a cluster IP of the family, and their
+// endpoints (every address of the family, ready or not, deduplicated per
+// port as the proxier merges slices), by objects' rules.
 func (r *replay) expect(f dataplane.Family) expectation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -268,26 +269,23 @@ func (r *replay) expect(f dataplane.Family) expectation {
 	}
 	var e expectation
 	for _, ls := range r.services {
-		if !hasClusterIP(ls.svc, f) {
+		if objects.ServiceIgnored(ls.svc) != "" || !objects.ClusterIP(ls.svc, v1.IPFamily(f)).IsValid() {
 			continue
 		}
 		for _, sp := range ls.svc.Spec.Ports {
 			e.ports++
 			seen := map[netip.AddrPort]bool{}
 			for _, s := range ls.slices {
-				if string(s.AddressType) != string(f) {
+				if reason, _ := objects.SliceIgnored(s); reason != "" || string(s.AddressType) != string(f) {
 					continue
 				}
-				for _, p := range s.Ports {
-					if p.Port == nil || p.Name == nil || *p.Name != sp.Name || p.Protocol == nil || *p.Protocol != sp.Protocol {
+				for _, p := range objects.SlicePorts(s) {
+					if p.Name != sp.Name || p.Protocol != sp.Protocol {
 						continue
 					}
-					for _, ep := range s.Endpoints {
-						if len(ep.Addresses) == 0 {
-							continue
-						}
-						if a, err := netip.ParseAddr(ep.Addresses[0]); err == nil && dataplane.FamilyOf(a) == f {
-							seen[netip.AddrPortFrom(a.Unmap(), uint16(*p.Port))] = true
+					for i := range s.Endpoints {
+						if a, ok := objects.EndpointAddress(&s.Endpoints[i]); ok && dataplane.FamilyOf(a) == f {
+							seen[netip.AddrPortFrom(a, p.Port)] = true
 						}
 					}
 				}
@@ -297,18 +295,6 @@ func (r *replay) expect(f dataplane.Family) expectation {
 	}
 	r.expected[f] = e
 	return e
-}
-
-func hasClusterIP(svc *v1.Service, f dataplane.Family) bool {
-	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == v1.ClusterIPNone || svc.Spec.Type == v1.ServiceTypeExternalName {
-		return false
-	}
-	for _, s := range svc.Spec.ClusterIPs {
-		if a, err := netip.ParseAddr(s); err == nil && dataplane.FamilyOf(a) == f {
-			return true
-		}
-	}
-	return false
 }
 
 // settled reports when the API last changed and whether every watch event

@@ -76,11 +76,8 @@ func (s *Scenario) defaults(present func(string) bool) {
 	}
 	if len(c.Node.Addresses) == 0 {
 		for _, f := range s.Proxier.Families {
-			switch dataplane.Family(f) {
-			case dataplane.IPv4:
-				c.Node.Addresses = append(c.Node.Addresses, "192.168.0.10/24")
-			case dataplane.IPv6:
-				c.Node.Addresses = append(c.Node.Addresses, "fd00::10/64")
+			if p, ok := dataplane.DefaultNodeAddresses[dataplane.Family(f)]; ok {
+				c.Node.Addresses = append(c.Node.Addresses, p.String())
 			}
 		}
 	}

@@ -25,7 +25,7 @@ type Options struct {
 	// IPSetStrategy is how ipset batches reach the modeled kernel; it only
 	// changes their cost. Empty means dataplane.DefaultIPSetStrategy.
 	IPSetStrategy dataplane.IPSetStrategy
-	// NodeAddresses are bound on eth0. Empty means 192.168.0.10/24 and fd00::10/64.
+	// NodeAddresses are bound on eth0. Empty means dataplane.DefaultNodeAddresses.
 	NodeAddresses []dataplane.InterfaceAddr
 }
 
@@ -91,9 +91,8 @@ func New(o Options) (*Kernel, error) {
 		return nil, err
 	}
 	if len(o.NodeAddresses) == 0 {
-		o.NodeAddresses = []dataplane.InterfaceAddr{
-			{Link: "eth0", Prefix: netip.MustParsePrefix("192.168.0.10/24")},
-			{Link: "eth0", Prefix: netip.MustParsePrefix("fd00::10/64")},
+		for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+			o.NodeAddresses = append(o.NodeAddresses, dataplane.InterfaceAddr{Link: "eth0", Prefix: dataplane.DefaultNodeAddresses[f]})
 		}
 	}
 	k := &Kernel{

@@ -162,7 +162,7 @@ func printDoctor(w io.Writer, rep doctorReport) {
 	row("IPVS", c.IPVS)
 	if c.IPVS.OK {
 		var yes, no []string
-		for _, s := range kernel.Schedulers {
+		for _, s := range dataplane.Schedulers {
 			if c.Schedulers[s].OK {
 				yes = append(yes, s)
 			} else {

@@ -5,19 +5,16 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/netip"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
-	"github.com/kpsim/kpsim/sim"
 )
 
 func init() { register("state", newStateCommand) }
@@ -55,7 +52,7 @@ two dumps (of kpsim state or 'kpsim run --state') and exits 1 if they differ.`,
 		"Objects in it are creates or updates; an object annotated "+objects.AnnotationDelete+": \"true\" (kind, namespace and\n"+
 		"name suffice) is deleted, and so is an object whose new version kube-proxy ignores")
 	f.StringVarP(&o.out, "output", "o", "-", "write the dump to `FILE` (- is standard output)")
-	f.StringVar(&o.node, "node", "", "`NAME` of the node the proxier plays (Local traffic policies); default: the first Node object, else the node with most endpoints")
+	f.StringVar(&o.node, "node", "", "`NAME` of the node the proxier plays (Local traffic policies, NodePort addresses, node IP); default: "+objects.DefaultNode)
 	f.StringVar(&o.family, "family", "", "the families to run, `IPv4|IPv6|dual` (one proxier per family); default: the families the services use")
 	f.StringArrayVar(&o.sets, "set", nil, "a proxier.* or dataplane.* setting `KEY=VALUE`, as in scenarios (repeatable), e.g. proxier.scheduler=wrr")
 	f.IntVar(&o.scale, "scale", 1, "repeat the services `N` times with fresh names and addresses (a load test from a small export)")
@@ -133,28 +130,28 @@ func runState(cmd *cobra.Command, o stateFlags, args []string) error {
 		fmt.Fprintf(stderr, "warning: %d EndpointSlices belong to no Service in %s, so kube-proxy programs nothing for them: %s\n",
 			len(orphans), in, listSome(orphans, 5))
 	}
-	run, err := newStateRun(set, cfg, strategy)
+	run, err := scenarios.NewStateRun(set, cfg, strategy)
 	if err != nil {
 		return err
 	}
-	addrs := fmt.Sprint(run.node.Addresses)
-	if len(run.node.Addresses) == 0 {
-		addrs = "(no Node object: the sim's default addresses)"
+	addrs := fmt.Sprint(run.Node.Addresses)
+	if len(run.Node.Addresses) == 0 {
+		addrs = "(no Node object: NodePorts on the sim's default addresses, node IP 127.0.0.1 and ::1 as kube-proxy falls back to)"
 	}
-	fmt.Fprintf(stderr, "node %s %s, families %v\n", run.node.Name, addrs, run.families)
-	for _, w := range run.node.Warnings {
+	fmt.Fprintf(stderr, "node %s %s, families %v\n", run.Node.Name, addrs, run.Families)
+	for _, w := range run.Node.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	st, err := run.first(set)
+	st, err := run.First(set)
 	if err != nil {
 		return err
 	}
 	if changes != nil {
-		if st, err = run.then(set, changes); err != nil {
+		if st, err = run.Then(set, changes); err != nil {
 			return err
 		}
 	}
-	for _, c := range run.conflicts() {
+	for _, c := range run.Conflicts() {
 		fmt.Fprintf(stderr, "conflict: %s\n", c)
 	}
 	return writeState(out, st, stdout)
@@ -194,161 +191,6 @@ func diffStates(pa, pb string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, x.String())
 	}
 	return verdict("%d differences", len(d))
-}
-
-// stateRun is one node: an in-memory kernel and one proxier per family.
-type stateRun struct {
-	kernel   *sim.Kernel
-	node     objects.Node // the node the proxiers play
-	families []dataplane.Family
-	proxiers []*proxier.Proxier
-}
-
-// newStateRun sets the node up for set: the node the proxier plays (its
-// addresses from the Node object, when the export has one, so NodePorts and
-// node-address externalIPs behave as on that node) and the families.
-func newStateRun(set *objects.Set, cfg proxier.Config, strategy dataplane.IPSetStrategy) (*stateRun, error) {
-	node := set.ForNode(cfg.NodeName)
-	cfg.NodeName = node.Name
-	if len(cfg.Families) == 0 {
-		cfg.Families = familiesOf(set)
-	}
-	r := &stateRun{node: node, families: cfg.Families}
-	var addrs []dataplane.InterfaceAddr
-	have := map[dataplane.Family]bool{}
-	for _, a := range node.Addresses {
-		bits := 24
-		if a.Is6() {
-			bits = 64
-		}
-		p, _ := a.Prefix(bits)
-		addrs = append(addrs, dataplane.InterfaceAddr{Link: "eth0", Prefix: netip.PrefixFrom(a, p.Bits())})
-		have[dataplane.FamilyOf(a)] = true
-	}
-	if len(addrs) > 0 {
-		// A family the Node object has no address for gets the sim's default.
-		if !have[dataplane.IPv4] {
-			addrs = append(addrs, dataplane.InterfaceAddr{Link: "eth0", Prefix: netip.MustParsePrefix("192.168.0.10/24")})
-		}
-		if !have[dataplane.IPv6] {
-			addrs = append(addrs, dataplane.InterfaceAddr{Link: "eth0", Prefix: netip.MustParsePrefix("fd00::10/64")})
-		}
-	}
-	k, err := sim.New(sim.Options{NodeAddresses: addrs, IPSetStrategy: strategy})
-	if err != nil {
-		return nil, err
-	}
-	r.kernel = k
-	for _, f := range r.families {
-		p, err := proxier.New(cfg, f, k.Dataplane(), proxier.Options{})
-		if err != nil {
-			return nil, err
-		}
-		r.proxiers = append(r.proxiers, p)
-	}
-	return r, nil
-}
-
-// familiesOf returns the families the set's services use, IPv4 if none.
-func familiesOf(set *objects.Set) []dataplane.Family {
-	seen := map[dataplane.Family]bool{}
-	for _, svc := range set.Services {
-		for _, f := range svc.Spec.IPFamilies {
-			seen[dataplane.Family(f)] = true
-		}
-	}
-	var out []dataplane.Family
-	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
-		if seen[f] {
-			out = append(out, f)
-		}
-	}
-	if len(out) == 0 {
-		out = []dataplane.Family{dataplane.IPv4}
-	}
-	return out
-}
-
-// first delivers the whole set as an informer's initial list would, marks
-// the handlers synced, syncs once and dumps.
-func (r *stateRun) first(set *objects.Set) (*results.State, error) {
-	for _, p := range r.proxiers {
-		for _, n := range set.Nodes {
-			p.OnNodeAdd(n)
-		}
-		for _, svc := range set.Services {
-			p.OnServiceAdd(svc)
-		}
-		for _, eps := range set.EndpointSlices {
-			p.OnEndpointSliceAdd(eps)
-		}
-		p.OnServicesSynced()
-		p.OnEndpointSlicesSynced()
-	}
-	return r.sync()
-}
-
-// then delivers the events that turn base into base+changes, syncs again
-// (an incremental sync) and dumps.
-func (r *stateRun) then(base, changes *objects.Set) (*results.State, error) {
-	_, events := base.Apply(changes)
-	for _, p := range r.proxiers {
-		for _, e := range events {
-			deliver(p, e)
-		}
-	}
-	return r.sync()
-}
-
-func deliver(p *proxier.Proxier, e objects.Event) {
-	switch e.Kind {
-	case "Service":
-		switch e.Op {
-		case objects.Add:
-			p.OnServiceAdd(e.Service.New)
-		case objects.Update:
-			p.OnServiceUpdate(e.Service.Old, e.Service.New)
-		case objects.Delete:
-			p.OnServiceDelete(e.Service.Old)
-		}
-	case "EndpointSlice":
-		switch e.Op {
-		case objects.Add:
-			p.OnEndpointSliceAdd(e.Slice.New)
-		case objects.Update:
-			p.OnEndpointSliceUpdate(e.Slice.Old, e.Slice.New)
-		case objects.Delete:
-			p.OnEndpointSliceDelete(e.Slice.Old)
-		}
-	case "Node":
-		switch e.Op {
-		case objects.Add:
-			p.OnNodeAdd(e.Node.New)
-		case objects.Update:
-			p.OnNodeUpdate(e.Node.Old, e.Node.New)
-		case objects.Delete:
-			p.OnNodeDelete(e.Node.Old)
-		}
-	}
-}
-
-func (r *stateRun) sync() (*results.State, error) {
-	for _, p := range r.proxiers {
-		if rec := p.Sync(); rec.Error != "" {
-			return nil, fmt.Errorf("%s proxier sync %d: %s", p.Family(), rec.Seq, rec.Error)
-		}
-	}
-	return results.ReadState(r.kernel.Dataplane(), r.families)
-}
-
-func (r *stateRun) conflicts() []string {
-	var out []string
-	for _, p := range r.proxiers {
-		for _, c := range p.Conflicts() {
-			out = append(out, fmt.Sprintf("%s %s", p.Family(), c))
-		}
-	}
-	return out
 }
 
 // nodeNames are the nodes an export knows: its Node objects, else the

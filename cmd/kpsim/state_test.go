@@ -15,6 +15,7 @@ import (
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
@@ -46,9 +47,9 @@ func formatDest(d results.StateDest) string {
 
 func stateOf(t *testing.T, set *objects.Set, cfg proxier.Config) *results.State {
 	t.Helper()
-	r, err := newStateRun(set, cfg, "")
+	r, err := scenarios.NewStateRun(set, cfg, "")
 	require.NoError(t, err)
-	st, err := r.first(set)
+	st, err := r.First(set)
 	require.NoError(t, err)
 	return st
 }
@@ -87,10 +88,9 @@ func TestStateExample(t *testing.T) {
 		"10.96.0.10:53/TCP rr -> 10.244.1.5:53@1 10.244.1.6:53@1 10.244.2.7:53@1",
 		"10.96.0.10:9153/TCP rr -> 10.244.1.5:9153@1 10.244.1.6:9153@1 10.244.2.7:9153@1",
 		// web (NodePort): the not-ready endpoint on node-c is no destination; the
-		// node port listens on the node's address (and 127.0.0.1, as upstream does).
+		// node port listens on the node's address.
 		"10.96.10.20:80/TCP rr -> 10.244.1.10:8080@1 10.244.2.10:8080@1",
 		"10.0.0.11:30080/TCP rr -> 10.244.1.10:8080@1 10.244.2.10:8080@1",
-		"127.0.0.1:30080/TCP rr -> 10.244.1.10:8080@1 10.244.2.10:8080@1",
 		// frontend (LoadBalancer, externalTrafficPolicy Local): the cluster IP
 		// reaches every ready endpoint, not the terminating one; the LB IP and
 		// the node port only the local one.
@@ -101,7 +101,11 @@ func TestStateExample(t *testing.T) {
 		"10.96.10.31:80/TCP rr -> 10.244.2.30:8080@1",
 		"10.0.0.11:31080/TCP rr -> 10.244.2.30:8080@1",
 		"10.96.10.32:80/TCP rr -> 10.244.2.30:8080@1",
-		// legacy: ClientIP affinity on every address, including both external IPs.
+		"10.0.0.11:31081/TCP rr -> 10.244.2.30:8080@1",
+		// legacy: ClientIP affinity on every address, including both external
+		// IPs. Its externalTrafficPolicy Local (a ClusterIP service with external
+		// IPs takes one) finds no endpoint on node-a: the external IPs, reachable
+		// from outside, fall back to every endpoint.
 		"10.96.10.40:8080/TCP rr persistent/600 -> 10.244.3.30:8080@1",
 		"198.51.100.5:8080/TCP rr persistent/600 -> 10.244.3.30:8080@1",
 		"10.0.0.11:8080/TCP rr persistent/600 -> 10.244.3.30:8080@1",
@@ -123,10 +127,12 @@ func TestStateExample(t *testing.T) {
 		"203.0.113.11:80/TCP", // ipMode Proxy
 		"10.96.30.10:80/TCP",  // service-proxy-name
 		"10.0.0.11:32000/TCP", // the health check port is not a virtual server
+		"127.0.0.1:30080/TCP", // kube-proxy's node addresses leave loopback out
+		"[::1]:30080/TCP",
 	} {
 		require.NotContains(t, vs, absent)
 	}
-	require.Len(t, st.VirtualServers, 29, "every virtual server is accounted for above or is a 127.0.0.1 node port")
+	require.Len(t, st.VirtualServers, 23, "every virtual server is accounted for above")
 
 	sets := setEntries(st)
 	require.Len(t, sets, 34, "all 17 sets per family exist, even empty ones")
@@ -135,8 +141,8 @@ func TestStateExample(t *testing.T) {
 			"10.96.10.20,tcp:80", "10.96.10.30,tcp:443", "10.96.10.31,tcp:80", "10.96.10.32,tcp:80", "10.96.10.40,tcp:8080",
 			"10.96.10.50,tcp:6379", "10.96.10.60,tcp:80", "10.96.20.10,udp:8125", "10.96.20.20,sctp:3868"},
 		"KUBE-6-CLUSTER-IP":              {"fd00:96::60,tcp:80"},
-		"KUBE-EXTERNAL-IP":               {"10.0.0.11,tcp:8080", "198.51.100.5,tcp:8080"},
-		"KUBE-EXTERNAL-IP-LOCAL":         {},
+		"KUBE-EXTERNAL-IP":               {},
+		"KUBE-EXTERNAL-IP-LOCAL":         {"10.0.0.11,tcp:8080", "198.51.100.5,tcp:8080"},
 		"KUBE-LOAD-BALANCER":             {"203.0.113.10,tcp:443"},
 		"KUBE-LOAD-BALANCER-LOCAL":       {"203.0.113.10,tcp:443"},
 		"KUBE-LOAD-BALANCER-FW":          {"203.0.113.10,tcp:443"},
@@ -146,7 +152,7 @@ func TestStateExample(t *testing.T) {
 		"KUBE-NODE-PORT-TCP":           {"30080", "31080", "31081", "31443"},
 		"KUBE-NODE-PORT-LOCAL-TCP":     {"31443"},
 		"KUBE-NODE-PORT-UDP":           {"30125"},
-		"KUBE-NODE-PORT-SCTP-HASH":     {"10.0.0.11,sctp:30868", "127.0.0.1,sctp:30868"},
+		"KUBE-NODE-PORT-SCTP-HASH":     {"10.0.0.11,sctp:30868"},
 		"KUBE-HEALTH-CHECK-NODE-PORT":  {"32000"},
 		// Every local endpoint, terminating (10.244.1.21) included.
 		"KUBE-LOOP-BACK": {"10.244.1.10,tcp:8080,10.244.1.10", "10.244.1.20,tcp:8443,10.244.1.20", "10.244.1.21,tcp:8443,10.244.1.21",
@@ -169,8 +175,12 @@ func TestStateExample(t *testing.T) {
 		`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
 		`-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN`,
 		`-A KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`,
+		`-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-EXTERNAL-IP-LOCAL dst,dst -m addrtype --dst-type LOCAL -j ACCEPT`,
 	} {
 		require.Contains(t, nat, r)
+	}
+	for _, r := range nat {
+		require.NotContains(t, r, "--match-set KUBE-EXTERNAL-IP dst,dst", "no external IP is masqueraded: legacy's are Local")
 	}
 	for _, r := range []string{
 		`-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT`,
@@ -199,8 +209,9 @@ func TestStateExampleOtherNodeAndSettings(t *testing.T) {
 	require.Equal(t, "203.0.113.10:443/TCP wrr -> 10.244.2.20:8443@1", vs["203.0.113.10:443/TCP"])
 	require.Equal(t, "10.0.0.12:31443/TCP wrr -> 10.244.2.20:8443@1", vs["10.0.0.12:31443/TCP"])
 	require.NotContains(t, vs, "10.0.0.11:31443/TCP")
-	// cache has no endpoint on node-b: internalTrafficPolicy Local falls back to all endpoints.
-	require.Equal(t, "10.96.10.50:6379/TCP wrr -> 10.244.1.40:6379@1 10.244.3.40:6379@1", vs["10.96.10.50:6379/TCP"])
+	// cache has no endpoint on node-b: internalTrafficPolicy Local on a service
+	// not reachable from outside leaves its virtual server without a destination.
+	require.Equal(t, "10.96.10.50:6379/TCP wrr ->", vs["10.96.10.50:6379/TCP"])
 	// 10.0.0.11 is no longer a node address: it is bound like any external IP.
 	require.Contains(t, st.Addresses, "10.0.0.11")
 	require.Equal(t, []dataplane.Family{dataplane.IPv4}, st.Families)
@@ -213,14 +224,14 @@ func TestStateExampleOtherNodeAndSettings(t *testing.T) {
 // compares the dump with a fresh proxier given the final objects.
 func incrementalVersusScratch(t *testing.T, base, changes *objects.Set, cfg proxier.Config) (incremental *results.State) {
 	t.Helper()
-	r, err := newStateRun(base, cfg, "")
+	r, err := scenarios.NewStateRun(base, cfg, "")
 	require.NoError(t, err)
-	_, err = r.first(base)
+	_, err = r.First(base)
 	require.NoError(t, err)
-	inc, err := r.then(base, changes)
+	inc, err := r.Then(base, changes)
 	require.NoError(t, err)
 	final, _ := base.Apply(changes)
-	cfg.Families = r.families // the final objects may no longer use a family the node runs
+	cfg.Families = r.Families // the final objects may no longer use a family the node runs
 	scratch := stateOf(t, final, cfg)
 	diffs := resultsDiff(scratch, inc)
 	require.Empty(t, diffs, "incremental (B) differs from a from-scratch run on the final objects (A):\n%s", diffs)
@@ -302,13 +313,56 @@ func TestStateCommand(t *testing.T) {
 	require.Empty(t, results.DiffStates(stateOf(t, set, proxier.Config{}), got))
 }
 
+// TestStateDefaultNode: without --node, kpsim state plays the node hosting
+// the most endpoints among the Node objects (not the first one), and its
+// help says so.
+func TestStateDefaultNode(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.yaml")
+	require.NoError(t, os.WriteFile(in, []byte(`
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status: {addresses: [{type: InternalIP, address: 10.0.0.11}]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b}
+status: {addresses: [{type: InternalIP, address: 10.0.0.12}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {clusterIP: 10.96.0.10, ports: [{port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{port: 80}]
+endpoints:
+- {addresses: [10.244.1.5], nodeName: node-b}
+- {addresses: [10.244.1.6], nodeName: node-b}
+- {addresses: [10.244.1.7], nodeName: node-a}
+`), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"state", "-f", in}, &out, &errb), errb.String())
+	require.Contains(t, errb.String(), "node node-b [10.0.0.12]")
+
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, 0, run([]string{"state", "--help"}, &out, &errb))
+	help := out.String()
+	require.Contains(t, help, "the node hosting the most endpoints (among the Node objects")
+	require.NotContains(t, help, "the first Node object")
+}
+
 func TestAnonymizeCommand(t *testing.T) {
 	dir := t.TempDir()
 	out1, out2 := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
 	for _, o := range []string{out1, out2} {
 		var stdout, stderr bytes.Buffer
 		require.Equal(t, 0, run([]string{"anonymize", exampleDir, "-o", o, "--seed", "42"}, &stdout, &stderr), stderr.String())
-		require.Contains(t, stderr.String(), "wrote 11 services, 13 endpoint slices, 3 nodes")
+		require.Contains(t, stderr.String(), "wrote 11 services, 14 endpoint slices, 3 nodes")
 	}
 	b1, err := os.ReadFile(out1)
 	require.NoError(t, err)

@@ -64,6 +64,9 @@ type ServiceFlags uint32
 const (
 	FlagPersistent ServiceFlags = 0x1 // IP_VS_SVC_F_PERSISTENT: session affinity
 	FlagHashed     ServiceFlags = 0x2 // IP_VS_SVC_F_HASHED: set by the kernel on every service
+	// FlagSchedPort is IP_VS_SVC_F_SCHED2: the sh and mh schedulers hash the
+	// source port with the source address. kube-proxy sets it with mh.
+	FlagSchedPort ServiceFlags = 0x10
 )
 
 // VirtualServer is an IPVS virtual server.

@@ -145,6 +145,103 @@ func (s *Set) Apply(changes *Set) (*Set, []Event) {
 	return out, events
 }
 
+// Handler receives informer events: kube-proxy's Service, EndpointSlice
+// and Node event handlers (pkg/proxy/config), which a proxier implements.
+type Handler interface {
+	OnServiceAdd(svc *v1.Service)
+	OnServiceUpdate(old, svc *v1.Service)
+	OnServiceDelete(svc *v1.Service)
+	OnEndpointSliceAdd(eps *discoveryv1.EndpointSlice)
+	OnEndpointSliceUpdate(old, eps *discoveryv1.EndpointSlice)
+	OnEndpointSliceDelete(eps *discoveryv1.EndpointSlice)
+	OnNodeAdd(node *v1.Node)
+	OnNodeUpdate(old, node *v1.Node)
+	OnNodeDelete(node *v1.Node)
+}
+
+// Deliver calls the handler method for the event.
+func (e Event) Deliver(h Handler) {
+	switch e.Kind {
+	case "Service":
+		switch e.Op {
+		case Add:
+			h.OnServiceAdd(e.Service.New)
+		case Update:
+			h.OnServiceUpdate(e.Service.Old, e.Service.New)
+		case Delete:
+			h.OnServiceDelete(e.Service.Old)
+		}
+	case "EndpointSlice":
+		switch e.Op {
+		case Add:
+			h.OnEndpointSliceAdd(e.Slice.New)
+		case Update:
+			h.OnEndpointSliceUpdate(e.Slice.Old, e.Slice.New)
+		case Delete:
+			h.OnEndpointSliceDelete(e.Slice.Old)
+		}
+	case "Node":
+		switch e.Op {
+		case Add:
+			h.OnNodeAdd(e.Node.New)
+		case Update:
+			h.OnNodeUpdate(e.Node.Old, e.Node.New)
+		case Delete:
+			h.OnNodeDelete(e.Node.Old)
+		}
+	}
+}
+
+// EventFor is the event an informer reports: op on old and new (nil where
+// the op has none), each a *v1.Service, *discoveryv1.EndpointSlice or
+// *v1.Node. ok is false for any other object, or when an object the op
+// needs is missing.
+func EventFor(op Op, old, new any) (e Event, ok bool) {
+	var hasOld, hasNew bool
+	if o, isSvc := old.(*v1.Service); isSvc || isType[*v1.Service](new) {
+		n, _ := new.(*v1.Service)
+		e, hasOld, hasNew = serviceEvent(op, o, n), o != nil, n != nil
+	} else if o, isEps := old.(*discoveryv1.EndpointSlice); isEps || isType[*discoveryv1.EndpointSlice](new) {
+		n, _ := new.(*discoveryv1.EndpointSlice)
+		e, hasOld, hasNew = sliceEvent(op, o, n), o != nil, n != nil
+	} else if o, isNode := old.(*v1.Node); isNode || isType[*v1.Node](new) {
+		n, _ := new.(*v1.Node)
+		e, hasOld, hasNew = nodeEvent(op, o, n), o != nil, n != nil
+	} else {
+		return Event{}, false
+	}
+	switch op {
+	case Add:
+		return e, hasNew
+	case Update:
+		return e, hasOld && hasNew
+	case Delete:
+		return e, hasOld
+	}
+	return Event{}, false
+}
+
+func isType[T any](x any) bool {
+	_, ok := x.(T)
+	return ok
+}
+
+// Events is the set as an informer's initial list delivers it: an add for
+// every Node, then every Service, then every EndpointSlice.
+func (s *Set) Events() []Event {
+	out := make([]Event, 0, len(s.Nodes)+len(s.Services)+len(s.EndpointSlices))
+	for _, n := range s.Nodes {
+		out = append(out, nodeEvent(Add, nil, n))
+	}
+	for _, svc := range s.Services {
+		out = append(out, serviceEvent(Add, nil, svc))
+	}
+	for _, eps := range s.EndpointSlices {
+		out = append(out, sliceEvent(Add, nil, eps))
+	}
+	return out
+}
+
 func serviceEvent(op Op, old, new *v1.Service) Event {
 	e := Event{Op: op, Kind: "Service"}
 	e.Service.Old, e.Service.New = old, new

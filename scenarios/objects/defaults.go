@@ -79,7 +79,7 @@ func defaultService(svc *v1.Service) {
 		p := v1.ServiceInternalTrafficPolicyCluster
 		sp.InternalTrafficPolicy = &p
 	}
-	if (sp.Type == v1.ServiceTypeNodePort || sp.Type == v1.ServiceTypeLoadBalancer) && sp.ExternalTrafficPolicy == "" {
+	if ExternallyAccessible(svc) && sp.ExternalTrafficPolicy == "" {
 		sp.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
 	}
 	if sp.Type == v1.ServiceTypeLoadBalancer && sp.AllocateLoadBalancerNodePorts == nil {
@@ -93,22 +93,6 @@ func defaultService(svc *v1.Service) {
 			in.IPMode = &m
 		}
 	}
-}
-
-// serviceIgnored says why kube-proxy would skip a (defaulted) service, or "".
-func serviceIgnored(svc *v1.Service) string {
-	if v, ok := svc.Labels[LabelServiceProxyName]; ok {
-		return fmt.Sprintf("labelled %s=%q: handled by another proxy", LabelServiceProxyName, v)
-	}
-	switch {
-	case svc.Spec.Type == v1.ServiceTypeExternalName:
-		return "type ExternalName: a DNS alias, nothing to proxy"
-	case svc.Spec.ClusterIP == v1.ClusterIPNone:
-		return "headless (clusterIP None): clients reach endpoints directly"
-	case svc.Spec.ClusterIP == "":
-		return "no clusterIP"
-	}
-	return ""
 }
 
 func validateService(svc *v1.Service) error {
@@ -210,8 +194,8 @@ func validateService(svc *v1.Service) error {
 	switch sp.ExternalTrafficPolicy {
 	case "":
 	case v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal:
-		if sp.Type == v1.ServiceTypeClusterIP {
-			return fmt.Errorf("spec.externalTrafficPolicy: set on a ClusterIP service")
+		if !ExternallyAccessible(svc) {
+			return fmt.Errorf("spec.externalTrafficPolicy: may only be set on an externally reachable service (NodePort, LoadBalancer, or with externalIPs)")
 		}
 	default:
 		return fmt.Errorf("spec.externalTrafficPolicy: %q is not Cluster or Local", sp.ExternalTrafficPolicy)
@@ -259,24 +243,6 @@ func defaultSlice(eps *discoveryv1.EndpointSlice) {
 			p.Name = &empty
 		}
 	}
-}
-
-// sliceIgnored says why kube-proxy's informer or its endpoints cache would
-// skip a slice, or "".
-func sliceIgnored(eps *discoveryv1.EndpointSlice) string {
-	if v, ok := eps.Labels[LabelServiceProxyName]; ok {
-		return fmt.Sprintf("labelled %s=%q: handled by another proxy", LabelServiceProxyName, v)
-	}
-	if _, ok := eps.Labels[LabelHeadless]; ok {
-		return "labelled " + LabelHeadless + ": belongs to a headless service"
-	}
-	if eps.Labels[LabelServiceName] == "" {
-		return "no " + LabelServiceName + " label: not tied to a service"
-	}
-	if eps.AddressType == discoveryv1.AddressTypeFQDN {
-		return "addressType FQDN: kube-proxy programs IP slices only"
-	}
-	return ""
 }
 
 func validateSlice(eps *discoveryv1.EndpointSlice) error {

@@ -19,11 +19,13 @@ type Node struct {
 	Warnings []string
 }
 
-// ForNode picks the node the proxier plays. An empty name picks the node
-// hosting the most endpoints (among the Node objects, if the set has any), so
-// that Local policies have something local to select by default; the choice
-// does not depend on names unless there is a tie, so an anonymized export
-// plays the same node.
+// DefaultNode says which node ForNode picks when given no name, for help texts.
+const DefaultNode = "the node hosting the most endpoints (among the Node objects, if there are any; a tie goes to the name sorting first)"
+
+// ForNode picks the node the proxier plays. An empty name picks
+// DefaultNode, so that Local policies have something local to select by
+// default; the choice does not depend on names unless there is a tie, so an
+// anonymized export plays the same node.
 func (s *Set) ForNode(name string) Node {
 	endpoints := map[string]int{}
 	for _, eps := range s.EndpointSlices {
@@ -59,19 +61,9 @@ func (s *Set) ForNode(name string) Node {
 	}
 	found := false
 	for _, node := range s.Nodes {
-		if node.Name != n.Name {
-			continue
-		}
-		found = true
-		for _, t := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
-			for _, a := range node.Status.Addresses {
-				if a.Type != t {
-					continue
-				}
-				if ip, err := parseAddr(a.Address); err == nil {
-					n.Addresses = append(n.Addresses, ip)
-				}
-			}
+		if node.Name == n.Name {
+			found = true
+			n.Addresses = NodeAddresses(node)
 		}
 	}
 	if len(s.Nodes) > 0 && !found {
@@ -89,4 +81,22 @@ func (s *Set) ForNode(name string) Node {
 			"node %q hosts no endpoint; the %d services with a Local traffic policy have no local endpoints on it", n.Name, local))
 	}
 	return n
+}
+
+// NodeAddresses are a Node object's addresses in the order kube-proxy reads
+// them (upstream's GetNodeHostIPs): InternalIP ones, then ExternalIP ones.
+// Its node IP of a family is the first of that family.
+func NodeAddresses(n *v1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, t := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
+		for _, a := range n.Status.Addresses {
+			if a.Type != t {
+				continue
+			}
+			if ip, err := parseAddr(a.Address); err == nil {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
 }

@@ -30,17 +30,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// Labels kube-proxy's informers select on.
-const (
-	// LabelServiceProxyName marks a Service (and the EndpointSlices the
-	// controller copies its labels to) as handled by another proxy.
-	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
-	// LabelHeadless is set by the EndpointSlice controller on a headless service's slices.
-	LabelHeadless = "service.kubernetes.io/headless"
-	// LabelServiceName links an EndpointSlice to its Service.
-	LabelServiceName = discoveryv1.LabelServiceName
-)
-
 // Set is a cluster as one node's kube-proxy sees it.
 type Set struct {
 	Services       []*v1.Service
@@ -279,7 +268,7 @@ func decodeItem(raw json.RawMessage, itemKind string) decoded {
 		}
 		defaultService(svc)
 		d.svc, d.id = svc, joinName(svc.Namespace, svc.Name)
-		if d.ignored = serviceIgnored(svc); d.ignored == "" {
+		if d.ignored = ServiceIgnored(svc); d.ignored == "" {
 			if err := validateService(svc); err != nil {
 				d.err = fmt.Errorf("services %s: %w", d.id, err)
 			}
@@ -292,7 +281,7 @@ func decodeItem(raw json.RawMessage, itemKind string) decoded {
 		eps := &discoveryv1.EndpointSlice{ObjectMeta: h.Metadata, AddressType: h.AddressType, Endpoints: h.Endpoints, Ports: h.Ports}
 		defaultSlice(eps)
 		d.eps, d.id = eps, joinName(eps.Namespace, eps.Name)
-		if d.ignored = sliceIgnored(eps); d.ignored == "" {
+		if d.ignored, _ = SliceIgnored(eps); d.ignored == "" {
 			if err := validateSlice(eps); err != nil {
 				d.err = fmt.Errorf("endpointslices %s: %w", d.id, err)
 			}

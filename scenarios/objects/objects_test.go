@@ -3,6 +3,7 @@ package objects
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -40,9 +41,11 @@ func TestLoadExample(t *testing.T) {
 		"default/kubernetes", "kube-system/kube-dns", "shop/cache", "shop/catalog", "shop/edge-hostname",
 		"shop/edge-proxy", "shop/frontend", "shop/legacy", "shop/web", "telemetry/diameter", "telemetry/statsd",
 	}, svcs)
-	require.Len(t, slices, 13)
+	// ingress-gw's slice is kept: kube-proxy's slice informer does not look at
+	// service-proxy-name, and the slice matters only through its ignored service.
+	require.Len(t, slices, 14)
+	require.Contains(t, slices, "mesh/ingress-gw-t5z8q")
 	require.Equal(t, []Ignored{
-		{"EndpointSlice", "mesh/ingress-gw-t5z8q", `labelled service.kubernetes.io/service-proxy-name="mesh-proxy": handled by another proxy`},
 		{"EndpointSlice", "shop/db-c9x2v", "labelled service.kubernetes.io/headless: belongs to a headless service"},
 		{"EndpointSlice", "shop/manual-targets", "no kubernetes.io/service-name label: not tied to a service"},
 		{"Service", "mesh/ingress-gw", `labelled service.kubernetes.io/service-proxy-name="mesh-proxy": handled by another proxy`},
@@ -119,6 +122,34 @@ func TestDefaults(t *testing.T) {
 	require.Nil(t, eps.Endpoints[0].Conditions.Ready, "unset conditions keep their meaning")
 
 	require.Equal(t, []Ignored{{"Pod", "x/p", "kind Pod (v1) is not read by kube-proxy"}}, s.Ignored)
+}
+
+// TestExternalTrafficPolicyOnClusterIP: the API server defaults and accepts
+// externalTrafficPolicy on every externally reachable service, and a
+// ClusterIP service with external IPs is one.
+func TestExternalTrafficPolicyOnClusterIP(t *testing.T) {
+	const doc = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"%s"},"spec":{"clusterIP":"10.96.0.5","ports":[{"port":80}]%s}}`
+	for _, tc := range []struct {
+		name, spec string
+		want       v1.ServiceExternalTrafficPolicy
+		err        string
+	}{
+		{"externalIPs, Local", `,"externalIPs":["198.51.100.5"],"externalTrafficPolicy":"Local"`, v1.ServiceExternalTrafficPolicyLocal, ""},
+		{"externalIPs, unset", `,"externalIPs":["198.51.100.5"]`, v1.ServiceExternalTrafficPolicyCluster, ""},
+		{"no externalIPs, unset", ``, "", ""},
+		{"no externalIPs, Local", `,"externalTrafficPolicy":"Local"`, "",
+			"spec.externalTrafficPolicy: may only be set on an externally reachable service (NodePort, LoadBalancer, or with externalIPs)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Read("in.json", strings.NewReader(fmt.Sprintf(doc, "web", tc.spec)))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, s.Services[0].Spec.ExternalTrafficPolicy)
+		})
+	}
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -352,7 +383,7 @@ func TestAnonymize(t *testing.T) {
 	back := roundTrip(t, a1)
 	require.Equal(t, len(s.Services), len(back.Services))
 	require.Equal(t, len(s.EndpointSlices), len(back.EndpointSlices))
-	require.Equal(t, []string{"anonymize: 6 ignored objects not carried over"}, a1.Notes)
+	require.Equal(t, []string{"anonymize: 5 ignored objects not carried over"}, a1.Notes)
 
 	// Structure is kept: per service type, ports, protocols, policies.
 	shape := func(set *Set) map[string]int {
@@ -392,14 +423,23 @@ func TestAnonymize(t *testing.T) {
 	require.Equal(t, 16, rng.Bits())
 	require.True(t, rng.Contains(nodeA.Addresses[0]), "%s should contain %s", rng, nodeA.Addresses[0])
 	require.False(t, netip.MustParsePrefix(anonFrontend.Spec.LoadBalancerSourceRanges[0]).Contains(nodeA.Addresses[0]))
-	// and the slice still belongs to its service.
-	for _, sl := range a1.EndpointSlices {
-		found := false
-		for _, svc := range a1.Services {
-			found = found || svc.Namespace == sl.Namespace && svc.Name == sl.Labels[LabelServiceName]
+	// and every slice still belongs to its service (the one whose service
+	// kube-proxy ignores had none to begin with).
+	orphans := func(set *Set) int {
+		n := 0
+		for _, sl := range set.EndpointSlices {
+			found := false
+			for _, svc := range set.Services {
+				found = found || svc.Namespace == sl.Namespace && svc.Name == sl.Labels[LabelServiceName]
+			}
+			if !found {
+				n++
+			}
 		}
-		require.True(t, found, "slice %s/%s lost its service", sl.Namespace, sl.Name)
+		return n
 	}
+	require.Equal(t, 1, orphans(s))
+	require.Equal(t, orphans(s), orphans(a1))
 }
 
 func condString(c discoveryv1.EndpointConditions) string {

@@ -11,7 +11,7 @@ import (
 )
 
 func runLinks(t *testing.T, newDataplane func(t *testing.T) dataplane.Dataplane) {
-	const dummy = "kube-ipvs0"
+	const dummy = dataplane.DummyLink
 	tests := []struct {
 		family dataplane.Family
 		vip    netip.Prefix
