@@ -16,6 +16,7 @@ import (
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/sim"
 )
 
 // DefaultProbeTimeout is how long one probe attempt waits for a connection
@@ -94,6 +95,9 @@ func (b *Backend) Dataplane() dataplane.Dataplane { return b.k.Dataplane() }
 // Basis: every duration and probe outcome of a kernel run is measured.
 func (b *Backend) Basis() string { return results.Measured }
 
+// UseClock says no: a real kernel takes the time it takes.
+func (b *Backend) UseClock(sim.Clock) bool { return false }
+
 // Prepare starts servers for the probe targets' ready endpoints in the
 // initial cluster, so the first attempts find them.
 func (b *Backend) Prepare(_ context.Context, c *objects.Set, targets []results.Target) error {
@@ -101,6 +105,9 @@ func (b *Backend) Prepare(_ context.Context, c *objects.Set, targets []results.T
 	defer b.mu.Unlock()
 	ports := map[string][]probedPort{}
 	for _, t := range targets {
+		if t.From == results.FromNode {
+			return fmt.Errorf("probe %s %s from the node: the kernel backend probes from a pod only", t.Kind, t.Address)
+		}
 		svc, port, err := splitTargetService(t.Service)
 		if err != nil {
 			return err

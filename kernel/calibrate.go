@@ -106,14 +106,15 @@ func (c *calibration) clock(dp dataplane.Dataplane) func() time.Duration {
 		return c.opts.Clock(dp)
 	}
 	start := time.Now()
-	var modeled0 time.Duration
-	if dp.ModeledDelay != nil {
-		modeled0 = dp.ModeledDelay()
+	var unspent0 time.Duration
+	if dp.Model != nil {
+		_, unspent0 = dp.Model.Kernel()
 	}
 	return func() time.Duration {
 		d := time.Since(start)
-		if dp.ModeledDelay != nil {
-			d += dp.ModeledDelay() - modeled0
+		if dp.Model != nil {
+			_, unspent := dp.Model.Kernel()
+			d += unspent - unspent0
 		}
 		return d
 	}

@@ -27,8 +27,8 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 				return k.Dataplane(), func() {}, nil
 			}
 			modeledOnly := func(dp dataplane.Dataplane) func() time.Duration {
-				start := dp.ModeledDelay()
-				return func() time.Duration { return dp.ModeledDelay() - start }
+				_, start := dp.Model.Kernel()
+				return func() time.Duration { _, now := dp.Model.Kernel(); return now - start }
 			}
 			var log bytes.Buffer
 			got, err := Calibrate(open, CalibrateOptions{

@@ -6,9 +6,9 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
@@ -133,40 +133,37 @@ type Options struct {
 	Churn *dataplane.Churn
 	// Metrics, shared across families and restarts; nil disables metrics.
 	Metrics *Metrics
-	// HandlerDelay is slept by every informer event handler before it
-	// processes an event: a slow handler (in the incident, handlers waiting
-	// for the proxier's lock while a long sync ran), so that handlers lag
-	// behind the informers' stores.
-	HandlerDelay time.Duration
 	// Clock drives the sync runner, graceful termination and timestamps;
 	// nil means the real clock. Tests inject a fake one.
 	Clock clock.WithTicker
-	// Lockstep, when set, lets a replay step the proxier (kpsim's sim at
-	// time scale 0); nil means free-running, as kube-proxy runs.
-	Lockstep Lockstep
+	// Stepper, when set, steps the proxier through modeled time (kpsim's
+	// sim on a modeled clock); nil means free-running, as kube-proxy runs.
+	Stepper Stepper
+	// Handlers, when set, wraps each informer event handler before it is
+	// registered (kind is "Service", "EndpointSlice" or "Node"): the replay
+	// uses it to count events, and to make handlers lag behind the
+	// informers' stores as they did in the incident.
+	Handlers func(kind string, h cache.ResourceEventHandler) cache.ResourceEventHandler
 }
 
-// Lockstep is a replay hook that makes a run repeatable: the same scenario
-// gives the same syncs, each applying the same changes, every time. It
-// decides when a sync may start and learns when the proxier has nothing left
-// to do; it never changes what a sync does. Free-running, which API changes
-// share a sync depends on goroutine timing. The replay that implements it
-// also drives Options.Clock, so timers fire at points it chooses.
-type Lockstep interface {
-	// SyncGate is held by each sync of the runner from its start to its
-	// end. The replay holds it while it writes a batch of API changes and
-	// until every handler has recorded them, so no sync sees half a batch.
-	SyncGate() sync.Locker
-	// Handled is called after each informer event (the initial list's
-	// adds included) has been passed to every family's handler, so the
-	// replay can count the objects and writes it made through.
-	Handled()
-	// Turn returns the replay's current turn and a channel closed when the
-	// next turn starts (the replay changed something: wrote, moved the clock).
-	Turn() (turn uint64, next <-chan struct{})
+// Stepper is a replay that moves a proxier through modeled time, so that a
+// run repeats exactly: the same scenario gives the same syncs, applying the
+// same changes at the same modeled instants. It decides when each sync may
+// start and learns when a runner has nothing left to do; it never changes
+// what a sync does. The replay that implements it also drives
+// Options.Clock, and the dataplane's modeled clock moves with every kernel
+// operation and every unit of the proxier's own work (dataplane.Model).
+type Stepper interface {
+	// Begin is called by a family's runner before each sync and returns
+	// when the sync may start: once everything the replay did before this
+	// modeled instant has reached the handlers.
+	Begin(f dataplane.Family)
+	// Turn returns the family's current turn and a channel closed when its
+	// next turn starts: the replay lets one runner at a time look for work,
+	// so that what runners do (arm timers, begin syncs) is in a fixed order.
+	Turn(f dataplane.Family) (turn uint64, next <-chan struct{})
 	// Idle is called by a family's sync runner when, during turn, it found
-	// nothing to do: no request, no due timer. The replay's step is over
-	// when every family is idle in its current turn.
+	// nothing to do: no request, no due timer. It then waits for its next turn.
 	Idle(f dataplane.Family, turn uint64)
 }
 

@@ -140,6 +140,7 @@ func (s *syncRun) ensureIPSets() {
 			m[e] = struct{}{}
 		}
 		p.kernel.entries[i] = m
+		s.work(dataplane.Work{Entries: len(entries)})
 	}
 	p.kernel.setsOK = ok
 }
@@ -267,6 +268,7 @@ func (s *syncRun) readIPVS() error {
 			kv.dests[d.AddrPort()] = d.Weight
 		}
 		m[vs.ServiceKey] = kv
+		s.work(dataplane.Work{Ports: 1, Endpoints: len(dests)})
 	}
 	p.kernel.vs = m
 	for k := range p.draining {
@@ -290,6 +292,11 @@ func (s *syncRun) reconcileVS(k dataplane.ServiceKey) {
 	p := s.p
 	want, wanted := p.wantVS(k)
 	have := p.kernel.vs[k]
+	w := dataplane.Work{Ports: 1, Endpoints: len(want.dests)}
+	if have != nil {
+		w.Endpoints += len(have.dests)
+	}
+	s.work(w)
 	if !wanted {
 		if have != nil && s.fullPicture {
 			if p.excluded(k.Address) {
@@ -402,10 +409,12 @@ func (s *syncRun) ipsetEntries() {
 		add, del []string
 	}
 	var done []applied
+	compared := 0
 	for i := range setInfos {
 		id := setID(i)
 		var add, del []string
 		if s.full {
+			compared += len(p.entryRef[id]) + len(p.kernel.entries[id])
 			for e := range p.entryRef[id] {
 				if _, ok := p.kernel.entries[id][e]; !ok {
 					add = append(add, e)
@@ -417,6 +426,7 @@ func (s *syncRun) ipsetEntries() {
 				}
 			}
 		} else {
+			compared += len(p.touchedEntries[id])
 			for e := range p.touchedEntries[id] {
 				_, want := p.entryRef[id][e]
 				_, have := p.kernel.entries[id][e]
@@ -436,6 +446,7 @@ func (s *syncRun) ipsetEntries() {
 		batch = append(batch, dataplane.SetChange{Set: SetName(setInfos[id].name, p.family), Add: add, Del: del})
 		done = append(done, applied{id, add, del})
 	}
+	s.work(dataplane.Work{Entries: compared})
 	if len(batch) == 0 {
 		return
 	}

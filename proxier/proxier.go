@@ -84,6 +84,7 @@ type state struct {
 	touchedAddrs   map[netip.Addr]struct{}
 	conntrackWork  []dataplane.ConntrackFilter
 	programmed     []pendingProgrammed
+	recomputed     dataplane.Work // what apply-changes recomputed, priced as the proxier's work
 
 	kernel   kernelModel
 	draining map[drainKey]time.Time // real servers at weight 0, and when to check them next

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -51,19 +50,16 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 	}))
 	nodeInformer := nodeFactory.Core().V1().Nodes().Informer()
 
-	counted := func(h cache.ResourceEventHandler) cache.ResourceEventHandler {
-		if opts.Lockstep == nil {
+	wrap := func(kind string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
+		if opts.Handlers == nil {
 			return h
 		}
-		return countedHandler{h, opts.Lockstep.Handled}
+		return opts.Handlers(kind, h)
 	}
 	deliver := func(op objects.Op, old, obj any) {
 		e, ok := objects.EventFor(op, tombstone(old), tombstone(obj))
 		if !ok || e.Kind == "Node" && e.ObjectID != cfg.NodeName {
 			return // the fake clientset ignores the node informer's field selector
-		}
-		if opts.HandlerDelay > 0 {
-			time.Sleep(opts.HandlerDelay)
 		}
 		for _, p := range proxiers {
 			e.Deliver(p)
@@ -74,15 +70,15 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 		UpdateFunc: func(old, obj any) { deliver(objects.Update, old, obj) },
 		DeleteFunc: func(obj any) { deliver(objects.Delete, obj, nil) },
 	}
-	svcReg, err := svcInformer.AddEventHandler(counted(handler))
+	svcReg, err := svcInformer.AddEventHandler(wrap("Service", handler))
 	if err != nil {
 		return fmt.Errorf("add service handler: %w", err)
 	}
-	sliceReg, err := sliceInformer.AddEventHandler(counted(handler))
+	sliceReg, err := sliceInformer.AddEventHandler(wrap("EndpointSlice", handler))
 	if err != nil {
 		return fmt.Errorf("add endpointslice handler: %w", err)
 	}
-	nodeReg, err := nodeInformer.AddEventHandler(counted(handler))
+	nodeReg, err := nodeInformer.AddEventHandler(wrap("Node", handler))
 	if err != nil {
 		return fmt.Errorf("add node handler: %w", err)
 	}
@@ -106,7 +102,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 	for _, p := range proxiers {
 		p.OnServicesSynced()
 		p.OnEndpointSlicesSynced()
-		p.runner.lockstep, p.runner.family = opts.Lockstep, p.family
+		p.runner.stepper, p.runner.family = opts.Stepper, p.family
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -125,26 +121,4 @@ func tombstone(obj any) any {
 		return d.Obj
 	}
 	return obj
-}
-
-// countedHandler tells a Lockstep about every event its handler has
-// processed (other nodes' events included: each one was an object or a write).
-type countedHandler struct {
-	cache.ResourceEventHandler
-	handled func()
-}
-
-func (c countedHandler) OnAdd(obj any, isInInitialList bool) {
-	c.ResourceEventHandler.OnAdd(obj, isInInitialList)
-	c.handled()
-}
-
-func (c countedHandler) OnUpdate(oldObj, obj any) {
-	c.ResourceEventHandler.OnUpdate(oldObj, obj)
-	c.handled()
-}
-
-func (c countedHandler) OnDelete(obj any) {
-	c.ResourceEventHandler.OnDelete(obj)
-	c.handled()
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
@@ -178,7 +179,7 @@ func TestRunInitialSyncModes(t *testing.T) {
 				done <- Run(ctx, client, k.Dataplane(), Config{NodeName: testNode, InitialSync: tc.mode, MinSyncPeriod: time.Millisecond},
 					// Slow handlers (25 ms an event, 3 events a service): the informers'
 					// stores fill long before the handlers have seen everything.
-					Options{Index: 1, OnSync: rec.onSync, HandlerDelay: 25 * time.Millisecond, Churn: churn})
+					Options{Index: 1, OnSync: rec.onSync, Handlers: slowHandlers(25 * time.Millisecond), Churn: churn})
 			}()
 			first := rec.waitFor(t, "first sync", func(results.Sync) bool { return true })
 			require.Equal(t, TriggerInitial, first.Trigger)
@@ -230,4 +231,15 @@ func TestNetworkProgrammingLatency(t *testing.T) {
 		}
 	}
 	t.Fatal("no network programming histogram")
+}
+
+// slowHandlers makes every handler take d per event before it processes it.
+func slowHandlers(d time.Duration) func(string, cache.ResourceEventHandler) cache.ResourceEventHandler {
+	return func(_ string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
+		return cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(obj any, initial bool) { time.Sleep(d); h.OnAdd(obj, initial) },
+			UpdateFunc: func(o, n any) { time.Sleep(d); h.OnUpdate(o, n) },
+			DeleteFunc: func(obj any) { time.Sleep(d); h.OnDelete(obj) },
+		}
+	}
 }

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -47,13 +48,16 @@ func (b *tokenBucket) take(now time.Time) bool {
 	return false
 }
 
-// wait is how long until a token is available.
+// wait is how long until a token is available, rounded up: waiting that
+// long always yields one. (Rounded down, a sub-nanosecond remainder made a
+// zero wait that yields nothing, and on a clock that moves only when told,
+// a runner that re-armed it for ever.)
 func (b *tokenBucket) wait(now time.Time) time.Duration {
 	b.refill(now)
 	if b.tokens >= 1 {
 		return 0
 	}
-	return time.Duration((1 - b.tokens) * float64(b.interval))
+	return time.Duration(math.Ceil((1 - b.tokens) * float64(b.interval)))
 }
 
 // runner runs a sync function with kube-proxy's bounded-frequency semantics:
@@ -70,10 +74,10 @@ type runner struct {
 	// idle, when set (tests), receives a value each time the loop is about
 	// to wait, so a fake clock is stepped only while the loop waits on it.
 	idle chan struct{}
-	// lockstep, when set, gates each run and hears when the loop has
-	// nothing to do (Options.Lockstep); family names the loop to it.
-	lockstep Lockstep
-	family   dataplane.Family
+	// stepper, when set, starts each run and hears when the loop has
+	// nothing to do (Options.Stepper); family names the loop to it.
+	stepper Stepper
+	family  dataplane.Family
 }
 
 func newRunner(fn func(string) time.Time, clk clock.WithTicker, minInterval, maxInterval time.Duration) *runner {
@@ -149,16 +153,23 @@ func (r *runner) Loop(ctx context.Context) {
 			r.idle <- struct{}{}
 		}
 		var w wake
-		if r.lockstep != nil {
+		if r.stepper != nil {
 			// Read the turn before looking: whatever the replay did before
 			// this turn started is visible to the look, so Idle is true.
-			turn, next := r.lockstep.Turn()
-			if w = r.wait(ctx, periodic.C(), chanOf(retry), chanOf(limit), nil, false); w == wakeNothing {
-				r.lockstep.Idle(r.family, turn)
-				w = r.wait(ctx, periodic.C(), chanOf(retry), chanOf(limit), next, true)
+			// Between turns only the replay wakes the runner: a request or a
+			// timer is found by the next look, never raced for.
+			turn, next := r.stepper.Turn(r.family)
+			if w = r.wait(ctx, periodic.C(), chanOf(retry), chanOf(limit), false); w == wakeNothing {
+				r.stepper.Idle(r.family, turn)
+				select {
+				case <-next:
+					continue
+				case <-ctx.Done():
+					return
+				}
 			}
 		} else {
-			w = r.wait(ctx, periodic.C(), chanOf(retry), chanOf(limit), nil, true)
+			w = r.wait(ctx, periodic.C(), chanOf(retry), chanOf(limit), true)
 		}
 		want := ""
 		switch w {
@@ -181,12 +192,10 @@ func (r *runner) Loop(ctx context.Context) {
 	}
 }
 
-// run is one run of fn, inside the lockstep's gate when there is one.
+// run is one run of fn, started when the stepper says, if there is one.
 func (r *runner) run(trigger string) time.Time {
-	if r.lockstep != nil {
-		g := r.lockstep.SyncGate()
-		g.Lock()
-		defer g.Unlock()
+	if r.stepper != nil {
+		r.stepper.Begin(r.family)
 	}
 	return r.fn(trigger)
 }
@@ -195,7 +204,7 @@ func (r *runner) run(trigger string) time.Time {
 type wake int
 
 const (
-	wakeNothing wake = iota // nothing was ready (a look), or the replay's turn changed
+	wakeNothing wake = iota // nothing was ready (a look)
 	wakeDone
 	wakeRequest
 	wakePeriodic
@@ -203,10 +212,9 @@ const (
 	wakeLimit
 )
 
-// wait takes the next ready input: it blocks until there is one (or next,
-// the lockstep's next turn, is closed) when block is set, and otherwise
-// only looks.
-func (r *runner) wait(ctx context.Context, periodic, retry, limit <-chan time.Time, next <-chan struct{}, block bool) wake {
+// wait takes the next ready input: it blocks until there is one when block
+// is set, and otherwise only looks.
+func (r *runner) wait(ctx context.Context, periodic, retry, limit <-chan time.Time, block bool) wake {
 	if !block {
 		select {
 		case <-ctx.Done():
@@ -234,7 +242,5 @@ func (r *runner) wait(ctx context.Context, periodic, retry, limit <-chan time.Ti
 		return wakeRetry
 	case <-limit:
 		return wakeLimit
-	case <-next:
-		return wakeNothing
 	}
 }

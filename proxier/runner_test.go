@@ -23,6 +23,28 @@ func TestTokenBucket(t *testing.T) {
 	require.False(t, b.take(t0.Add(10*time.Second)))
 }
 
+// TestTokenBucketWaitYields: waiting exactly as long as wait says always
+// yields a token, whatever the float remainder: on a clock that moves only
+// to the instants asked for, a wait rounded down to zero asked for nothing
+// and got nothing, for ever.
+func TestTokenBucketWaitYields(t *testing.T) {
+	for _, interval := range []time.Duration{100 * time.Millisecond, time.Second, 3 * time.Second} {
+		b := newTokenBucket(2, interval, t0)
+		now := t0
+		for i := range 1000 {
+			// Odd instants leave fractions of a token behind.
+			now = now.Add(time.Duration(i%7+1) * 7919 * time.Nanosecond)
+			for !b.take(now) {
+				w := b.wait(now)
+				require.Positive(t, w, "a bucket without a token must ask for time (interval %v, take %d)", interval, i)
+				now = now.Add(w)
+				require.True(t, b.take(now), "waiting %v must yield a token (interval %v, take %d)", w, interval, i)
+				break
+			}
+		}
+	}
+}
+
 // runnerHarness drives a runner on a fake clock, one step at a time.
 type runnerHarness struct {
 	t     *testing.T

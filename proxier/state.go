@@ -21,6 +21,8 @@ func (s *syncRun) applyChanges() {
 	p.pending = newChanges()
 	nodeIP, zone := p.nodeIP, p.nodeZone
 	p.mu.Unlock()
+	p.recomputed = dataplane.Work{}
+	defer func() { s.work(p.recomputed) }()
 
 	if len(p.services) == 0 && len(ch.services) > 0 {
 		// The initial list: size the maps once instead of growing them.
@@ -189,6 +191,8 @@ func (p *Proxier) recompute(key types.NamespacedName, old []*portState, newcomer
 	for _, sp := range ports {
 		eps := mergeEndpoints(p.slices[key], portKey(sp.port, sp.protocol))
 		fresh = append(fresh, p.computePort(sp, eps, &p.node))
+		p.recomputed.Ports++
+		p.recomputed.Endpoints += len(eps)
 	}
 	for _, st := range fresh {
 		p.claim(st)

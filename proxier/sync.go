@@ -18,33 +18,69 @@ type syncRun struct {
 	saved       map[string][]string // full syncs: our chains' rules as the kernel holds them
 	jumpsOK     bool
 	vsDeletes   []dataplane.ServiceKey
+	computed    time.Duration // the current phase's own work, priced on a modeled clock
 }
 
 func (s *syncRun) fail(err error) {
 	s.errs = append(s.errs, err)
 }
 
-// phase runs f as a named phase, recording its wall time, its modeled
-// kernel time and the operations it issued.
+// phase runs f as a named phase, recording how long it took, the part of
+// that which was the kernel's and the proxier's own, its wall time and the
+// operations it issued.
+//
+// On a modeled clock the phase's duration is the clock's advance: the
+// kernel operations it issued and the work it reported (work) moved the
+// clock; the proxier's part is that work, the kernel's part the rest. On an
+// in-memory kernel without a clock the duration is the wall time plus the
+// kernel's modeled cost not spent as wall time, and the kernel's part is its
+// modeled cost. On a real kernel the duration is the wall time.
 func (s *syncRun) phase(name string, f func()) {
 	p := s.p
+	model := p.dp.Model
+	clocked := model != nil && model.Clocked()
 	before := p.counter.Ops()
-	var modeled time.Duration
-	if p.dp.ModeledDelay != nil {
-		modeled = p.dp.ModeledDelay()
+	var kernel0, unspent0 time.Duration
+	if model != nil {
+		kernel0, unspent0 = model.Kernel()
 	}
+	c0 := p.clock.Now()
 	t0 := time.Now()
+	s.computed = 0
 	f()
 	wall := time.Since(t0)
-	secs := wall
-	if p.dp.ModeledDelay != nil {
-		secs += p.dp.ModeledDelay() - modeled
+	ph := results.Phase{Name: name, Wall: wall.Seconds(), Ops: p.counter.Ops().Sub(before)}
+	switch {
+	case clocked:
+		d := p.clock.Since(c0)
+		ph.Seconds = d.Seconds()
+		ph.ProxierSeconds = s.computed.Seconds()
+		ph.KernelSeconds = (d - s.computed).Seconds()
+	case model != nil:
+		kernel1, unspent1 := model.Kernel()
+		d := wall + unspent1 - unspent0
+		k := min(kernel1-kernel0, d)
+		ph.Seconds = d.Seconds()
+		ph.KernelSeconds = k.Seconds()
+		ph.ProxierSeconds = (d - k).Seconds()
+	default:
+		ph.Seconds = ph.Wall
 	}
-	ph := results.Phase{Name: name, Seconds: secs.Seconds(), Wall: wall.Seconds(), Ops: p.counter.Ops().Sub(before)}
 	s.rec.Phases = append(s.rec.Phases, ph)
 	s.rec.Seconds += ph.Seconds
+	s.rec.KernelSeconds += ph.KernelSeconds
+	s.rec.ProxierSeconds += ph.ProxierSeconds
 	s.rec.Wall += ph.Wall
 	s.rec.Ops.Add(&ph.Ops)
+}
+
+// work reports the proxier's own work in the current phase: on a modeled
+// clock it is priced and the clock moves by its price, so that a sync of
+// 10,000 services takes the time the proxier's logic would, not zero.
+func (s *syncRun) work(w dataplane.Work) {
+	if m := s.p.dp.Model; m != nil {
+		s.computed += m.Compute(w)
+	}
 }
 
 // sync is syncProxyRules. It returns the record and when it wants to run
@@ -58,7 +94,10 @@ func (p *Proxier) sync(trigger string) (results.Sync, time.Time) {
 	s.full = trigger == TriggerInitial || trigger == TriggerPeriodic || p.needFull
 	s.rec = results.Sync{Proxier: p.opts.Index, Family: p.family, Seq: p.seq, Trigger: trigger, Full: s.full, Start: p.clock.Now()}
 
-	s.phase(PhaseApplyChanges, s.applyChanges)
+	s.phase(PhaseApplyChanges, func() {
+		s.work(dataplane.Work{Syncs: 1})
+		s.applyChanges()
+	})
 	s.phase(PhaseEnsureChains, s.ensureChains)
 	s.phase(PhaseEnsureLink, s.ensureLink)
 	s.phase(PhaseEnsureIPSets, s.ensureIPSets)
@@ -71,6 +110,9 @@ func (p *Proxier) sync(trigger string) (results.Sync, time.Time) {
 
 	s.rec.Services, s.rec.Endpoints = p.numPorts, p.numEndpoints
 	finish := s.rec.Start.Add(time.Duration(s.rec.Seconds * float64(time.Second)))
+	if m := p.dp.Model; m != nil && m.Clocked() {
+		finish = p.clock.Now() // exact: the clock moved by every phase
+	}
 	var again time.Time
 	if err := errors.Join(s.errs...); err != nil {
 		s.rec.Error = err.Error()

@@ -30,6 +30,12 @@ const (
 	ClockWall = "wall"
 )
 
+// Where a probe's connections start (Target.From).
+const (
+	FromPod  = "pod"  // a pod on the node
+	FromNode = "node" // the node's own network namespace (host network)
+)
+
 // ProxierKpsim names kpsim's own proxier in File.Proxier.
 const ProxierKpsim = "kpsim"
 
@@ -173,9 +179,10 @@ type Probes struct {
 
 // Target is one probed service address.
 type Target struct {
-	Service  string             `json:"service"` // namespace/name:port-name
-	Kind     string             `json:"kind"`    // clusterip, nodeport, external, loadbalancer
-	Address  string             `json:"address"` // ip:port
+	Service  string             `json:"service"`        // namespace/name:port-name
+	Kind     string             `json:"kind"`           // clusterip, nodeport, external, loadbalancer
+	From     string             `json:"from,omitempty"` // FromPod (also when empty) or FromNode
+	Address  string             `json:"address"`        // ip:port
 	Protocol dataplane.Protocol `json:"protocol"`
 	Attempts int                `json:"attempts"`
 	// First is the target's first attempt and FirstOK its first successful
@@ -189,7 +196,7 @@ type Target struct {
 type Failure struct {
 	Target  int       `json:"target"` // index into Targets
 	Time    time.Time `json:"time"`
-	Outcome string    `json:"outcome"` // measured: refused, reset, timeout; modeled: no-address, rejected, no-virtual-server, stale-conntrack, no-destination
+	Outcome string    `json:"outcome"` // measured: refused, reset, timeout; modeled: no-address, rejected, no-virtual-server, stale-conntrack, no-destination, no-snat
 	Seconds float64   `json:"seconds"` // attempt latency
 }
 

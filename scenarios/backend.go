@@ -8,6 +8,7 @@ import (
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/sim"
 )
 
 // Backend is the node a scenario runs on: the dataplane the proxier
@@ -30,6 +31,11 @@ type Backend interface {
 	Probe(ctx context.Context, target results.Target, ready func(netip.AddrPort) bool) (outcome string, latency time.Duration, err error)
 	// Basis is results.Modeled or results.Measured.
 	Basis() string
+	// UseClock puts the backend's dataplane on a modeled clock when it can
+	// run on one (the in-memory kernel at time scale 0), so that the run
+	// goes as a discrete-event simulation, and reports whether it did. A
+	// real kernel runs on the wall clock.
+	UseClock(c sim.Clock) bool
 	Close() error
 }
 

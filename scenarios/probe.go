@@ -20,9 +20,9 @@ func newRand(seed int64, stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(seed), stream))
 }
 
-// targetsOf lists the probe targets of a service's first port: one per
-// address of each requested kind and proxier family.
-func targetsOf(svc *v1.Service, kinds []string, fams []dataplane.Family, nodeAddrs []netip.Addr) []results.Target {
+// targetsOf lists the probe targets of a service's first port from one
+// client (from): one per address of each requested kind and proxier family.
+func targetsOf(svc *v1.Service, kinds []string, from string, fams []dataplane.Family, nodeAddrs []netip.Addr) []results.Target {
 	if len(svc.Spec.Ports) == 0 {
 		return nil
 	}
@@ -38,12 +38,16 @@ func targetsOf(svc *v1.Service, kinds []string, fams []dataplane.Family, nodeAdd
 		if err != nil || p <= 0 || !slices.Contains(fams, dataplane.FamilyOf(a)) {
 			return
 		}
-		out = append(out, results.Target{
+		t := results.Target{
 			Service:  name,
 			Kind:     kind,
 			Address:  netip.AddrPortFrom(a.Unmap(), uint16(p)).String(),
 			Protocol: proto,
-		})
+		}
+		if from != results.FromPod {
+			t.From = from // a pod's is left out, as files without it read
+		}
+		out = append(out, t)
 	}
 	for _, kind := range kinds {
 		switch kind {
@@ -78,12 +82,11 @@ func serviceOf(t results.Target) string {
 	return k
 }
 
-// prober makes rounds of attempts, one per target, while probes are on. The
-// rate is bounded by the validated interval and target count, the duration
-// by the run. Free-running, a goroutine makes a round every interval; in
-// lockstep the run makes each round when modeled time reaches it (stepRound),
-// between syncs, so that what probes leave in the kernel (UDP conntrack
-// flows, the scheduler's position) is the same on every run.
+// prober makes rounds of attempts, one per target, in order. The driver
+// decides when: every interval from a goroutine on the wall clock, at each
+// due instant on the modeled clock (a round then sees the kernel as it is
+// at that instant, mid-sync included). The rate is bounded by the validated
+// interval and target count, the duration by the run.
 type prober struct {
 	interval time.Duration
 	targets  []results.Target
@@ -91,19 +94,19 @@ type prober struct {
 	backend  Backend
 	fail     context.CancelCauseFunc
 	now      func() time.Time
-	stepped  bool      // lockstep: rounds are made by stepRound
-	next     time.Time // stepped: when the next round is due; zero while off
 
 	mu       sync.Mutex
 	used     bool
 	attempts []int
+	first    []time.Time // each target's first attempt
+	firstOK  []time.Time // and first success
 	failures []results.Failure
-	cancel   context.CancelFunc
-	done     chan struct{}
 }
 
-func newProber(interval time.Duration, targets []results.Target, r *replay, b Backend, fail context.CancelCauseFunc, stepped bool) *prober {
-	p := &prober{interval: interval, targets: targets, backend: b, fail: fail, now: r.now, stepped: stepped, attempts: make([]int, len(targets))}
+func newProber(interval time.Duration, targets []results.Target, r *replay, b Backend, fail context.CancelCauseFunc) *prober {
+	n := len(targets)
+	p := &prober{interval: interval, targets: targets, backend: b, fail: fail, now: r.now,
+		attempts: make([]int, n), first: make([]time.Time, n), firstOK: make([]time.Time, n)}
 	for _, t := range targets {
 		p.ready = append(p.ready, r.readyFunc(serviceOf(t)))
 	}
@@ -119,71 +122,12 @@ func (p *prober) services() []string {
 	return out
 }
 
-func (p *prober) on(ctx context.Context) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cancel != nil || !p.next.IsZero() || len(p.targets) == 0 {
-		return
-	}
-	p.used = true
-	if p.stepped {
-		p.next = p.now()
-		return
-	}
-	ctx, p.cancel = context.WithCancel(ctx)
-	p.done = make(chan struct{})
-	go p.loop(ctx, p.done)
-}
-
-func (p *prober) off() {
-	p.mu.Lock()
-	cancel, done := p.cancel, p.done
-	p.cancel, p.done, p.next = nil, nil, time.Time{}
-	p.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
-
-func (p *prober) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	tick := time.NewTicker(p.interval)
-	defer tick.Stop()
-	for p.round(ctx) {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// nextRound returns when a stepped prober's next round is due.
-func (p *prober) nextRound() (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.next, !p.next.IsZero()
-}
-
-// stepRound makes a stepped prober's round if one is due at now, and
-// reports whether it did.
-func (p *prober) stepRound(ctx context.Context, now time.Time) bool {
-	p.mu.Lock()
-	due := !p.next.IsZero() && !p.next.After(now)
-	if due {
-		p.next = p.next.Add(p.interval)
-	}
-	p.mu.Unlock()
-	if due {
-		p.round(ctx)
-	}
-	return due
-}
-
 // round makes one attempt per target, in order; false when probing must
 // stop (the run is over, or the backend failed and failed the run).
 func (p *prober) round(ctx context.Context) bool {
+	p.mu.Lock()
+	p.used = true
+	p.mu.Unlock()
 	for i, t := range p.targets {
 		if ctx.Err() != nil {
 			return false
@@ -198,8 +142,13 @@ func (p *prober) round(ctx context.Context) bool {
 		}
 		p.mu.Lock()
 		p.attempts[i]++
+		if p.first[i].IsZero() {
+			p.first[i] = at
+		}
 		if outcome != ProbeOK {
 			p.failures = append(p.failures, results.Failure{Target: i, Time: at, Outcome: outcome, Seconds: latency.Seconds()})
+		} else if p.firstOK[i].IsZero() {
+			p.firstOK[i] = at
 		}
 		p.mu.Unlock()
 	}
@@ -220,6 +169,7 @@ func (p *prober) results() *results.Probes {
 	}
 	for i, t := range p.targets {
 		t.Attempts = p.attempts[i]
+		t.First, t.FirstOK = p.first[i], p.firstOK[i]
 		out.Attempts += t.Attempts
 		out.Targets = append(out.Targets, t)
 	}

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -50,7 +51,8 @@ type replay struct {
 	ready     map[string]map[netip.AddrPort]bool
 	lastWrite time.Time
 	writes    int
-	objects   int // live API objects: nodes, services, slices
+	objects   int            // live API objects: nodes, services, slices
+	kinds     map[string]int // live API objects by kind
 	// expected caches expect's answer per family, valid while writes is expectedAt.
 	expected   map[dataplane.Family]expectation
 	expectedAt int
@@ -72,22 +74,33 @@ func newReplay(s *Scenario, now func() time.Time) *replay {
 		now:      now,
 		services: map[string]*liveService{},
 		ready:    map[string]map[netip.AddrPort]bool{},
+		kinds:    map[string]int{},
 	}
 	for _, f := range s.Proxier.Families {
 		r.fams = append(r.fams, dataplane.Family(f))
 	}
 	r.hub.install(cs)
+	installListOrder(cs, s.Seed)
 	return r
 }
 
 func key(ns, name string) string { return ns + "/" + name }
 
-// wrote accounts one API write, which changed the number of live objects by delta.
-func (r *replay) wrote(delta int) {
+// Kinds of API object, as proxier.Options.Handlers names them.
+const (
+	kindService = "Service"
+	kindSlice   = "EndpointSlice"
+	kindNode    = "Node"
+)
+
+// wrote accounts one API write, which changed the number of live objects of
+// kind by delta.
+func (r *replay) wrote(kind string, delta int) {
 	r.mu.Lock()
 	r.lastWrite = r.now()
 	r.writes++
 	r.objects += delta
+	r.kinds[kind] += delta
 	trim := r.writes%clearActionsEvery == 0
 	r.mu.Unlock()
 	if trim {
@@ -100,6 +113,13 @@ func (r *replay) writeCount() (writes, objects int) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.writes, r.objects
+}
+
+// kindCounts returns how many objects of each kind live.
+func (r *replay) kindCounts() map[string]int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return maps.Clone(r.kinds)
 }
 
 // stamp records when a slice changed, as the EndpointSlice controller does,
@@ -117,7 +137,7 @@ func (r *replay) createNodes(ctx context.Context, set *objects.Set) error {
 		if _, err := r.client.CoreV1().Nodes().Create(ctx, n.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create node %s: %w", n.Name, err)
 		}
-		r.wrote(1)
+		r.wrote(kindNode, 1)
 	}
 	return nil
 }
@@ -128,7 +148,7 @@ func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*disc
 	if _, err := r.client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	r.wrote(1)
+	r.wrote(kindService, 1)
 	ls := &liveService{svc: svc}
 	for _, s := range eps {
 		s = s.DeepCopy()
@@ -136,7 +156,7 @@ func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*disc
 		if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 		}
-		r.wrote(1)
+		r.wrote(kindSlice, 1)
 		ls.slices = append(ls.slices, s)
 	}
 	k := key(svc.Namespace, svc.Name)
@@ -156,7 +176,7 @@ func (r *replay) createOrphan(ctx context.Context, s *discoveryv1.EndpointSlice)
 	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	r.wrote(1)
+	r.wrote(kindSlice, 1)
 	return nil
 }
 
@@ -166,7 +186,7 @@ func (r *replay) updateSlice(ctx context.Context, svcKey string, i int, s *disco
 	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	r.wrote(0)
+	r.wrote(kindSlice, 0)
 	r.mu.Lock()
 	r.services[svcKey].slices[i] = s
 	r.mu.Unlock()
@@ -188,12 +208,12 @@ func (r *replay) deleteService(ctx context.Context, k string) error {
 	if err := r.client.CoreV1().Services(ls.svc.Namespace).Delete(ctx, ls.svc.Name, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete service %s: %w", k, err)
 	}
-	r.wrote(-1)
+	r.wrote(kindService, -1)
 	for _, s := range ls.slices {
 		if err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
 			return fmt.Errorf("delete endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 		}
-		r.wrote(-1)
+		r.wrote(kindSlice, -1)
 	}
 	return nil
 }

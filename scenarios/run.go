@@ -45,17 +45,18 @@ type run struct {
 	churn   *dataplane.Churn
 	metrics *proxier.Metrics
 	fams    []dataplane.Family
-	// ls steps the run (see lockstep); nil when it runs free, in wall time.
-	ls  *lockstep
-	now func() time.Time // the run's clock: modeled time in lockstep
+	// drv moves the run through time: the wall clock, or the modeled clock
+	// of a discrete-event run (see driver).
+	drv driver
 
 	ctx  context.Context
 	fail context.CancelCauseFunc
 
 	mu       sync.Mutex
 	syncs    []results.Sync
-	seen     []int         // per sync: the replay's API writes when it ended (lockstep: all it applied)
+	seen     []int         // per sync: the replay's API writes it had seen (modeled: when it began)
 	syncNote chan struct{} // closed (and replaced) on every sync
+	failed   int           // consecutive failed syncs of the running generation
 
 	generation int // index of the running (or last) proxier; -1 before the first
 	prox       *proxierRun
@@ -67,7 +68,11 @@ type run struct {
 
 type proxierRun struct {
 	cancel context.CancelFunc
+	kill   func() // fails every later kernel operation of the generation
 	done   chan struct{}
+	// hold keeps part of the initial list from the handlers until the
+	// generation's first sync has run (knownAtFirstSync); nil when none is held.
+	hold *holdBack
 }
 
 // Run executes the scenario on o.Backend and returns its results file,
@@ -99,7 +104,6 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	x := &run{
 		s:          s,
 		o:          o,
-		now:        time.Now,
 		dp:         o.Backend.Dataplane(),
 		cfg:        s.proxierConfig(),
 		churn:      dataplane.NewChurn(),
@@ -108,27 +112,27 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 		generation: -1,
 		stepsTotal: countSteps(s.Timeline),
 	}
-	var clk *modelClock
-	if steppable(s, o.Backend) {
-		clk = newModelClock(time.Now())
-		x.now = clk.Now
-	}
 	x.r = newReplay(s, x.now)
 	x.fams = x.r.fams
-	if clk != nil {
-		x.ls = newLockstep(clk, x.fams, func() int { w, _ := x.r.writeCount(); return w })
+	if !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil }) {
+		// API faults delay and relist in wall time, outside the replay's
+		// control: a timeline with one runs on the wall clock.
+		m := newModeledDriver(time.Now(), x.fams, func() int { w, _ := x.r.writeCount(); return w })
+		if o.Backend.UseClock(m.s) {
+			x.drv = m
+		}
+	}
+	if x.drv == nil {
+		x.drv = &wallDriver{}
 	}
 	f := &results.File{
 		SchemaVersion: results.SchemaVersion,
 		Backend:       s.Backend,
 		Basis:         o.Backend.Basis(),
-		Clock:         results.ClockWall,
+		Clock:         x.drv.clockName(),
 		Proxier:       results.ProxierKpsim,
 		Scenario:      scJSON,
 		Start:         x.now(),
-	}
-	if x.ls != nil {
-		f.Clock = results.ClockModeled
 	}
 	if pb, ok := o.Backend.(ProfiledBackend); ok {
 		f.CostProfile = pb.CostProfile()
@@ -144,7 +148,7 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 		inspect(x)
 	}
 
-	x.probesOff()
+	x.drv.probesOff()
 	x.stopProxier()
 	f.End = x.now()
 	x.finish(f, reg)
@@ -161,17 +165,20 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	return f, err
 }
 
+// now is the run's clock: modeled time on the modeled driver.
+func (x *run) now() time.Time { return x.drv.now() }
+
 func (x *run) execute() error {
 	targets, err := x.probeTargets()
 	if err != nil {
 		return err
 	}
-	x.probes = newProber(x.s.Probes.Interval.D(), targets, x.r, x.o.Backend, x.fail, x.ls != nil)
+	x.probes = newProber(x.s.Probes.Interval.D(), targets, x.r, x.o.Backend, x.fail)
 	if err := x.o.Backend.Prepare(x.ctx, x.s.set, targets); err != nil {
 		return fmt.Errorf("prepare backend: %w", err)
 	}
 	if !slices.ContainsFunc(x.s.Timeline, func(st Step) bool { return st.StartProxier != nil }) {
-		if err := x.startProxier(0); err != nil {
+		if err := x.startProxier(&StartProxier{}); err != nil {
 			return err
 		}
 	}
@@ -225,10 +232,10 @@ func (x *run) step(st *Step) error {
 	case st.CreateCluster != nil:
 		return x.createCluster(st.CreateCluster.Rate)
 	case st.StartProxier != nil:
-		return x.startProxier(st.StartProxier.SlowInitialList.D())
+		return x.startProxier(st.StartProxier)
 	case st.RestartProxier != nil:
 		x.stopProxier()
-		return x.startProxier(st.RestartProxier.SlowInitialList.D())
+		return x.startProxier(st.RestartProxier)
 	case st.WaitSynced != nil:
 		return x.waitSynced(st.WaitSynced.Timeout.D())
 	case st.ChurnEndpoints != nil:
@@ -254,38 +261,14 @@ func (x *run) step(st *Step) error {
 		}
 	case st.Probes != nil:
 		if *st.Probes {
-			x.probes.on(ctx)
-			if x.ls != nil {
-				return x.advance(x.now()) // the first round, now
-			}
-		} else {
-			x.probesOff()
+			x.drv.probesOn(ctx, x.probes)
+			return x.drv.until(ctx, x.now()) // the first round, now
 		}
+		x.drv.probesOff()
 	case st.Sleep != nil:
-		if x.ls != nil {
-			return x.advance(x.now().Add(st.Sleep.D()))
-		}
-		t := time.NewTimer(st.Sleep.D())
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return x.drv.until(ctx, x.now().Add(st.Sleep.D()))
 	}
 	return ctx.Err()
-}
-
-// steppable reports whether a run can go in lockstep: on the in-memory
-// kernel at time scale 0, where modeled time does not pass in wall time.
-// API faults delay and relist in wall time, outside the replay's control,
-// so a timeline with an apiFault step runs free.
-func steppable(s *Scenario, b Backend) bool {
-	sb, ok := b.(*SimBackend)
-	if !ok || sb.timeScale != 0 {
-		return false
-	}
-	return !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil })
 }
 
 func hasStep(steps []Step, match func(*Step) bool) bool {
@@ -297,40 +280,13 @@ func hasStep(steps []Step, match func(*Step) bool) bool {
 	return false
 }
 
-// batch makes write's API writes as one batch (see lockstep); free-running it just writes.
-func (x *run) batch(write func() error) error {
-	if x.ls == nil {
-		return write()
-	}
-	return x.ls.batch(x.ctx, write)
-}
+// batch makes write's API writes as one batch (see driver).
+func (x *run) batch(write func() error) error { return x.drv.batch(x.ctx, write) }
 
 // pace runs action(i) for i = 0 .. n-1 (n < 0: until d has passed) at rate
-// per second, 0 meaning all at once. Free-running it spaces them in wall
-// time. In lockstep action i is due at i/rate of modeled time from now and is
-// a batch of its own, or, at rate 0, the actions are one batch.
+// per second, 0 meaning all at once as one batch. Action i is due at i/rate
+// from now and is a batch of its own.
 func (x *run) pace(rate float64, d time.Duration, n int, action func(i int) error) error {
-	if x.ls == nil {
-		ctx := x.ctx
-		if d > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(x.ctx, d)
-			defer cancel()
-		}
-		p := newPacer(rate)
-		for i := 0; n < 0 || i < n; i++ {
-			if err := p.wait(ctx); err != nil {
-				if d > 0 && x.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-					return nil // the step's duration is over
-				}
-				return err
-			}
-			if err := action(i); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	if rate == 0 {
 		return x.batch(func() error {
 			for i := 0; i < n; i++ {
@@ -347,7 +303,7 @@ func (x *run) pace(rate float64, d time.Duration, n int, action func(i int) erro
 		if d > 0 && !at.Before(start.Add(d)) {
 			break
 		}
-		if err := x.advance(at); err != nil {
+		if err := x.drv.until(x.ctx, at); err != nil {
 			return err
 		}
 		if err := x.batch(func() error { return action(i) }); err != nil {
@@ -355,42 +311,9 @@ func (x *run) pace(rate float64, d time.Duration, n int, action func(i int) erro
 		}
 	}
 	if d > 0 {
-		return x.advance(start.Add(d))
+		return x.drv.until(x.ctx, start.Add(d))
 	}
 	return nil
-}
-
-// advance moves modeled time forward to `to`, one event at a time: each
-// timer that comes due fires on its own and the proxier settles after it;
-// probe rounds are made when due, after the timers due with them.
-func (x *run) advance(to time.Time) error {
-	c := x.ls.clock
-	for {
-		if err := x.ctx.Err(); err != nil {
-			return err
-		}
-		if c.fireDue() {
-			if err := x.ls.settle(x.ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		now := c.Now()
-		if x.probes.stepRound(x.ctx, now) {
-			continue
-		}
-		if !now.Before(to) {
-			return nil
-		}
-		next := to
-		if t, ok := c.next(); ok && t.Before(next) {
-			next = t
-		}
-		if t, ok := x.probes.nextRound(); ok && t.Before(next) {
-			next = t
-		}
-		c.moveTo(next)
-	}
 }
 
 // createCluster writes the cluster: nodes, each service with its slices (at
@@ -435,28 +358,35 @@ func (x *run) createCluster(rate float64) error {
 }
 
 // startProxier starts the next proxier generation on the run's kernel, with
-// fresh informers on the same clientset and the run's Churn and Metrics. In
-// lockstep it returns once the generation's first syncs are done.
-func (x *run) startProxier(handlerDelay time.Duration) error {
+// fresh informers on the same clientset and the run's Churn and Metrics.
+// With knownAtFirstSync, its handlers hear only that share of the initial
+// list until its first sync has run.
+func (x *run) startProxier(st *StartProxier) error {
 	x.generation++
 	ctx, cancel := context.WithCancel(x.ctx)
-	pr := &proxierRun{cancel: cancel, done: make(chan struct{})}
+	dp, kill := dataplane.Stoppable(x.dp)
+	pr := &proxierRun{cancel: cancel, kill: kill, done: make(chan struct{})}
+	_, objects := x.r.writeCount()
+	if st.KnownAtFirstSync != nil && x.cfg.InitialSync == proxier.InitialSyncLegacy {
+		pr.hold = newHoldBack(*st.KnownAtFirstSync, x.r.kindCounts())
+	}
+	x.drv.starting(objects)
 	opts := proxier.Options{
-		Index:        x.generation,
-		OnSync:       x.onSync,
-		Churn:        x.churn,
-		Metrics:      x.metrics,
-		HandlerDelay: handlerDelay,
+		Index:    x.generation,
+		OnSync:   x.onSync,
+		Churn:    x.churn,
+		Metrics:  x.metrics,
+		Handlers: x.handlers(pr.hold, st.SlowInitialList.D()),
 	}
-	if x.ls != nil {
-		opts.Clock, opts.Lockstep = x.ls.clock, x.ls
-		_, objects := x.r.writeCount()
-		x.ls.start(objects)
-	}
+	x.drv.proxierOptions(&opts)
+	x.mu.Lock()
+	x.failed = 0
+	x.prox = pr
+	x.mu.Unlock()
 	idx := x.generation
 	go func() {
 		defer close(pr.done)
-		err := proxier.Run(ctx, x.r.client, x.dp, x.cfg, opts)
+		err := proxier.Run(ctx, x.r.client, dp, x.cfg, opts)
 		if ctx.Err() != nil {
 			return // stopped by the run
 		}
@@ -465,35 +395,56 @@ func (x *run) startProxier(handlerDelay time.Duration) error {
 		}
 		x.fail(fmt.Errorf("proxier %d: %w", idx, err))
 	}()
-	x.prox = pr
-	if x.ls == nil {
-		return nil
-	}
-	return x.ls.settle(x.ctx) // the generation's first syncs are done
+	return x.drv.started(x.ctx)
 }
 
+// stopProxier kills the running generation, as a restart kills kube-proxy:
+// a sync in progress issues nothing more.
 func (x *run) stopProxier() {
-	if x.prox == nil {
+	x.mu.Lock()
+	pr := x.prox
+	x.prox = nil
+	x.mu.Unlock()
+	if pr == nil {
 		return
 	}
-	x.prox.cancel()
-	<-x.prox.done
-	x.prox = nil
-	if x.ls != nil {
-		x.ls.stop()
-	}
+	pr.kill()
+	x.drv.stopping()
+	pr.cancel()
+	<-pr.done
+	x.drv.stopped()
 }
 
 func (x *run) onSync(s results.Sync) {
 	writes, _ := x.r.writeCount()
+	if w, ok := x.drv.syncBegan(s.Family); ok {
+		writes = w
+	}
 	x.mu.Lock()
 	x.syncs = append(x.syncs, s)
 	x.seen = append(x.seen, writes)
 	close(x.syncNote)
 	x.syncNote = make(chan struct{})
+	pr := x.prox
+	if pr == nil || s.Proxier != x.generation {
+		x.mu.Unlock()
+		return // a killed generation's last, cut-short sync
+	}
+	if s.Failed() {
+		x.failed++
+	} else {
+		x.failed = 0
+	}
+	failed := x.failed
 	x.mu.Unlock()
 	if x.o.OnSync != nil {
 		x.o.OnSync(s)
+	}
+	if pr.hold != nil && pr.hold.firstSyncDone() {
+		x.drv.release(pr.hold.release)
+	}
+	if limit := x.s.StopAfterFailedSyncs; limit > 0 && failed >= limit {
+		x.fail(fmt.Errorf("%d syncs in a row failed (stopAfterFailedSyncs: %d); the last: %s", failed, limit, s.Error))
 	}
 }
 
@@ -519,12 +470,13 @@ func (x *run) latestSync(f dataplane.Family) (results.Sync, int, bool, chan stru
 // newest sync started after the last API write and counted the service
 // ports and endpoints the API holds for it. The counts matter when handlers
 // lag (a slow initial list): a sync can start after the last write while
-// its handlers have not yet passed every event on. In lockstep no write
-// happens during a sync and modeled time may not move between a write and
-// the sync that applies it, so a sync is recent when no write followed it.
+// its handlers have not yet passed every event on. On the modeled clock a
+// sync knows exactly which writes it began after, so a sync is recent when
+// it began after the last write.
 func (x *run) synced() (bool, string) {
 	lastWrite, delivered := x.r.settled()
-	if !delivered && x.ls == nil { // in lockstep the handlers have heard every event: a stronger test
+	_, modeled := x.drv.(*modeledDriver)
+	if !delivered && !modeled { // the modeled driver's handlers have heard every event: a stronger test
 		return false, "watch events are still on their way to the informers"
 	}
 	writes, _ := x.r.writeCount()
@@ -533,7 +485,7 @@ func (x *run) synced() (bool, string) {
 		switch {
 		case !ok:
 			return false, fmt.Sprintf("the %s proxier has not synced yet", f)
-		case x.ls == nil && s.Start.Before(lastWrite), x.ls != nil && seen != writes:
+		case !modeled && s.Start.Before(lastWrite), modeled && seen != writes:
 			return false, fmt.Sprintf("the %s proxier has not synced since the last API change", f)
 		case s.Error != "":
 			return false, fmt.Sprintf("the %s proxier's last sync failed: %s", f, s.Error)
@@ -550,7 +502,7 @@ func (x *run) waitSynced(timeout time.Duration) error {
 	if x.prox == nil {
 		return errors.New("no proxier is running")
 	}
-	if x.ls != nil {
+	if _, modeled := x.drv.(*modeledDriver); modeled {
 		return x.waitSyncedModeled(timeout)
 	}
 	deadline := time.NewTimer(timeout)
@@ -574,12 +526,13 @@ func (x *run) waitSynced(timeout time.Duration) error {
 	}
 }
 
-// waitSyncedModeled is waitSynced in lockstep: while the proxier is not
-// synced, modeled time moves to its next timer (a rate-limited or periodic
-// sync, a retry), up to timeout of modeled time.
+// waitSyncedModeled is waitSynced on the modeled clock: while the proxier is
+// not synced, modeled time moves to its next event (an operation of a sync
+// in progress, a rate-limited or periodic sync, a retry), up to timeout of
+// modeled time.
 func (x *run) waitSyncedModeled(timeout time.Duration) error {
 	deadline := x.now().Add(timeout)
-	if err := x.ls.settle(x.ctx); err != nil {
+	if err := x.drv.until(x.ctx, x.now()); err != nil {
 		return err
 	}
 	for {
@@ -587,11 +540,11 @@ func (x *run) waitSyncedModeled(timeout time.Duration) error {
 		if ok {
 			return nil
 		}
-		next, pending := x.ls.clock.next()
+		next, pending := x.drv.next()
 		if !pending || next.After(deadline) {
 			return fmt.Errorf("not synced after %s of modeled time: %s", timeout, why)
 		}
-		if err := x.advance(next); err != nil {
+		if err := x.drv.until(x.ctx, next); err != nil {
 			return err
 		}
 	}
@@ -623,14 +576,16 @@ func (x *run) probeTargets() ([]results.Target, error) {
 		byKey[k] = i
 		keys = append(keys, k)
 	}
-	chosen := p.Services.Names
-	if len(chosen) == 0 {
-		// An own random source: choosing probes must not change the cluster's objects.
+	chosen := slices.Clone(p.Services.Names)
+	if p.Services.Count > 0 {
+		// An own random source: choosing probes must not change the cluster's
+		// objects. A count comes on top of the names, from the other services.
+		rest := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(chosen, k) })
 		rng := newRand(x.s.Seed, 0x70726f6265)
-		idx := rng.Perm(len(keys))[:min(p.Services.Count, len(keys))]
+		idx := rng.Perm(len(rest))[:min(p.Services.Count, len(rest))]
 		slices.Sort(idx)
 		for _, i := range idx {
-			chosen = append(chosen, keys[i])
+			chosen = append(chosen, rest[i])
 		}
 	}
 	var nodeAddrs []netip.Addr
@@ -645,7 +600,9 @@ func (x *run) probeTargets() ([]results.Target, error) {
 		if !ok {
 			return nil, fmt.Errorf("probes.services: no service %s", k)
 		}
-		out = append(out, targetsOf(x.s.set.Services[i], p.Kinds, x.fams, nodeAddrs)...)
+		for _, from := range p.From {
+			out = append(out, targetsOf(x.s.set.Services[i], p.Kinds, from, x.fams, nodeAddrs)...)
+		}
 	}
 	if len(out) > maxProbeTargets {
 		return nil, fmt.Errorf("probes: %d targets, at most %d; probe fewer services or kinds", len(out), maxProbeTargets)
@@ -680,12 +637,6 @@ func (x *run) finish(f *results.File, reg *prometheus.Registry) {
 }
 
 func tvSeconds(t unix.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-
-func (x *run) probesOff() {
-	if x.probes != nil {
-		x.probes.off()
-	}
-}
 
 // StepCount is the number of steps the timeline runs, repeats expanded.
 func (s *Scenario) StepCount() int { return countSteps(s.Timeline) }

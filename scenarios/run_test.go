@@ -9,13 +9,16 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/sim"
 )
 
 // runScenario parses and runs a scenario on the in-memory kernel; inspect
@@ -185,12 +188,15 @@ var reduced = map[string][]string{
 	"churn-endpoints":      {"cluster.services=100", "timeline[4].churnEndpoints.duration=1s"},
 	"coredns-restart":      {"cluster.services=20", "timeline[7].sleep=200ms"},
 	"dual-stack":           {"cluster.services=100", "timeline[4].churnEndpoints.duration=1s"},
+	"node-join":            {"cluster.services=200"},
 }
 
 // TestReplayIsDeterministic runs every shipped scenario, reduced, on the
-// in-memory kernel at time scale 0 (lockstep) twice with its seed: the runs
-// must make the same syncs, each with the same trigger and the same kernel
-// operations, reads included; another seed makes another run.
+// modeled clock twice with its seed: the runs must make the same syncs at
+// the same modeled instants, each with the same trigger, the same kernel
+// operations (reads and which family creates kube-ipvs0 included), the same
+// modeled kernel and proxier time, and the probes must see the same
+// outcomes at the same instants; another seed makes another run.
 func TestReplayIsDeterministic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every shipped scenario three times")
@@ -204,35 +210,41 @@ func TestReplayIsDeterministic(t *testing.T) {
 			sets = append([]string{"sim.timeScale=0"}, sets...)
 			a := runShipped(t, sc.Name, sets, nil)
 			b := runShipped(t, sc.Name, sets, nil)
+			require.Equal(t, results.ClockModeled, a.Clock)
 			require.Positive(t, a.Totals.Ops.Writes())
-			require.Equal(t, syncsByProxier(a), syncsByProxier(b))
+			require.Equal(t, modeledRecord(a), modeledRecord(b))
 			require.Equal(t, a.Totals.Ops.String(), b.Totals.Ops.String())
 			require.Equal(t, a.Totals.Readded, b.Totals.Readded)
-			if a.Probes != nil {
-				require.Equal(t, a.Probes.Attempts, b.Probes.Attempts)
-				require.Equal(t, len(a.Probes.Failures), len(b.Probes.Failures))
-			}
 			c := runShipped(t, sc.Name, append(sets, "seed=987654"), nil)
 			require.NotEqual(t, a.Totals.Ops.String(), c.Totals.Ops.String(), "another seed is another cluster")
 		})
 	}
 }
 
-// syncsByProxier lists each sync as proxier, family, sequence number,
-// trigger, what it knew and its operations, in that order: two runs whose
-// syncs interleave differently across families still compare equal. The
-// families of a dual-stack node share kube-ipvs0 and sync at once; which of
-// their first syncs creates the link is a race the totals do not see, so
-// link-create is left out here.
-func syncsByProxier(f *results.File) []string {
-	out := make([]string, 0, len(f.Syncs))
+// modeledRecord lists what a run on the modeled clock must repeat: every
+// sync (relative start, durations and their kernel and proxier parts, what
+// it knew, its operations), every step's span, and every probe attempt that
+// failed, with times relative to the run's start.
+func modeledRecord(f *results.File) []string {
+	rel := func(t time.Time) time.Duration { return t.Sub(f.Start) }
+	var out []string
 	for _, s := range f.Syncs {
-		ops := s.Ops
-		ops[dataplane.OpLinkCreate] = 0
-		out = append(out, fmt.Sprintf("%d %s #%03d %s full=%v services=%d endpoints=%d %v",
-			s.Proxier, s.Family, s.Seq, s.Trigger, s.Full, s.Services, s.Endpoints, ops))
+		out = append(out, fmt.Sprintf("sync %d %s #%03d %s full=%v at %v took %v (kernel %v proxier %v) services=%d endpoints=%d %v error=%q",
+			s.Proxier, s.Family, s.Seq, s.Trigger, s.Full, rel(s.Start), s.Seconds, s.KernelSeconds, s.ProxierSeconds,
+			s.Services, s.Endpoints, s.Ops, s.Error))
+		for _, p := range s.Phases {
+			out = append(out, fmt.Sprintf("  %s %v kernel %v %v", p.Name, p.Seconds, p.KernelSeconds, p.Ops))
+		}
 	}
-	slices.Sort(out)
+	for _, st := range f.Steps {
+		out = append(out, fmt.Sprintf("step %d %s %v-%v", st.Index, st.Label, rel(st.Start), rel(st.End)))
+	}
+	if p := f.Probes; p != nil {
+		out = append(out, fmt.Sprintf("probes: %d attempts", p.Attempts))
+		for _, fl := range p.Failures {
+			out = append(out, fmt.Sprintf("probe %d failed at %v: %s (%vs)", fl.Target, rel(fl.Time), fl.Outcome, fl.Seconds))
+		}
+	}
 	return out
 }
 
@@ -245,7 +257,7 @@ func TestIncidentReproduction(t *testing.T) {
 
 	legacy := runShipped(t, "restart-stale-ipsets", append(slices.Clone(small), "proxier.initialSync=legacy", "proxier.ipset=exec"), nil)
 	first, later := syncsOf(legacy, 1)
-	require.Less(t, first.Services, 300, "the first sync after the restart ran before the handlers caught up")
+	require.Equal(t, 108, first.Services, "the first sync after the restart knew 36%% of 300 services, exactly")
 	require.Positive(t, first.Ops[dataplane.OpIPSetDel], "it deleted entries it had not heard of")
 	require.Equal(t, first.Ops[dataplane.OpIPSetDel], later[dataplane.OpIPSetAdd], "later syncs put every one of them back")
 	require.Positive(t, legacy.Totals.Readded[dataplane.OpIPSetAdd])
@@ -459,5 +471,36 @@ func BenchmarkScale10k(b *testing.B) {
 		require.NoError(b, err)
 		b.ReportMetric(float64(len(f.Syncs)), "syncs/op")
 		b.ReportMetric(f.Summary.Slowest.Seconds, "slowest-sync-modeled-s/op")
+	}
+}
+
+// TestStopsAfterFailedSyncs: a proxier that cannot program the node (here
+// every ipset write fails, as when a set is full) retries for ever; the run
+// stops once stopAfterFailedSyncs syncs in a row have failed, says why, and
+// still returns what it measured, the failed syncs counted apart.
+func TestStopsAfterFailedSyncs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sets  []string
+		limit int
+	}{
+		{"default", nil, 5},
+		{"set", []string{"stopAfterFailedSyncs=3"}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file, data, err := Read("smoke")
+			require.NoError(t, err)
+			s, err := Parse(file, data, append([]string{"sim.timeScale=0"}, tc.sets...))
+			require.NoError(t, err)
+			b, err := NewSimBackend(s)
+			require.NoError(t, err)
+			require.NoError(t, b.Kernel().InjectFault(sim.Fault{Op: dataplane.OpIPSetAdd, Err: syscall.ENOSPC}))
+			f, err := s.run(context.Background(), RunOptions{Backend: b}, nil)
+			require.ErrorContains(t, err, fmt.Sprintf("%d syncs in a row failed", tc.limit))
+			require.ErrorContains(t, err, "no space left on device")
+			require.NotNil(t, f)
+			require.Equal(t, tc.limit, f.Summary.FailedSyncs)
+			require.Contains(t, f.Error, "syncs in a row failed")
+		})
 	}
 }

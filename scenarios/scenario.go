@@ -14,6 +14,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
@@ -33,6 +34,11 @@ type Scenario struct {
 	Dataplane Dataplane      `yaml:"dataplane" json:"dataplane"`
 	Probes    Probes         `yaml:"probes" json:"probes"`
 	Timeline  []Step         `yaml:"timeline" json:"timeline"`
+	// StopAfterFailedSyncs ends the run with an error once this many syncs
+	// of one proxier in a row have failed (0: never): a proxier that cannot
+	// program the node retries for ever, and a run that only retries
+	// measures nothing. Default 5.
+	StopAfterFailedSyncs int `yaml:"stopAfterFailedSyncs" json:"stopAfterFailedSyncs"`
 
 	file     string       // where it was read from, for relative paths
 	warnings []string     // findings that do not stop the run, see Warnings
@@ -67,7 +73,7 @@ type Cluster struct {
 	// FromFile loads Services and EndpointSlices from a kubectl export
 	// (`kubectl get services,endpointslices -A -o json`, see
 	// scenarios/objects) instead of generating them; a relative path is
-	// relative to the scenario file. Services and KubeDNS are then not
+	// relative to the scenario file. Services, KubeDNS and APIServer are then not
 	// allowed; the other generator fields shape what addServices adds.
 	FromFile string `yaml:"fromFile" json:"fromFile,omitempty"`
 
@@ -92,6 +98,10 @@ type Cluster struct {
 	// KubeDNS adds kube-system/kube-dns (dns UDP 53, dns-tcp TCP 53) as
 	// every cluster has it, so scenarios can churn and probe it by name.
 	KubeDNS bool `yaml:"kubeDNS" json:"kubeDNS"`
+	// APIServer adds default/kubernetes (https 443 to the API servers' 6443)
+	// at the service CIDR's first address, as every cluster has it: what a
+	// node's own components dial first.
+	APIServer bool `yaml:"apiServer" json:"apiServer"`
 
 	ServiceCIDRs []string `yaml:"serviceCIDRs" json:"serviceCIDRs"` // one per family
 	PodCIDRs     []string `yaml:"podCIDRs" json:"podCIDRs"`         // one per family
@@ -128,31 +138,47 @@ type Dataplane struct {
 type Probes struct {
 	// Interval between rounds; each round makes one attempt per target.
 	Interval Duration `yaml:"interval" json:"interval"`
-	// Services to probe: a count (chosen from the seed) or namespace/name list.
+	// Services to probe: a count (chosen from the seed), a namespace/name
+	// list, or both ({count: 20, names: [default/kubernetes]}).
 	Services Selector `yaml:"services" json:"services"`
 	// Kinds of address probed per service: clusterip, nodeport, external, loadbalancer.
 	Kinds []string `yaml:"kinds" json:"kinds"`
+	// From is where connections start: pod (a pod on the node, the default)
+	// and node (a process in the node's own network namespace, as the
+	// kubelet or a CNI agent: its connections to a service address need
+	// kube-proxy's masquerade rules, see sim.Kernel.ProbeFromNode).
+	From []string `yaml:"from" json:"from"`
 }
 
-// Selector picks services: either a count drawn from the seed, or names.
+// ProbeFroms are where probes can start.
+var ProbeFroms = []string{results.FromPod, results.FromNode}
+
+// Selector picks services: a count drawn from the seed, names, or the
+// names and a count more.
 type Selector struct {
-	Count int
-	Names []string // namespace/name
+	Count int      `yaml:"count"`
+	Names []string `yaml:"names"` // namespace/name
 }
 
 // Empty reports whether the selector selects nothing.
 func (s Selector) Empty() bool { return s.Count == 0 && len(s.Names) == 0 }
 
 func (s Selector) MarshalJSON() ([]byte, error) {
-	if len(s.Names) > 0 {
+	switch {
+	case len(s.Names) > 0 && s.Count > 0:
+		return json.Marshal(map[string]any{"count": s.Count, "names": s.Names})
+	case len(s.Names) > 0:
 		return json.Marshal(s.Names)
 	}
 	return json.Marshal(s.Count)
 }
 
 func (s *Selector) decodeNode(d *decoder, n *yaml.Node, path string) error {
-	if n.Kind == yaml.SequenceNode {
+	switch n.Kind {
+	case yaml.SequenceNode:
 		return d.decode(n, &s.Names, path)
+	case yaml.MappingNode:
+		return d.decodeStruct(n, s, path)
 	}
 	return d.decode(n, &s.Count, path)
 }
@@ -184,9 +210,19 @@ type CreateCluster struct {
 // StartProxier starts the proxier (startProxier) or stops it and starts a
 // new generation on the same kernel (restartProxier).
 type StartProxier struct {
+	// KnownAtFirstSync is the share of the initial list (Services and
+	// EndpointSlices, each kind on its own) that the new generation's
+	// handlers have passed on when its first sync runs; the rest, and what
+	// arrives behind it, reaches them after that sync. It matters to
+	// initialSync: legacy, whose first sync takes what it has not heard of
+	// for stale (the incident's first sync knew 1,636 of 4,533 services:
+	// 0.36); a proxier that waits for its handlers is not affected. Exact
+	// and repeatable on the modeled clock. Unset: the handlers keep up.
+	KnownAtFirstSync *float64 `yaml:"knownAtFirstSync" json:"knownAtFirstSync,omitempty"`
 	// SlowInitialList makes every informer event handler of the new
-	// generation take this long per event, so handlers lag behind the
-	// informers' stores as in the incident.
+	// generation take this long per event, in wall time, so handlers lag
+	// behind the informers' stores by however much the machine's timing
+	// decides. Wall clock only: on the modeled clock, use knownAtFirstSync.
 	SlowInitialList Duration `yaml:"slowInitialList" json:"slowInitialList,omitempty"`
 }
 
@@ -375,6 +411,8 @@ func (s *Step) String() string {
 		return fmt.Sprintf("add %d services", s.AddServices.Count)
 	case s.DeleteServices != nil:
 		return fmt.Sprintf("delete %d services", s.DeleteServices.Count)
+	case s.RestartProxier != nil && s.RestartProxier.KnownAtFirstSync != nil:
+		return fmt.Sprintf("restart proxier (%.0f%% known at first sync)", 100**s.RestartProxier.KnownAtFirstSync)
 	case s.RestartProxier != nil && s.RestartProxier.SlowInitialList > 0:
 		return fmt.Sprintf("restart proxier (handlers %s/event)", s.RestartProxier.SlowInitialList)
 	case s.APIFault != nil:

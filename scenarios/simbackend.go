@@ -71,10 +71,24 @@ func (b *SimBackend) Prepare(context.Context, *objects.Set, []results.Target) er
 // Probe asks the model. A UDP client keeps one source port per target, like
 // a resolver's socket, so conntrack entries it left behind are followed by
 // its next datagram; TCP and SCTP use a fresh ephemeral port per attempt.
+// The latency is the model's wall time, or none on the modeled clock, where
+// a probe takes no time and a run repeats exactly.
 func (b *SimBackend) Probe(_ context.Context, t results.Target, ready func(netip.AddrPort) bool) (string, time.Duration, error) {
 	dst, err := netip.ParseAddrPort(t.Address)
 	if err != nil {
 		return "", 0, fmt.Errorf("probe target %q: %w", t.Address, err)
+	}
+	start := time.Now()
+	took := func() time.Duration {
+		if b.k.Clocked() {
+			return 0
+		}
+		return time.Since(start)
+	}
+	var outcome string
+	if t.From == results.FromNode {
+		_, outcome = b.k.ProbeFromNode(dst, t.Protocol, ready)
+		return outcome, took(), nil
 	}
 	client := b.clients[dataplane.FamilyOf(dst.Addr())]
 	if !client.IsValid() {
@@ -84,12 +98,15 @@ func (b *SimBackend) Probe(_ context.Context, t results.Target, ready func(netip
 	if t.Protocol != dataplane.UDP {
 		port = uint16(32768 + b.port.Add(1)%28000)
 	}
-	start := time.Now()
-	_, outcome := b.k.Probe(netip.AddrPortFrom(client, port), dst, t.Protocol, ready)
-	return outcome, time.Since(start), nil
+	_, outcome = b.k.Probe(netip.AddrPortFrom(client, port), dst, t.Protocol, ready)
+	return outcome, took(), nil
 }
 
 func (b *SimBackend) Basis() string { return results.Modeled }
+
+// UseClock puts the kernel on the modeled clock at time scale 0; at any other
+// scale its costs are slept, and time is the wall clock's.
+func (b *SimBackend) UseClock(c sim.Clock) bool { return b.k.SetClock(c) == nil }
 
 func (b *SimBackend) Close() error { return nil }
 

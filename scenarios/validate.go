@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -28,6 +29,8 @@ const (
 	maxExpandedSteps       = 100_000
 	maxWatchDelay          = 5 * time.Minute
 	defaultWaitTimeout     = 5 * time.Minute
+
+	defaultStopAfterFailedSyncs = 5
 )
 
 // ProbeKinds are the address kinds a probe target can have.
@@ -41,6 +44,9 @@ func (s *Scenario) defaults(present func(string) bool) {
 	}
 	if s.Sim.Profile == "" {
 		s.Sim.Profile = sim.DefaultProfile
+	}
+	if !present("stopAfterFailedSyncs") {
+		s.StopAfterFailedSyncs = defaultStopAfterFailedSyncs
 	}
 	c := &s.Cluster
 	if len(s.Proxier.Families) == 0 {
@@ -88,6 +94,9 @@ func (s *Scenario) defaults(present func(string) bool) {
 	}
 	if len(s.Probes.Kinds) == 0 {
 		s.Probes.Kinds = []string{"clusterip"}
+	}
+	if len(s.Probes.From) == 0 {
+		s.Probes.From = []string{results.FromPod}
 	}
 	// Only an absent timeout gets the default: a zero one is an error.
 	walkSteps(s.Timeline, "timeline", func(st *Step, path string) {
@@ -204,6 +213,9 @@ func (s *Scenario) validate(v *validator) {
 	if s.Sim.TimeScale < 0 || s.Sim.TimeScale > 1 {
 		v.errf("sim.timeScale", "must be between 0 (no waiting) and 1 (real time), got %v", s.Sim.TimeScale)
 	}
+	if s.StopAfterFailedSyncs < 0 {
+		v.errf("stopAfterFailedSyncs", "must not be negative (0: never stop)")
+	}
 
 	// The proxier section is checked by the proxier package, once; its
 	// node is cluster.node.
@@ -221,7 +233,7 @@ func (s *Scenario) validate(v *validator) {
 
 func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 	if c.FromFile != "" {
-		for _, k := range []string{"services", "kubeDNS"} {
+		for _, k := range []string{"services", "kubeDNS", "apiServer"} {
 			if v.d.present("cluster." + k) {
 				v.errf("cluster."+k, "not allowed with cluster.fromFile: the file says what the cluster is")
 			}
@@ -287,6 +299,9 @@ func (p *Probes) validate(v *validator, c *Cluster) {
 	for i, k := range p.Kinds {
 		v.oneOf(fmt.Sprintf("probes.kinds[%d]", i), k, ProbeKinds)
 	}
+	for i, f := range p.From {
+		v.oneOf(fmt.Sprintf("probes.from[%d]", i), f, ProbeFroms)
+	}
 }
 
 func validateSelector(v *validator, path string, s Selector, maxCount int) {
@@ -319,6 +334,24 @@ func (s *Scenario) validateTimeline(v *validator) {
 	}
 }
 
+// checkStart checks a startProxier or restartProxier step's arguments.
+func (s *Scenario) checkStart(v *validator, path string, st *StartProxier) {
+	if k := st.KnownAtFirstSync; k != nil && (*k < 0 || *k > 1) {
+		v.errf(path+".knownAtFirstSync", "must be a share between 0 and 1, got %v", *k)
+	}
+	if st.SlowInitialList > 0 && s.modeledClock() {
+		v.errf(path+".slowInitialList", "slows handlers in wall time, which a run on the modeled clock "+
+			"(the sim at timeScale 0) does not see; use knownAtFirstSync to say what the first sync knows")
+	}
+}
+
+// modeledClock reports whether the scenario runs on the modeled clock: on
+// the sim at time scale 0, unless an API fault (which acts in wall time) is
+// on the timeline.
+func (s *Scenario) modeledClock() bool {
+	return s.Backend == "sim" && s.Sim.TimeScale == 0 && !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil })
+}
+
 type timelineState struct {
 	created, started, startSeen bool
 	expanded                    int
@@ -349,10 +382,12 @@ func (s *Scenario) checkSteps(v *validator, steps []Step, path string, st *timel
 				v.errf(sp, "startProxier runs once, outside repeat; use restartProxier to restart")
 			}
 			st.startSeen, st.started = true, true
+			s.checkStart(v, kp, step.StartProxier)
 		case step.RestartProxier != nil:
 			if !st.started {
 				v.errf(sp, "restartProxier before startProxier")
 			}
+			s.checkStart(v, kp, step.RestartProxier)
 		case step.WaitSynced != nil:
 			if !st.started {
 				v.errf(sp, "waitSynced before startProxier: nothing would sync")

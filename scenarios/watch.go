@@ -1,12 +1,18 @@
 package scenarios
 
 import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -225,4 +231,36 @@ func (w *delayedWatch) sendExpired() {
 	case w.out <- watch.Event{Type: watch.Error, Object: expired.DeepCopy()}:
 	case <-w.done:
 	}
+}
+
+// installListOrder makes the fake clientset list objects in an order fixed
+// by the seed (a hash of seed and namespace/name), not by its map: which
+// objects an informer's handlers hear first, and so which ones a proxier
+// whose handlers lag knows at its first sync, repeats for a seed.
+func installListOrder(cs *fake.Clientset, seed int64) {
+	list := k8stesting.ObjectReaction(cs.Tracker())
+	cs.PrependReactor("list", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := list(action)
+		if !handled || err != nil {
+			return handled, obj, err
+		}
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return true, nil, fmt.Errorf("list %s: %w", action.GetResource().Resource, err)
+		}
+		rank := func(o runtime.Object) uint64 {
+			m, err := meta.Accessor(o)
+			if err != nil {
+				return 0
+			}
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%d/%s/%s", seed, m.GetNamespace(), m.GetName())
+			return h.Sum64()
+		}
+		slices.SortStableFunc(items, func(a, b runtime.Object) int { return cmp.Compare(rank(a), rank(b)) })
+		if err := meta.SetList(obj, items); err != nil {
+			return true, nil, fmt.Errorf("list %s: %w", action.GetResource().Resource, err)
+		}
+		return true, obj, nil
+	})
 }

@@ -26,8 +26,11 @@
 //   - Links: deleting a non-dummy link is EOPNOTSUPP.
 //
 // Costs: every operation is counted (Ops, the way dataplane.Count counts)
-// and charged from the profile (Modeled). With a TimeScale s, s of each cost
-// is slept (in chunks of at least a millisecond, after the kernel's lock is
-// released) and the rest accumulates in ModeledDelay, which the proxier adds
-// to its phase durations.
+// and charged from the profile (Kernel reports the total). With a TimeScale
+// s, s of each cost is slept (in chunks of at least a millisecond, after the
+// kernel's lock is released) and the rest is unspent, which the proxier adds
+// to its phase durations. On a modeled clock (SetClock, time scale 0) each
+// cost is instead spent on the clock by the caller, operation by operation,
+// and the proxier's own work is priced by the profile too (Compute): a run
+// on the modeled clock measures nothing and repeats exactly.
 package sim

@@ -190,14 +190,15 @@ func (k *Kernel) Apply(changes []dataplane.SetChange) error {
 	return nil
 }
 
-// pace charges one entry and, once a chunk of wall time is owed, sleeps it
-// with the lock released: a batch of thousands of `ipset del` processes then
-// changes the sets at the modeled pace as probes and the other family's
-// proxier see them, instead of all at once followed by one long sleep. It
-// returns the set again, which may have been destroyed meanwhile.
+// pace charges one entry and, once a chunk of wall time is owed (or on a
+// modeled clock, at once), spends it with the lock released: a batch of
+// thousands of `ipset del` processes then changes the sets at the modeled
+// pace as probes and the other family's proxier see them, instead of all at
+// once followed by one long wait. It returns the set again, which may have
+// been destroyed meanwhile.
 func (k *Kernel) pace(s *ipset) (*ipset, bool) {
 	k.charge(k.costs.op[dataplane.OpIPSetAdd])
-	if k.sleep == 0 {
+	if k.sleep == 0 && k.spend == 0 {
 		return s, true
 	}
 	k.unlock()

@@ -19,7 +19,7 @@ type Options struct {
 	// Profile prices every operation; nil means the embedded "host" profile.
 	Profile *Profile
 	// TimeScale is the fraction of modeled cost spent as wall time: 0 only
-	// accounts it (fast runs, ModeledDelay carries the cost), 1 sleeps it all
+	// accounts it (fast runs; Kernel reports the cost), 1 sleeps it all
 	// (the proxier feels the kernel in real time). Between 0 and 1.
 	TimeScale float64
 	// IPSetStrategy is how ipset batches reach the modeled kernel; it only
@@ -47,6 +47,9 @@ type Kernel struct {
 	delay   time.Duration // the part of modeled not slept
 	owed    time.Duration // scaled cost not yet slept (sleeping is batched)
 	sleep   time.Duration // to sleep when the current call releases the lock
+	clock   Clock         // a modeled clock the costs are spent on, instead of sleeping
+	spend   time.Duration // to spend on clock when the current call releases the lock
+	work    ProxierCost   // prices the proxier's own work on the modeled clock
 
 	faults   []*faultState
 	faultOps [nOps]int // active faults per op, so the hot path checks one int
@@ -90,6 +93,10 @@ func New(o Options) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
+	work, err := o.Profile.ProxierWork()
+	if err != nil {
+		return nil, err
+	}
 	if len(o.NodeAddresses) == 0 {
 		for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 			o.NodeAddresses = append(o.NodeAddresses, dataplane.InterfaceAddr{Link: "eth0", Prefix: dataplane.DefaultNodeAddresses[f]})
@@ -99,6 +106,7 @@ func New(o Options) (*Kernel, error) {
 		profile:  o.Profile,
 		scale:    o.TimeScale,
 		costs:    costs,
+		work:     work,
 		services: make(map[dataplane.ServiceKey]*ipvsService),
 		sets:     make(map[string]*ipset),
 		tables:   newTables(),
@@ -119,19 +127,61 @@ func New(o Options) (*Kernel, error) {
 	return k, nil
 }
 
-// Dataplane returns the kernel as the proxier sees it. ModeledDelay reports
-// the modeled cost not spent as wall time, which the proxier adds to its
-// phase durations.
+// Dataplane returns the kernel as the proxier sees it, with the kernel as
+// its Model of time.
 func (k *Kernel) Dataplane() dataplane.Dataplane {
-	return dataplane.Dataplane{
-		IPVS:         k,
-		IPSet:        k,
-		IPTables:     k,
-		Links:        k,
-		Sysctls:      k,
-		Conntrack:    k,
-		ModeledDelay: k.ModeledDelay,
+	return dataplane.Dataplane{IPVS: k, IPSet: k, IPTables: k, Links: k, Sysctls: k, Conntrack: k, Model: k}
+}
+
+// Clock is a discrete-event clock: Spend returns once d of modeled time has
+// passed for the caller, which may be at once or after other events due
+// earlier have happened.
+type Clock interface {
+	Spend(d time.Duration)
+}
+
+// SetClock puts the kernel on a modeled clock: from now on each operation's
+// cost is spent on c by the calling goroutine after the kernel's lock is
+// released (so probes and the other family's proxier see the kernel in the
+// meantime), and Compute prices the proxier's work on it too. Only a kernel
+// at time scale 0 can have a clock: at any other scale time is real.
+func (k *Kernel) SetClock(c Clock) error {
+	if k.scale != 0 {
+		return fmt.Errorf("sim: a modeled clock needs time scale 0, not %v", k.scale)
 	}
+	k.mu.Lock()
+	k.clock = c
+	k.mu.Unlock()
+	return nil
+}
+
+// Kernel returns the modeled cost of every operation so far and the part not slept.
+func (k *Kernel) Kernel() (total, unspent time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.modeled, k.delay
+}
+
+// Clocked reports whether the kernel is on a modeled clock (SetClock).
+func (k *Kernel) Clocked() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.clock != nil
+}
+
+// Compute prices a proxier's own work from the profile and, on a modeled
+// clock, spends it there and returns it. Without a clock the proxier's time
+// is its own wall time, and Compute returns 0.
+func (k *Kernel) Compute(w dataplane.Work) time.Duration {
+	k.mu.Lock()
+	c := k.clock
+	k.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	d := k.work.price(w)
+	c.Spend(d)
+	return d
 }
 
 // Profile returns the cost profile the kernel charges from, so that a run
@@ -149,33 +199,21 @@ func (k *Kernel) Ops() dataplane.Ops {
 	return k.ops
 }
 
-// Modeled returns the total modeled cost of every operation so far, slept or not.
-func (k *Kernel) Modeled() time.Duration {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.modeled
-}
-
-// ModeledDelay returns the modeled cost not spent as wall time:
-// cost*(1-TimeScale) summed over every operation. (Under a millisecond of
-// scaled cost may be owed, not yet slept, and is in neither.)
-func (k *Kernel) ModeledDelay() time.Duration {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.delay
-}
-
 // lock and unlock bracket every operation. Sleeping happens after the lock
 // is released, so a modeled slow kernel call delays its caller, not readers
 // and the other family's proxier.
 func (k *Kernel) lock() { k.mu.Lock() }
 
 func (k *Kernel) unlock() {
-	d := k.sleep
-	k.sleep = 0
+	d, sp := k.sleep, k.spend
+	k.sleep, k.spend = 0, 0
+	c := k.clock
 	k.mu.Unlock()
 	if d > 0 {
 		time.Sleep(d)
+	}
+	if sp > 0 {
+		c.Spend(sp)
 	}
 }
 
@@ -192,6 +230,9 @@ func (k *Kernel) charge(d time.Duration) {
 	k.modeled += d
 	if k.scale == 0 {
 		k.delay += d
+		if k.clock != nil {
+			k.spend += d
+		}
 		return
 	}
 	s := time.Duration(float64(d) * k.scale)

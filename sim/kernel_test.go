@@ -77,10 +77,12 @@ func TestDefaultProfile(t *testing.T) {
 		k := newKernel(t, sim.Options{IPSetStrategy: s})
 		require.NoError(t, k.CreateSet(dataplane.Set{Name: "S", Type: dataplane.HashIP}))
 		require.NoError(t, k.Apply([]dataplane.SetChange{{Set: "S", Add: []string{"10.0.0.1"}}}))
-		return k.Modeled()
+		total, _ := k.Kernel()
+		return total
 	}
-	require.Equal(t, modeled(dataplane.DefaultIPSetStrategy), k.Modeled(), "the default strategy is the one every part of kpsim defaults to")
-	require.NotEqual(t, modeled(dataplane.IPSetExec), k.Modeled(), "the check can tell strategies apart")
+	total, _ := k.Kernel()
+	require.Equal(t, modeled(dataplane.DefaultIPSetStrategy), total, "the default strategy is the one every part of kpsim defaults to")
+	require.NotEqual(t, modeled(dataplane.IPSetExec), total, "the check can tell strategies apart")
 }
 
 func TestBootState(t *testing.T) {
@@ -253,13 +255,14 @@ func TestCostPerStrategy(t *testing.T) {
 	for _, s := range dataplane.IPSetStrategies {
 		k := newKernel(t, sim.Options{Profile: p, IPSetStrategy: s})
 		require.NoError(t, k.CreateSet(dataplane.Set{Name: "KUBE-CLUSTER-IP", Type: dataplane.HashIPPort}))
-		before := k.Modeled()
+		before, _ := k.Kernel()
 		require.NoError(t, k.Apply([]dataplane.SetChange{{Set: "KUBE-CLUSTER-IP", Add: entries}}))
-		modeled[s] = k.Modeled() - before
+		after, unspent := k.Kernel()
+		modeled[s] = after - before
 		c := p.IPSet[s]
 		want := time.Duration((c.PerBatch + n*c.PerEntry) * 1e9)
 		require.InDelta(t, float64(want), float64(modeled[s]), float64(n), "strategy %s", s)
-		require.Equal(t, k.Modeled(), k.ModeledDelay(), "time scale 0 sleeps nothing")
+		require.Equal(t, after, unspent, "time scale 0 sleeps nothing")
 	}
 	// One process per entry is two orders of magnitude above either batch
 	// strategy. Restore and netlink are close on the host (43-75 ms per 5000
@@ -287,9 +290,9 @@ func TestTimeScale(t *testing.T) {
 			for i := range 3 {
 				require.NoError(t, k.AddService(vs(fmt.Sprintf("10.96.0.%d", i+1), 80, dataplane.TCP)))
 			}
-			require.Equal(t, 6*time.Millisecond, k.Modeled())
-			require.Equal(t, tc.wantDelay, k.ModeledDelay())
-			require.Equal(t, tc.wantDelay, k.Dataplane().ModeledDelay())
+			total, unspent := k.Dataplane().Model.Kernel()
+			require.Equal(t, 6*time.Millisecond, total)
+			require.Equal(t, tc.wantDelay, unspent)
 			require.Equal(t, "modeled", k.Dataplane().Basis())
 		})
 	}

@@ -19,9 +19,10 @@ const (
 )
 
 // Probe models whether a new connection (or, for UDP, the next datagram)
-// from client to the service address dst would succeed right now, given the
-// kernel state the proxier has programmed. ready says whether an endpoint
-// would answer (the pod exists and serves). The model, in order:
+// from client, a pod on the node, to the service address dst would succeed
+// right now, given the kernel state the proxier has programmed. ready says
+// whether an endpoint would answer (the pod exists and serves). The model,
+// in order:
 //
 //  1. dst's address must be bound on a link of the node: kube-ipvs0 for
 //     ClusterIPs, external and load-balancer IPs, or one of the node's own
@@ -59,6 +60,41 @@ const (
 func (k *Kernel) Probe(client, dst netip.AddrPort, proto dataplane.Protocol, ready func(netip.AddrPort) bool) (ok bool, outcome string) {
 	k.lock()
 	defer k.unlock()
+	return k.probe(client, dst, proto, ready, false)
+}
+
+// ProbeFromNode models a connection from a process in the node's own network
+// namespace (host network: the kubelet, a CNI agent) to the service address
+// dst. It differs from Probe where the kernel's path differs:
+//
+//   - the packet is sent, not delivered: it traverses the filter table's
+//     OUTPUT chain, not INPUT (IPVS takes it at LOCAL_OUT), so
+//     KUBE-IPVS-FILTER does not apply and KUBE-IPVS-OUT-FILTER does;
+//   - its source is the address the route to dst prefers, dst itself for an
+//     address bound on the node, so a connection to a service address on
+//     kube-ipvs0 leaves with that service address as its source. The real
+//     server's reply to it is lost (every node holds the service address
+//     locally) unless the packet was masqueraded: the nat table's OUTPUT
+//     chain must mark it and POSTROUTING must end in MASQUERADE, or the
+//     outcome is "no-snat". This is how a node joining a cluster cannot
+//     reach the API server's ClusterIP until kube-proxy has written its
+//     iptables rules, at the end of a sync that may add thousands of ipset
+//     entries first. A NodePort on the node's own address needs no SNAT.
+func (k *Kernel) ProbeFromNode(dst netip.AddrPort, proto dataplane.Protocol, ready func(netip.AddrPort) bool) (ok bool, outcome string) {
+	k.lock()
+	defer k.unlock()
+	return k.probe(netip.AddrPortFrom(dst.Addr(), nodeClientPort), dst, proto, ready, true)
+}
+
+// nodeClientPort is the source port of a host-network probe: one per
+// target, like a resolver's socket, so its UDP flows are followed.
+const nodeClientPort = 40001
+
+// ProbeNoSNAT is the outcome of a host-network connection whose reply
+// cannot come back: its source, a service address, was not masqueraded.
+const ProbeNoSNAT = "no-snat"
+
+func (k *Kernel) probe(client, dst netip.AddrPort, proto dataplane.Protocol, ready func(netip.AddrPort) bool, fromNode bool) (bool, string) {
 	if !k.bound(dst.Addr()) {
 		return false, ProbeNoAddress
 	}
@@ -68,8 +104,15 @@ func (k *Kernel) Probe(client, dst netip.AddrPort, proto dataplane.Protocol, rea
 		reply, tracked = k.flows[key]
 	}
 	pkt := packet{src: client, dst: dst, proto: proto.SetProto(), established: tracked}
-	if !k.filterAccepts(&pkt) {
+	chain := "INPUT"
+	if fromNode {
+		chain = "OUTPUT"
+	}
+	if !k.filterAccepts(&pkt, chain) {
 		return false, ProbeRejected
+	}
+	if fromNode && !tracked {
+		k.walkHook(&pkt, "nat", "OUTPUT") // marks the packet for masquerade, or not
 	}
 	svc, found := k.services[dataplane.ServiceKey{Address: dst.Addr(), Port: dst.Port(), Protocol: proto}]
 	if !found {
@@ -88,6 +131,12 @@ func (k *Kernel) Probe(client, dst netip.AddrPort, proto dataplane.Protocol, rea
 			continue
 		}
 		svc.next = (svc.next + i + 1) % n
+		if fromNode && k.onServiceLink(client.Addr()) {
+			pkt.dst = d.ap // IPVS has sent it on to the real server
+			if k.walkHook(&pkt, "nat", "POSTROUTING") != "MASQUERADE" {
+				return false, ProbeNoSNAT
+			}
+		}
 		if proto == dataplane.UDP {
 			k.flows[key] = d.ap
 		}
@@ -96,11 +145,23 @@ func (k *Kernel) Probe(client, dst netip.AddrPort, proto dataplane.Protocol, rea
 	return false, ProbeNoDestination
 }
 
+// onServiceLink reports whether a is bound on kube-ipvs0: a service address,
+// not one of the node's own.
+func (k *Kernel) onServiceLink(a netip.Addr) bool {
+	l := k.links[dataplane.DummyLink]
+	if l == nil {
+		return false
+	}
+	_, ok := l.addrs[a]
+	return ok
+}
+
 // packet is what the filter model knows of a probe's first packet.
 type packet struct {
 	src, dst    netip.AddrPort
 	proto       string // lower case, as -p and ipset entries spell it
 	established bool   // conntrack state ESTABLISHED rather than NEW
+	mark        uint32
 	buf         [128]byte
 }
 
@@ -132,18 +193,26 @@ func (p *packet) port(src bool) uint16 {
 //     "10.96.0.10,tcp:80"; dst on hash:ip looks up "10.96.0.10".
 //   - -m conntrack [!] --ctstate STATES: STATES holds NEW (a new connection)
 //     or ESTABLISHED (a UDP datagram of a tracked flow).
+//   - [!] -s / -d ADDR[/LEN]: the packet's source or destination address.
+//   - -m mark [!] --mark VALUE[/MASK]: the packet's mark.
+//   - -m addrtype [!] --src-type|--dst-type LOCAL: whether the address is
+//     bound on the node (kube-ipvs0's included).
 //
-// and these targets: ACCEPT, DROP, REJECT (which end the walk), RETURN, a
-// user chain by -j (a jump) or -g (a goto: its end returns to the caller's
-// caller), and no target at all (a counting rule). A rule with any other
-// module, option or target (-s, -m mark, -j MARK, -j LOG, ...) is skipped as
-// if it did not match: the approximation the model makes, right for
-// kube-proxy's filter rules on the path of a connection to a service.
+// and these targets: ACCEPT, DROP, REJECT, MASQUERADE (which end the walk),
+// RETURN, MARK (--set-xmark, --set-mark, --or-mark, --xor-mark: the packet's
+// mark changes and the walk goes on), a user chain by -j (a jump) or -g (a
+// goto: its end returns to the caller's caller), and no target at all (a
+// counting rule). A rule with any other module, option or target (-m
+// physdev, -j LOG, ...) is skipped as if it did not match: the
+// approximation the model makes, right for kube-proxy's rules on the path of
+// a connection to a service.
 type probeRule struct {
 	skip    bool
 	target  string
 	goTo    bool
 	matches []probeMatch
+	// MARK's effect: mark = mark&^clear ^ flip.
+	clear, flip uint32
 }
 
 type matchKind uint8
@@ -152,6 +221,9 @@ const (
 	matchProtocol matchKind = iota
 	matchSet
 	matchState
+	matchAddr
+	matchMark
+	matchLocal
 )
 
 type probeMatch struct {
@@ -163,10 +235,46 @@ type probeMatch struct {
 	src   [3]bool
 	// State: whether the states listed include NEW and ESTABLISHED.
 	stateNew, stateEstablished bool
+	// Addr: the prefix the source (src[0]) or destination must be in; Local:
+	// which address must be bound locally (src[0]).
+	prefix netip.Prefix
+	// Mark: mark&mask == value.
+	value, mask uint32
 }
 
 // probeModules are the match modules whose options the model understands.
-var probeModules = map[string]bool{"comment": true, "set": true, "conntrack": true}
+var probeModules = map[string]bool{"comment": true, "set": true, "conntrack": true, "mark": true, "addrtype": true}
+
+// parseMark reads VALUE[/MASK] in iptables' number syntax; the mask
+// defaults to all ones.
+func parseMark(s string) (value, mask uint32, ok bool) {
+	v, m, hasMask := strings.Cut(s, "/")
+	x, err := strconv.ParseUint(v, 0, 32)
+	if err != nil {
+		return 0, 0, false
+	}
+	mask = 0xffffffff
+	if hasMask {
+		y, err := strconv.ParseUint(m, 0, 32)
+		if err != nil {
+			return 0, 0, false
+		}
+		mask = uint32(y)
+	}
+	return uint32(x), mask, true
+}
+
+// parsePrefix reads an address or a prefix as -s and -d take them.
+func parsePrefix(s string) (netip.Prefix, bool) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), true
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a, a.BitLen()), true
+}
 
 // compileProbeRule compiles a rule spec (the words after "-A CHAIN").
 func compileProbeRule(spec []string) probeRule {
@@ -214,10 +322,27 @@ func compileProbeRule(spec []string) probeRule {
 				m.stateEstablished = m.stateEstablished || s == "ESTABLISHED"
 			}
 			r.matches = append(r.matches, m)
+		case "-s", "--source", "-d", "--destination":
+			p, ok := parsePrefix(arg())
+			r.skip = r.skip || !ok
+			m := probeMatch{kind: matchAddr, negate: negate, prefix: p}
+			m.src[0] = opt == "-s" || opt == "--source"
+			r.matches = append(r.matches, m)
+		case "--mark":
+			v, mask, ok := parseMark(arg())
+			r.skip = r.skip || !ok
+			r.matches = append(r.matches, probeMatch{kind: matchMark, negate: negate, value: v, mask: mask})
+		case "--src-type", "--dst-type":
+			m := probeMatch{kind: matchLocal, negate: negate}
+			m.src[0] = opt == "--src-type"
+			r.skip = r.skip || arg() != "LOCAL"
+			r.matches = append(r.matches, m)
 		case "-j", "--jump", "-g", "--goto":
 			r.target, r.goTo = arg(), opt == "-g" || opt == "--goto"
 			switch r.target {
-			case "ACCEPT", "DROP", "REJECT", "RETURN":
+			case "ACCEPT", "DROP", "REJECT", "RETURN", "MASQUERADE":
+			case "MARK":
+				r.compileMark(spec[i+1:])
 			default:
 				r.skip = r.skip || targets[r.target] // an extension target, not a chain
 			}
@@ -230,15 +355,50 @@ func compileProbeRule(spec []string) probeRule {
 	return r
 }
 
-// filterAccepts walks the filter table's INPUT chain of the packet's family.
-func (k *Kernel) filterAccepts(p *packet) bool {
-	t := k.tables[dataplane.FamilyOf(p.dst.Addr())]["filter"]
-	input := t.chains["INPUT"]
-	verdict, _ := k.walk(t, input, p, 0)
-	if verdict == "" {
-		verdict = input.policy
+// compileMark reads the MARK target's options.
+func (r *probeRule) compileMark(opts []string) {
+	if len(opts) != 2 {
+		r.skip = true
+		return
 	}
+	v, mask, ok := parseMark(opts[1])
+	if !ok {
+		r.skip = true
+		return
+	}
+	switch opts[0] {
+	case "--set-xmark":
+		r.clear, r.flip = mask, v
+	case "--set-mark":
+		r.clear, r.flip = mask, v&mask
+	case "--or-mark":
+		r.clear, r.flip = v, v
+	case "--xor-mark":
+		r.clear, r.flip = 0, v
+	case "--and-mark":
+		r.clear, r.flip = ^v, 0
+	default:
+		r.skip = true
+	}
+}
+
+// filterAccepts walks the filter table's chain of the packet's family
+// (INPUT for a packet delivered to the node, OUTPUT for one it sends).
+func (k *Kernel) filterAccepts(p *packet, chain string) bool {
+	verdict := k.walkHook(p, "filter", chain)
 	return verdict != "DROP" && verdict != "REJECT"
+}
+
+// walkHook walks one built-in chain of a table and returns the verdict that
+// ended it, or the chain's policy.
+func (k *Kernel) walkHook(p *packet, table, chain string) string {
+	t := k.tables[dataplane.FamilyOf(p.dst.Addr())][table]
+	c := t.chains[chain]
+	verdict, _ := k.walk(t, c, p, 0)
+	if verdict == "" {
+		verdict = c.policy
+	}
+	return verdict
 }
 
 // walk evaluates a chain and returns the verdict that ended the walk, or ""
@@ -252,10 +412,13 @@ func (k *Kernel) walk(t *table, c *chain, p *packet, depth int) (verdict string,
 			continue
 		}
 		switch r.target {
-		case "ACCEPT", "DROP", "REJECT":
+		case "ACCEPT", "DROP", "REJECT", "MASQUERADE":
 			return r.target, true
 		case "RETURN":
 			return "", false
+		case "MARK":
+			p.mark = p.mark&^r.clear ^ r.flip
+			continue
 		}
 		sub, ok := t.chains[r.target]
 		if !ok || sub.builtin || depth >= len(t.chains) {
@@ -279,6 +442,12 @@ func (k *Kernel) matchAll(ms []probeMatch, p *packet) bool {
 			hit = k.inSet(m, p)
 		case matchState:
 			hit = m.stateEstablished && p.established || m.stateNew && !p.established
+		case matchAddr:
+			hit = m.prefix.Contains(p.addr(m.src[0]))
+		case matchMark:
+			hit = p.mark&m.mask == m.value
+		case matchLocal:
+			hit = k.bound(p.addr(m.src[0]))
 		}
 		if hit == m.negate {
 			return false

@@ -104,12 +104,21 @@ func TestProbeFilter(t *testing.T) {
 		},
 		{
 			name: "rules with a match or target the model does not know are skipped",
-			rules: `-A INPUT -m mark --mark 0x1/0x1 -m set --match-set KUBE-IPVS-IPS dst -j REJECT
--A INPUT -s 10.244.9.9/32 -j DROP
+			rules: `-A INPUT -m physdev ! --physdev-is-in -m set --match-set KUBE-IPVS-IPS dst -j REJECT
 -A INPUT -m set --match-set KUBE-IPVS-IPS dst --return-nomatch -j DROP
 -A INPUT -m set --match-set KUBE-IPVS-IPS dst -j LOG
 `,
 			probes: []attempt{{pod, tcp, dataplane.TCP, sim.ProbeOK}},
+		},
+		{
+			name: "addresses, marks and local addresses are matched",
+			rules: `-A INPUT -m mark --mark 0x1/0x1 -j REJECT
+-A INPUT -s 10.244.0.0/16 -p udp -j DROP
+-A INPUT -d 10.96.0.10 -m addrtype ! --dst-type LOCAL -j DROP
+-A INPUT -j MARK --or-mark 0x1
+-A INPUT -m mark --mark 0x1/0x1 -p tcp -m addrtype --dst-type LOCAL -j REJECT
+`,
+			probes: []attempt{{pod, tcp, dataplane.TCP, sim.ProbeRejected}, {pod, udp, dataplane.UDP, sim.ProbeRejected}},
 		},
 		{
 			name:   "fewer flags than the set's dimensions never match",
@@ -215,4 +224,55 @@ func BenchmarkProbeFilter(b *testing.B) {
 			b.Fatal(outcome)
 		}
 	}
+}
+
+// kubeProxyNAT is kube-proxy's masquerade path for traffic to a ClusterIP
+// (no cluster CIDR configured: "src,dst"), as its nat table holds it.
+const kubeProxyNAT = `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-POSTROUTING - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT
+-A KUBE-POSTROUTING -m mark ! --mark 0x00004000/0x00004000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --xor-mark 0x00004000
+-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x00004000
+COMMIT
+`
+
+// TestProbeFromNode: a connection from the node's own network namespace to
+// a ClusterIP leaves with the ClusterIP as its source; only kube-proxy's nat
+// rules, which mark it for masquerade, let the reply come back. A pod's
+// connection needs none of that, and neither does a NodePort on the node's
+// own address.
+func TestProbeFromNode(t *testing.T) {
+	all := func(netip.AddrPort) bool { return true }
+	clusterIP := netip.MustParseAddrPort("10.96.0.10:80")
+	pod := netip.MustParseAddrPort("10.244.9.9:40000")
+
+	k := filterNode(t, kubeIPVSFilter)
+	_, outcome := k.ProbeFromNode(clusterIP, dataplane.TCP, all)
+	require.Equal(t, sim.ProbeNoSNAT, outcome, "no nat rules yet: the reply would go to the ClusterIP")
+	_, outcome = k.Probe(pod, clusterIP, dataplane.TCP, all)
+	require.Equal(t, sim.ProbeOK, outcome, "a pod's source is its own address")
+
+	nodePort := netip.MustParseAddrPort("192.168.0.10:30080")
+	v := vs("192.168.0.10", 30080, dataplane.TCP)
+	require.NoError(t, k.AddService(v))
+	require.NoError(t, k.AddDestination(v.ServiceKey, rs("10.244.1.5:8080", 1)))
+	_, outcome = k.ProbeFromNode(nodePort, dataplane.TCP, all)
+	require.Equal(t, sim.ProbeOK, outcome, "from the node to its own address: the node's source")
+
+	require.NoError(t, k.Restore(dataplane.IPv4, []byte(kubeProxyNAT)))
+	_, outcome = k.ProbeFromNode(clusterIP, dataplane.TCP, all)
+	require.Equal(t, sim.ProbeOK, outcome, "marked in OUTPUT, masqueraded in POSTROUTING")
+
+	require.NoError(t, k.Apply([]dataplane.SetChange{{Set: "KUBE-CLUSTER-IP", Del: []string{"10.96.0.10,tcp:80"}}}))
+	_, outcome = k.ProbeFromNode(clusterIP, dataplane.TCP, all)
+	require.Equal(t, sim.ProbeNoSNAT, outcome, "the set entry the mark rule matches is gone")
+	_, outcome = k.Probe(pod, clusterIP, dataplane.TCP, all)
+	require.Equal(t, sim.ProbeRejected, outcome, "and a pod meets KUBE-IPVS-FILTER")
 }

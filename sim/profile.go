@@ -43,6 +43,25 @@ type Profile struct {
 	ListItem map[string]float64 `json:"list_item,omitempty"`
 	// IPSet prices each strategy; every strategy must be present.
 	IPSet map[dataplane.IPSetStrategy]IPSetCost `json:"ipset"`
+	// Proxier prices the proxier's own work on a modeled clock, where it
+	// cannot be measured without making runs unrepeatable. A profile without
+	// it (an older calibration) is priced as the embedded host profile is.
+	Proxier *ProxierCost `json:"proxier,omitempty"`
+}
+
+// ProxierCost prices a proxier's own work (dataplane.Work), in seconds per
+// unit, with where the numbers came from.
+type ProxierCost struct {
+	PerSync     float64 `json:"per_sync"`
+	PerPort     float64 `json:"per_port"`     // service port visited
+	PerEndpoint float64 `json:"per_endpoint"` // endpoint or real server visited
+	PerEntry    float64 `json:"per_entry"`    // ipset entry compared
+	Source      string  `json:"source"`
+}
+
+func (c ProxierCost) price(w dataplane.Work) time.Duration {
+	return seconds(float64(w.Syncs)*c.PerSync + float64(w.Ports)*c.PerPort +
+		float64(w.Endpoints)*c.PerEndpoint + float64(w.Entries)*c.PerEntry)
 }
 
 // IPSetCost prices ipset work under one strategy.
@@ -163,7 +182,35 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("profile %s: ipset: strategy %q is not priced", p.Name, s)
 		}
 	}
+	if c := p.Proxier; c != nil {
+		if strings.TrimSpace(c.Source) == "" {
+			return fmt.Errorf("profile %s: proxier: source is empty: say where the numbers come from", p.Name)
+		}
+		for name, v := range map[string]float64{"per_sync": c.PerSync, "per_port": c.PerPort, "per_endpoint": c.PerEndpoint, "per_entry": c.PerEntry} {
+			if err := check("proxier", name, v); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// ProxierWork returns how the profile prices the proxier's own work: its own
+// proxier section, or the host profile's when it has none (noted in Source).
+func (p *Profile) ProxierWork() (ProxierCost, error) {
+	if p.Proxier != nil {
+		return *p.Proxier, nil
+	}
+	host, err := LoadProfile(DefaultProfile)
+	if err != nil {
+		return ProxierCost{}, err
+	}
+	if host.Proxier == nil {
+		return ProxierCost{}, fmt.Errorf("cost profile %s: no proxier section", DefaultProfile)
+	}
+	c := *host.Proxier
+	c.Source = fmt.Sprintf("profile %s prices no proxier work; the %s profile's: %s", p.Name, DefaultProfile, c.Source)
+	return c, nil
 }
 
 // Cost returns the modeled cost of one operation of kind op, without list

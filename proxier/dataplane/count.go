@@ -23,6 +23,9 @@ type Churn struct {
 	mu      sync.Mutex
 	deleted map[churnKey]struct{}
 	readded Ops
+	// dests are the real servers known to be in each virtual server: a
+	// service delete takes them with it, and re-creating them is wasted too.
+	dests map[ServiceKey]map[netip.AddrPort]struct{}
 }
 
 // churnKey identifies a kernel object by value, so that counting costs no
@@ -37,7 +40,9 @@ type churnKey struct {
 }
 
 // NewChurn returns an empty Churn.
-func NewChurn() *Churn { return &Churn{deleted: make(map[churnKey]struct{})} }
+func NewChurn() *Churn {
+	return &Churn{deleted: make(map[churnKey]struct{}), dests: make(map[ServiceKey]map[netip.AddrPort]struct{})}
+}
 
 // Readded returns, per add operation, how many additions re-created something
 // deleted earlier in the run.
@@ -65,6 +70,54 @@ func (c *Churn) addSeen(k churnKey) {
 		delete(c.deleted, k)
 		c.readded[k.op]++
 	}
+	if k.op == OpIPVSDestinationAdd {
+		m := c.dests[k.svc]
+		if m == nil {
+			m = map[netip.AddrPort]struct{}{}
+			c.dests[k.svc] = m
+		}
+		m[k.dst] = struct{}{}
+	}
+	c.mu.Unlock()
+}
+
+// destsSeen records a virtual server's real servers as the kernel listed them.
+func (c *Churn) destsSeen(svc ServiceKey, rs []RealServer) {
+	if c == nil {
+		return
+	}
+	m := make(map[netip.AddrPort]struct{}, len(rs))
+	for _, r := range rs {
+		m[r.AddrPort()] = struct{}{}
+	}
+	c.mu.Lock()
+	c.dests[svc] = m
+	c.mu.Unlock()
+}
+
+// destDeleted forgets one real server, deleted by itself.
+func (c *Churn) destDeleted(svc ServiceKey, d netip.AddrPort) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.deleted[churnKey{op: OpIPVSDestinationAdd, svc: svc, dst: d}] = struct{}{}
+	delete(c.dests[svc], d)
+	c.mu.Unlock()
+}
+
+// serviceDeleted records a virtual server's delete and, with it, the delete
+// of every real server known to be in it: the kernel removes them together.
+func (c *Churn) serviceDeleted(svc ServiceKey) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.deleted[churnKey{op: OpIPVSServiceAdd, svc: svc}] = struct{}{}
+	for d := range c.dests[svc] {
+		c.deleted[churnKey{op: OpIPVSDestinationAdd, svc: svc, dst: d}] = struct{}{}
+	}
+	delete(c.dests, svc)
 	c.mu.Unlock()
 }
 
@@ -107,13 +160,17 @@ func (w countedIPVS) UpdateService(s VirtualServer) error {
 
 func (w countedIPVS) DeleteService(k ServiceKey) error {
 	w.c.ops[OpIPVSServiceDelete]++
-	w.c.churn.deleteSeen(churnKey{op: OpIPVSServiceAdd, svc: k})
+	w.c.churn.serviceDeleted(k)
 	return w.IPVS.DeleteService(k)
 }
 
 func (w countedIPVS) Destinations(k ServiceKey) ([]RealServer, error) {
 	w.c.ops[OpIPVSList]++
-	return w.IPVS.Destinations(k)
+	rs, err := w.IPVS.Destinations(k)
+	if err == nil {
+		w.c.churn.destsSeen(k, rs)
+	}
+	return rs, err
 }
 
 func (w countedIPVS) AddDestination(k ServiceKey, r RealServer) error {
@@ -129,7 +186,7 @@ func (w countedIPVS) UpdateDestination(k ServiceKey, r RealServer) error {
 
 func (w countedIPVS) DeleteDestination(k ServiceKey, r RealServer) error {
 	w.c.ops[OpIPVSDestinationDelete]++
-	w.c.churn.deleteSeen(churnKey{op: OpIPVSDestinationAdd, svc: k, dst: r.AddrPort()})
+	w.c.churn.destDeleted(k, r.AddrPort())
 	return w.IPVS.DeleteDestination(k, r)
 }
 

@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"encoding/json"
 	"net/netip"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,6 +48,33 @@ func TestCountAndChurn(t *testing.T) {
 	require.EqualValues(t, 1, readded[dataplane.OpIPSetAdd])
 	require.EqualValues(t, 1, readded[dataplane.OpIPVSServiceAdd])
 	require.EqualValues(t, 2, readded.Writes())
+
+	// The service delete took its real server with it: re-creating it is
+	// wasted work too, though no destination delete was ever issued.
+	require.NoError(t, dp.IPVS.AddDestination(vs.ServiceKey, dst))
+	require.EqualValues(t, 1, churn.Readded()[dataplane.OpIPVSDestinationAdd])
+}
+
+// TestChurnDestinationsListed: real servers the proxier only read (a
+// restarted proxier's kernel) count too when their service is deleted.
+func TestChurnDestinationsListed(t *testing.T) {
+	k, err := sim.New(sim.Options{})
+	require.NoError(t, err)
+	vs := dataplane.VirtualServer{ServiceKey: dataplane.ServiceKey{Address: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: dataplane.TCP}, Scheduler: "rr"}
+	require.NoError(t, k.AddService(vs))
+	for _, a := range []string{"10.0.0.1", "10.0.0.2"} {
+		require.NoError(t, k.AddDestination(vs.ServiceKey, dataplane.RealServer{Address: netip.MustParseAddr(a), Port: 8080, Weight: 1}))
+	}
+	churn := dataplane.NewChurn()
+	dp, _ := dataplane.Count(k.Dataplane(), churn)
+	_, err = dp.IPVS.Destinations(vs.ServiceKey)
+	require.NoError(t, err)
+	require.NoError(t, dp.IPVS.DeleteService(vs.ServiceKey))
+	require.NoError(t, dp.IPVS.AddService(vs))
+	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		require.NoError(t, dp.IPVS.AddDestination(vs.ServiceKey, dataplane.RealServer{Address: netip.MustParseAddr(a), Port: 8080, Weight: 1}))
+	}
+	require.EqualValues(t, 2, churn.Readded()[dataplane.OpIPVSDestinationAdd], "two came back; the third is new")
 }
 
 func TestOpsJSON(t *testing.T) {
@@ -61,4 +89,24 @@ func TestOpsJSON(t *testing.T) {
 	require.Equal(t, o, back)
 	require.EqualValues(t, 5, back.Writes(), "restore bytes measure a write, they are not one")
 	require.ErrorContains(t, json.Unmarshal([]byte(`{"ipset-frob":1}`), &back), `unknown kernel operation "ipset-frob"`)
+}
+
+// nopIPVS accepts everything and counts what reached it.
+type nopIPVS struct {
+	dataplane.IPVS
+	adds int
+}
+
+func (n *nopIPVS) AddService(dataplane.VirtualServer) error { n.adds++; return nil }
+
+func TestStoppable(t *testing.T) {
+	inner := &nopIPVS{}
+	dp, stop := dataplane.Stoppable(dataplane.Dataplane{IPVS: inner})
+	k := dataplane.VirtualServer{ServiceKey: dataplane.ServiceKey{Address: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: dataplane.TCP}}
+	require.NoError(t, dp.IPVS.AddService(k))
+	stop()
+	err := dp.IPVS.AddService(k)
+	require.ErrorIs(t, err, syscall.ECANCELED)
+	require.ErrorContains(t, err, "ipvs add service 10.96.0.1:80/TCP")
+	require.Equal(t, 1, inner.adds, "nothing reaches the kernel after stop")
 }

@@ -253,16 +253,40 @@ type Dataplane struct {
 	Links     Links
 	Sysctls   Sysctls
 	Conntrack Conntrack
-	// ModeledDelay, when set, returns the total kernel time the dataplane has
-	// modeled but not spent as wall time so far (the in-memory kernel at a time
-	// scale below 1). The proxier adds it to phase durations so that modeled
-	// syncs report what a real node would take. nil for the real kernel.
-	ModeledDelay func() time.Duration
+	// Model, when set, is the in-memory kernel's account of the time a real
+	// node would take; nil for the real kernel, where time is measured.
+	Model Model
+}
+
+// Model is how an in-memory kernel accounts for time it does not spend.
+//
+// At a time scale below 1 the kernel's modeled cost is partly not slept: a
+// proxier adds the unspent part to its measured durations. On a modeled
+// clock (a discrete-event run at time scale 0) nothing is measured: each
+// kernel operation moves the clock by its cost when issued, and the proxier
+// reports its own work through Compute, which moves the clock by the work's
+// modeled price, so that a run repeats exactly.
+type Model interface {
+	// Kernel returns the modeled cost of every kernel operation so far, and
+	// the part of it not spent as wall time.
+	Kernel() (total, unspent time.Duration)
+	// Clocked reports whether the kernel runs on a modeled clock.
+	Clocked() bool
+	// Compute prices the proxier's own work and, on a modeled clock, moves
+	// the clock by that much and returns it; otherwise it returns 0.
+	Compute(Work) time.Duration
+}
+
+// Work is a proxier's own work in a phase of a sync, in the units a cost
+// profile prices: a fixed cost per sync, per service port visited, per
+// endpoint (or real server) visited and per ipset entry compared.
+type Work struct {
+	Syncs, Ports, Endpoints, Entries int
 }
 
 // Basis says whether a duration was measured on a kernel or includes modeled cost.
 func (d Dataplane) Basis() string {
-	if d.ModeledDelay != nil {
+	if d.Model != nil {
 		return "modeled"
 	}
 	return "measured"
