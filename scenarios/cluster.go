@@ -296,18 +296,34 @@ func (g *generator) endpoint(f dataplane.Family) (discoveryv1.Endpoint, error) {
 
 // kubeDNS generates kube-system/kube-dns at the service CIDR's tenth address.
 func (g *generator) kubeDNS() (*v1.Service, []*discoveryv1.EndpointSlice, error) {
+	return g.wellKnown("kube-system", "kube-dns", 10, max(g.c.EndpointsPerService, 2), map[string]string{"k8s-app": "kube-dns"},
+		v1.ServicePort{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(53)},
+		v1.ServicePort{Name: "dns-tcp", Protocol: v1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(53)},
+		v1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9153, TargetPort: intstr.FromInt32(9153)})
+}
+
+// apiServer generates default/kubernetes at the service CIDR's first
+// address, with three API servers behind it.
+func (g *generator) apiServer() (*v1.Service, []*discoveryv1.EndpointSlice, error) {
+	return g.wellKnown("default", "kubernetes", 1, 3, map[string]string{"component": "apiserver", "provider": "kubernetes"},
+		v1.ServicePort{Name: "https", Protocol: v1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(6443)})
+}
+
+// wellKnown generates a ClusterIP service every cluster has, at the nth
+// address of the first family's service CIDR, with eps endpoints.
+func (g *generator) wellKnown(ns, name string, nth, eps int, labels map[string]string, ports ...v1.ServicePort) (*v1.Service, []*discoveryv1.EndpointSlice, error) {
 	f := g.fams[0]
 	al := g.svcIPs[f]
 	ip := al.prefix.Addr()
-	for i := 0; i < 10; i++ {
+	for i := 0; i < nth; i++ {
 		ip = ip.Next()
 	}
 	if !al.prefix.Contains(ip) || al.used[ip] {
-		return nil, nil, fmt.Errorf("cluster.serviceCIDRs: no room for kube-dns at %s", ip)
+		return nil, nil, fmt.Errorf("cluster.serviceCIDRs: no room for %s/%s at %s", ns, name, ip)
 	}
 	al.used[ip] = true
 	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: v1.ServiceSpec{
 			Type:                  v1.ServiceTypeClusterIP,
 			ClusterIP:             ip.String(),
@@ -316,14 +332,10 @@ func (g *generator) kubeDNS() (*v1.Service, []*discoveryv1.EndpointSlice, error)
 			IPFamilyPolicy:        ptr(v1.IPFamilyPolicySingleStack),
 			InternalTrafficPolicy: ptr(v1.ServiceInternalTrafficPolicyCluster),
 			SessionAffinity:       v1.ServiceAffinityNone,
-			Ports: []v1.ServicePort{
-				{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(53)},
-				{Name: "dns-tcp", Protocol: v1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(53)},
-				{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9153, TargetPort: intstr.FromInt32(9153)},
-			},
+			Ports:                 ports,
 		},
 	}
-	slices, err := g.slices(svc, max(g.c.EndpointsPerService, 2))
+	slices, err := g.slices(svc, eps)
 	return svc, slices, err
 }
 
@@ -360,10 +372,17 @@ func (s *Scenario) build(v *validator) error {
 		set = loaded
 		g.reserve(set)
 	} else {
-		if c.KubeDNS {
-			svc, eps, err := g.kubeDNS()
+		for _, wk := range []struct {
+			on   bool
+			path string
+			gen  func() (*v1.Service, []*discoveryv1.EndpointSlice, error)
+		}{{c.APIServer, "cluster.apiServer", g.apiServer}, {c.KubeDNS, "cluster.kubeDNS", g.kubeDNS}} {
+			if !wk.on {
+				continue
+			}
+			svc, eps, err := wk.gen()
 			if err != nil {
-				v.errf("cluster.kubeDNS", "%v", err)
+				v.errf(wk.path, "%v", err)
 				return v.errs.orNil()
 			}
 			set.Services = append(set.Services, svc)
