@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
@@ -86,7 +87,7 @@ func TestMissing(t *testing.T) {
 // and checks that namespace is as it was: Detect works in a scratch
 // namespace of its own thread.
 func TestDetectLeavesNoTrace(t *testing.T) {
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	snapshot := func() string {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/proxier/dataplane/conformance"
 )
@@ -30,7 +31,7 @@ func TestConformance(t *testing.T) {
 	for _, opts := range conformanceVariants {
 		t.Run(string(opts.IPSetStrategy)+"-"+opts.IPTablesMode, func(t *testing.T) {
 			t.Parallel()
-			if !inPrivateNetNS(t) {
+			if !netnstest.Private(t) {
 				return
 			}
 			ns := &scratchNamespace{opts: opts}

@@ -1,8 +1,10 @@
-// Package kernel is the real side of kpsim: the dataplane interfaces
-// implemented by the Linux kernel (IPVS and ipset over netlink or the ipset
-// tool, iptables-restore, links and addresses, conntrack, sysctls), the
-// namespaces and topology a kernel run lives in, real probes, and capability
-// detection.
+// Package kernel is the dataplane on the Linux kernel, the counterpart of the
+// in-memory kernel in sim/: the dataplane interfaces over IPVS and ipset
+// netlink or the ipset tool, iptables-restore, links and addresses,
+// conntrack and sysctls, and detection of what the kernel offers. The
+// namespaces a kernel run lives in are kernel/netns; the topology, real
+// probes and the scenario backend around it, kernel/testbed; measuring its
+// costs for the sim, kernel/calibrate.
 //
 // The dataplane works in the network namespace of the current process. kpsim
 // moves its whole process into a fresh namespace before any kernel work, so
@@ -23,6 +25,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
@@ -58,8 +61,8 @@ func New(opts Options) (*Kernel, error) {
 		strategy = dataplane.DefaultIPSetStrategy
 	}
 	// The network rule: never program the namespace kpsim was started in.
-	if !Isolated() {
-		return nil, ErrNotIsolated
+	if !netns.Isolated() {
+		return nil, netns.ErrNotIsolated
 	}
 	mode := opts.IPTablesMode
 	if mode == "" {

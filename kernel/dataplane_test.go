@@ -14,19 +14,21 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/kernel/netns"
+	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 func TestNewRefusesTheStartingNamespace(t *testing.T) {
-	if Isolated() {
+	if netns.Isolated() {
 		t.Skip("already isolated")
 	}
 	_, err := New(Options{})
-	require.ErrorIs(t, err, ErrNotIsolated)
+	require.ErrorIs(t, err, netns.ErrNotIsolated)
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	_, err := New(Options{IPTablesMode: "xtables"})
@@ -39,7 +41,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 // addresses on a veth link, node addresses, and the clear error a dummy
 // create gets here.
 func TestLinksOnVeth(t *testing.T) {
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	k, err := New(Options{})
@@ -117,7 +119,7 @@ func TestSysctlKeys(t *testing.T) {
 }
 
 func TestSysctlsPerNamespace(t *testing.T) {
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	k, err := New(Options{})
@@ -134,7 +136,7 @@ func TestSysctlsPerNamespace(t *testing.T) {
 // TestConntrackDelete creates flows through ctnetlink and deletes them by
 // the filters kube-proxy uses, reply source port included.
 func TestConntrackDelete(t *testing.T) {
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	if c := Detect().Conntrack; !c.OK {
@@ -193,7 +195,7 @@ func TestConntrackDelete(t *testing.T) {
 // TestDetectIPTablesMode follows kube-proxy's image: kubelet's hint chain
 // decides, nft first; nothing found means nft.
 func TestDetectIPTablesMode(t *testing.T) {
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	for _, tool := range []string{"iptables-legacy", "iptables-nft"} {
@@ -244,7 +246,7 @@ func TestToolErrorErrno(t *testing.T) {
 // and that a netmask, a persistence timeout and weights come back as written.
 // Without IPVS (the host kernel) every call says why.
 func TestIPVSReadBack(t *testing.T) {
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	k, err := New(Options{})

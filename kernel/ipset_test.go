@@ -8,6 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
@@ -103,7 +104,7 @@ var setCases = []setCase{
 // TestIPSetStrategies programs every kube-proxy set type through each
 // strategy and reads it back through the same one.
 func TestIPSetStrategies(t *testing.T) {
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	for _, strategy := range dataplane.IPSetStrategies {
@@ -169,7 +170,7 @@ func TestIPSetStrategies(t *testing.T) {
 // rejects. kpsim's own messages add, list and delete node ports, and the
 // sets the other strategies see are the same.
 func TestIPSetNetlinkBitmapPort(t *testing.T) {
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	k, err := New(Options{IPSetStrategy: dataplane.IPSetNetlink})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios/backend"
 )
 
 func newRand(seed int64, stream uint64) *rand.Rand {
@@ -91,7 +92,7 @@ type prober struct {
 	interval time.Duration
 	targets  []results.Target
 	ready    []func(netip.AddrPort) bool
-	backend  Backend
+	backend  backend.Backend
 	fail     context.CancelCauseFunc
 	now      func() time.Time
 
@@ -103,7 +104,7 @@ type prober struct {
 	failures []results.Failure
 }
 
-func newProber(interval time.Duration, targets []results.Target, r *replay, b Backend, fail context.CancelCauseFunc) *prober {
+func newProber(interval time.Duration, targets []results.Target, r *replay, b backend.Backend, fail context.CancelCauseFunc) *prober {
 	n := len(targets)
 	p := &prober{interval: interval, targets: targets, backend: b, fail: fail, now: r.now,
 		attempts: make([]int, n), first: make([]time.Time, n), firstOK: make([]time.Time, n)}
@@ -145,7 +146,7 @@ func (p *prober) round(ctx context.Context) bool {
 		if p.first[i].IsZero() {
 			p.first[i] = at
 		}
-		if outcome != ProbeOK {
+		if outcome != backend.ProbeOK {
 			p.failures = append(p.failures, results.Failure{Target: i, Time: at, Outcome: outcome, Seconds: latency.Seconds()})
 		} else if p.firstOK[i].IsZero() {
 			p.firstOK[i] = at

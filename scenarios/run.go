@@ -17,11 +17,12 @@ import (
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/prom"
+	"github.com/kpsim/kpsim/scenarios/backend"
 )
 
 // RunOptions connect a run to its caller.
 type RunOptions struct {
-	Backend Backend
+	Backend backend.Backend
 	// Registry receives the proxier's metrics (what --metrics-addr serves);
 	// it must be fresh for each run. nil means a registry of the run's own.
 	Registry *prometheus.Registry
@@ -134,7 +135,7 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 		Scenario:      scJSON,
 		Start:         x.now(),
 	}
-	if pb, ok := o.Backend.(ProfiledBackend); ok {
+	if pb, ok := o.Backend.(backend.Profiled); ok {
 		f.CostProfile = pb.CostProfile()
 	}
 	x.ctx, x.fail = context.WithCancelCause(ctx)

@@ -18,8 +18,19 @@ import (
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios/backend"
 	"github.com/kpsim/kpsim/sim"
 )
+
+// simBackend builds the in-memory kernel s asks for.
+func simBackend(t testing.TB, s *Scenario) *backend.Sim {
+	t.Helper()
+	spec, err := s.BackendSpec()
+	require.NoError(t, err)
+	b, err := backend.NewSim(spec)
+	require.NoError(t, err)
+	return b
+}
 
 // runScenario parses and runs a scenario on the in-memory kernel; inspect
 // (optional) sees the run after its timeline.
@@ -27,8 +38,7 @@ func runScenario(t *testing.T, file string, data []byte, sets []string, inspect 
 	t.Helper()
 	s, err := Parse(file, data, sets)
 	require.NoError(t, err)
-	b, err := NewSimBackend(s)
-	require.NoError(t, err)
+	b := simBackend(t, s)
 	f, err := s.run(context.Background(), RunOptions{Backend: b}, inspect)
 	require.NoError(t, err)
 	return f
@@ -47,7 +57,7 @@ func runShipped(t *testing.T, name string, sets []string, inspect func(*run)) *r
 // services left no virtual server behind.
 func requireKernelMatchesAPI(t *testing.T, x *run) {
 	t.Helper()
-	k := x.o.Backend.(*SimBackend).Kernel()
+	k := x.o.Backend.(*backend.Sim).Kernel()
 	vss, err := k.Services()
 	require.NoError(t, err)
 	inKernel := map[dataplane.ServiceKey]bool{}
@@ -340,8 +350,7 @@ func TestAPIFaults(t *testing.T) {
 func TestInterruptedRunKeepsWhatItMeasured(t *testing.T) {
 	s, err := Load("smoke", []string{"sim.timeScale=0"})
 	require.NoError(t, err)
-	b, err := NewSimBackend(s)
-	require.NoError(t, err)
+	b := simBackend(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Stopped by the first sync during churnEndpoints (step 4): the proxier
@@ -465,9 +474,7 @@ func BenchmarkScale10k(b *testing.B) {
 	for b.Loop() {
 		s, err := Load("scale-10k", nil)
 		require.NoError(b, err)
-		backend, err := NewSimBackend(s)
-		require.NoError(b, err)
-		f, err := Run(context.Background(), s, RunOptions{Backend: backend})
+		f, err := Run(context.Background(), s, RunOptions{Backend: simBackend(b, s)})
 		require.NoError(b, err)
 		b.ReportMetric(float64(len(f.Syncs)), "syncs/op")
 		b.ReportMetric(f.Summary.Slowest.Seconds, "slowest-sync-modeled-s/op")
@@ -492,8 +499,7 @@ func TestStopsAfterFailedSyncs(t *testing.T) {
 			require.NoError(t, err)
 			s, err := Parse(file, data, append([]string{"sim.timeScale=0"}, tc.sets...))
 			require.NoError(t, err)
-			b, err := NewSimBackend(s)
-			require.NoError(t, err)
+			b := simBackend(t, s)
 			require.NoError(t, b.Kernel().InjectFault(sim.Fault{Op: dataplane.OpIPSetAdd, Err: syscall.ENOSPC}))
 			f, err := s.run(context.Background(), RunOptions{Backend: b}, nil)
 			require.ErrorContains(t, err, fmt.Sprintf("%d syncs in a row failed", tc.limit))

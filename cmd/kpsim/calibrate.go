@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/kernel/calibrate"
+	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
@@ -63,10 +65,10 @@ func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
 			return err
 		}
 	}
-	if !kernel.Isolated() {
-		return reexecIsolated("calibrate", setFlags(cmd), stderr)
+	if !netns.Isolated() {
+		return reexecIsolated(append([]string{"calibrate"}, setFlags(cmd)...), stderr)
 	}
-	if err := kernel.LoopbackUp(); err != nil {
+	if err := netns.LoopbackUp(); err != nil {
 		return err
 	}
 	caps := kernel.Detect()
@@ -90,7 +92,7 @@ func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
 		}
 		return k.Dataplane(), k.Close, nil
 	}
-	p, err := kernel.Calibrate(open, kernel.CalibrateOptions{
+	p, err := calibrate.Run(open, calibrate.Options{
 		Entries: o.entries, ExecEntries: o.execEntries, Name: o.name, Where: o.where, Skip: skip, Log: stderr,
 	})
 	if err != nil {
@@ -119,17 +121,17 @@ func setFlags(cmd *cobra.Command) []string {
 	return out
 }
 
-// reexecIsolated runs `kpsim cmd args` again in a fresh network namespace
-// (kernel.RunIsolated) and passes its exit status on: kernel work never
+// reexecIsolated runs `kpsim args...` again in a fresh network namespace
+// (netns.RunIsolated) and passes its exit status on: kernel work never
 // happens in the namespace kpsim was started in.
-func reexecIsolated(cmd string, args []string, stderr io.Writer) error {
-	code, err := kernel.RunIsolated(append([]string{cmd}, args...), os.Stdin, os.Stdout, stderr)
+func reexecIsolated(args []string, stderr io.Writer) error {
+	code, err := netns.RunIsolated(args, os.Stdin, os.Stdout, stderr)
 	if err != nil {
 		return err
 	}
 	if code != 0 {
 		// The child has said why; pass its status on without another message.
-		return &exitError{code: code, err: fmt.Errorf("isolated %s exited with status %d", cmd, code)}
+		return &exitError{code: code, err: fmt.Errorf("isolated kpsim %s exited with status %d", args[0], code)}
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/scenarios/backend"
 )
 
 func init() { register("run", newRunCommand) }
@@ -97,11 +98,20 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 			return err
 		}
 	}
-	backend, err := newBackend(sc)
+	spec, err := sc.BackendSpec()
 	if err != nil {
 		return fmt.Errorf("backend %s: %w", sc.Backend, err)
 	}
-	defer backend.Close()
+	node, err := backend.New(spec)
+	if errors.Is(err, backend.ErrIsolate) {
+		// Nothing of this process's run has started: the isolated child
+		// runs the whole command line, and its status is this one's.
+		return reexecIsolated(os.Args[1:], stderr)
+	}
+	if err != nil {
+		return fmt.Errorf("backend %s: %w", sc.Backend, err)
+	}
+	defer node.Close()
 
 	reg := prometheus.NewRegistry()
 	if o.metricsAddr != "" {
@@ -112,7 +122,7 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 		defer stop()
 	}
 
-	opts := scenarios.RunOptions{Backend: backend, Registry: reg}
+	opts := scenarios.RunOptions{Backend: node, Registry: reg}
 	bar := newProgress(stderr, sc.StepCount())
 	failures := newFailurePrinter(stderr, bar, time.Now)
 	opts.OnSync = failures.sync
@@ -142,7 +152,7 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	if o.state != "" {
 		// Read back from the kernel itself (the real one on the kernel
 		// backend), so a sim run and a kernel run diff with the same command.
-		st, err := results.ReadState(backend.Dataplane(), sc.Proxier.Families)
+		st, err := results.ReadState(node.Dataplane(), sc.Proxier.Families)
 		if err == nil {
 			err = writeState(o.state, st, stdout)
 		}

@@ -12,14 +12,18 @@
 
 vm_build() {
 	CGO_ENABLED=0 go build -trimpath -o "$1/bin/kpsim" ./cmd/kpsim
-	CGO_ENABLED=0 go test -c -trimpath -o "$1/bin/kernel.test" ./kernel
-	mkdir -p "$1/src/kernel"
-	cp -r kernel/testdata "$1/src/kernel/"
+	for pkg in kernel kernel/testbed; do
+		CGO_ENABLED=0 go test -c -trimpath -o "$1/bin/$(basename "$pkg").test" "./$pkg"
+	done
+	mkdir -p "$1/src/kernel/testbed"
+	cp -r kernel/testbed/testdata "$1/src/kernel/testbed/"
 }
 
 vm_tests() {
 	cd /kpsim/src/kernel || return 1
 	step doctor kpsim doctor --require kernel
-	step kernel-tests kernel.test -test.v -test.count=1 -test.timeout=15m -test.skip '^TestE2E'
-	step e2e env KPSIM_E2E_BIN=/kpsim/bin/kpsim kernel.test -test.v -test.count=1 -test.timeout=20m -test.run '^TestE2E'
+	step kernel-tests kernel.test -test.v -test.count=1 -test.timeout=15m
+	cd /kpsim/src/kernel/testbed || return 1
+	step testbed-tests testbed.test -test.v -test.count=1 -test.timeout=15m -test.skip '^TestE2E'
+	step e2e env KPSIM_E2E_BIN=/kpsim/bin/kpsim testbed.test -test.v -test.count=1 -test.timeout=20m -test.run '^TestE2E'
 }

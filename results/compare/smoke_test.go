@@ -11,6 +11,7 @@ import (
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/scenarios/backend"
 )
 
 // runSmoke runs the shipped smoke scenario on the in-memory kernel.
@@ -18,7 +19,9 @@ func runSmoke(t *testing.T, sets ...string) *results.File {
 	t.Helper()
 	s, err := scenarios.Load("smoke", sets)
 	require.NoError(t, err)
-	b, err := scenarios.NewSimBackend(s)
+	spec, err := s.BackendSpec()
+	require.NoError(t, err)
+	b, err := backend.New(spec)
 	require.NoError(t, err)
 	f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package scenarios
+package backend
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/kpsim/kpsim/sim"
 )
 
-// SimBackend runs a scenario on the in-memory kernel. Probes ask the
-// kernel's model (sim.Kernel.Probe) whether a connection would succeed.
-type SimBackend struct {
+// Sim runs a scenario on the in-memory kernel. Probes ask the kernel's model
+// (sim.Kernel.Probe) whether a connection would succeed.
+type Sim struct {
 	k         *sim.Kernel
 	profile   *sim.Profile
 	timeScale float64
@@ -25,35 +25,31 @@ type SimBackend struct {
 
 var _ interface {
 	Backend
-	ProfiledBackend
-} = (*SimBackend)(nil)
+	Profiled
+} = (*Sim)(nil)
 
-// NewSimBackend builds the in-memory kernel the scenario describes: its cost
-// profile, time scale, ipset strategy and node addresses.
-func NewSimBackend(s *Scenario) (*SimBackend, error) {
-	prof, err := sim.LoadProfile(s.Sim.Profile)
+// NewSim builds the in-memory kernel s describes: its cost profile, time
+// scale, ipset strategy and node addresses.
+func NewSim(s Spec) (*Sim, error) {
+	prof, err := sim.LoadProfile(s.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("sim backend: %w", err)
 	}
 	var addrs []dataplane.InterfaceAddr
-	for _, a := range s.Cluster.Node.Addresses {
-		p, err := netip.ParsePrefix(a)
-		if err != nil {
-			return nil, fmt.Errorf("sim backend: node address %q: %w", a, err)
-		}
+	for _, p := range s.NodeAddresses {
 		addrs = append(addrs, dataplane.InterfaceAddr{Link: "eth0", Prefix: p})
 	}
 	k, err := sim.New(sim.Options{
 		Profile:       prof,
-		TimeScale:     s.Sim.TimeScale,
-		IPSetStrategy: s.Dataplane.IPSet,
+		TimeScale:     s.TimeScale,
+		IPSetStrategy: s.IPSet,
 		NodeAddresses: addrs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sim backend: %w", err)
 	}
-	b := &SimBackend{k: k, profile: prof, timeScale: s.Sim.TimeScale, clients: map[dataplane.Family]netip.Addr{}}
-	for _, a := range s.Cluster.ProbeClients() {
+	b := &Sim{k: k, profile: prof, timeScale: s.TimeScale, clients: map[dataplane.Family]netip.Addr{}}
+	for _, a := range s.Clients {
 		b.clients[dataplane.FamilyOf(a)] = a
 	}
 	b.port.Store(32768)
@@ -61,19 +57,19 @@ func NewSimBackend(s *Scenario) (*SimBackend, error) {
 }
 
 // Kernel returns the in-memory kernel, for tests that inspect its state.
-func (b *SimBackend) Kernel() *sim.Kernel { return b.k }
+func (b *Sim) Kernel() *sim.Kernel { return b.k }
 
-func (b *SimBackend) Dataplane() dataplane.Dataplane { return b.k.Dataplane() }
+func (b *Sim) Dataplane() dataplane.Dataplane { return b.k.Dataplane() }
 
 // Prepare does nothing: the model needs no backend pods.
-func (b *SimBackend) Prepare(context.Context, *objects.Set, []results.Target) error { return nil }
+func (b *Sim) Prepare(context.Context, *objects.Set, []results.Target) error { return nil }
 
 // Probe asks the model. A UDP client keeps one source port per target, like
 // a resolver's socket, so conntrack entries it left behind are followed by
 // its next datagram; TCP and SCTP use a fresh ephemeral port per attempt.
 // The latency is the model's wall time, or none on the modeled clock, where
 // a probe takes no time and a run repeats exactly.
-func (b *SimBackend) Probe(_ context.Context, t results.Target, ready func(netip.AddrPort) bool) (string, time.Duration, error) {
+func (b *Sim) Probe(_ context.Context, t results.Target, ready func(netip.AddrPort) bool) (string, time.Duration, error) {
 	dst, err := netip.ParseAddrPort(t.Address)
 	if err != nil {
 		return "", 0, fmt.Errorf("probe target %q: %w", t.Address, err)
@@ -102,14 +98,14 @@ func (b *SimBackend) Probe(_ context.Context, t results.Target, ready func(netip
 	return outcome, took(), nil
 }
 
-func (b *SimBackend) Basis() string { return results.Modeled }
+func (b *Sim) Basis() string { return results.Modeled }
 
 // UseClock puts the kernel on the modeled clock at time scale 0; at any other
 // scale its costs are slept, and time is the wall clock's.
-func (b *SimBackend) UseClock(c sim.Clock) bool { return b.k.SetClock(c) == nil }
+func (b *Sim) UseClock(c sim.Clock) bool { return b.k.SetClock(c) == nil }
 
-func (b *SimBackend) Close() error { return nil }
+func (b *Sim) Close() error { return nil }
 
-func (b *SimBackend) CostProfile() *results.ProfileRef {
+func (b *Sim) CostProfile() *results.ProfileRef {
 	return &results.ProfileRef{Name: b.profile.Name, Source: b.profile.Source, TimeScale: b.timeScale}
 }

@@ -1,4 +1,4 @@
-package kernel
+package testbed
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/kernel/netns"
+	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
@@ -54,17 +56,8 @@ func childMain(mode string) int {
 }
 
 func childRun(ctx context.Context, mode string) (err error) {
-	if !Isolated() {
-		return ErrNotIsolated
-	}
-	if mode == "crash" {
-		// A run whose parent died too: its namespace outlives both.
-		ns, err := newNamedNetns(fmt.Sprintf("%s%d-pods", NetnsPrefix, deadPID))
-		if err != nil {
-			return err
-		}
-		fmt.Println(childReady)
-		return ns.handle.Close()
+	if !netns.Isolated() {
+		return netns.ErrNotIsolated
 	}
 	topo, err := NewTopology(TopologyConfig{})
 	if err != nil {
@@ -159,55 +152,12 @@ func childRun(ctx context.Context, mode string) (err error) {
 	return errors.New("not interrupted within 30 s")
 }
 
-// deadPID is a process id no process has (above Linux's pid_max).
-const deadPID = 1 << 30
-
-// HostSnapshot is the state of the host's network namespace that a kernel
-// run must leave as it found it.
-func HostSnapshot(t *testing.T) map[string]string {
-	t.Helper()
-	cmds := [][]string{
-		{"ip", "-d", "link"}, {"ip", "addr"}, {"ip", "route"}, {"ip", "-6", "route"},
-		{"iptables-legacy-save"}, {"ip6tables-legacy-save"}, {"iptables-nft-save"}, {"ip6tables-nft-save"},
-		{"ipset", "list"}, {"ls", "-a", "/run/netns"},
-	}
-	snap := map[string]string{}
-	for _, c := range cmds {
-		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
-		s := string(out)
-		if err != nil {
-			s += "error: " + err.Error()
-		}
-		// iptables-save stamps its output with the time.
-		var keep []string
-		for _, l := range strings.Split(s, "\n") {
-			if !strings.HasPrefix(l, "#") {
-				keep = append(keep, l)
-			}
-		}
-		snap[strings.Join(c, " ")] = strings.Join(keep, "\n")
-	}
-	return snap
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
-	for _, tool := range []string{"ip", "ipset", "iptables-legacy-save", "iptables-nft-save"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s to take the host snapshot: %v", tool, err)
-		}
-	}
-}
-
 // TestHostUntouched runs kernel work in an isolated child, completed,
 // interrupted with SIGINT and killed with SIGKILL, and checks that the host's
 // links, addresses, routes, iptables (legacy and nft), ipsets and named
 // namespaces are exactly as they were.
 func TestHostUntouched(t *testing.T) {
-	requireRoot(t)
+	netnstest.RequireHostTools(t)
 	tests := []struct {
 		name     string
 		mode     string
@@ -220,7 +170,7 @@ func TestHostUntouched(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := HostSnapshot(t)
+			before := netnstest.HostSnapshot(t)
 			t.Setenv(childModeEnv, tc.mode)
 			pr, pw := io.Pipe()
 			var stderr bytes.Buffer
@@ -230,7 +180,7 @@ func TestHostUntouched(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				code, err := RunIsolated(nil, nil, pw, &stderr)
+				code, err := netns.RunIsolated(nil, nil, pw, &stderr)
 				pw.Close()
 				done <- result{code, err}
 			}()
@@ -260,7 +210,7 @@ func TestHostUntouched(t *testing.T) {
 			require.NoError(t, r.err, stderr.String())
 			require.True(t, ready, "child never got ready: %s", stderr.String())
 			require.Equal(t, tc.wantCode, r.code, stderr.String())
-			require.Equal(t, before, HostSnapshot(t))
+			require.Equal(t, before, netnstest.HostSnapshot(t))
 		})
 	}
 }
@@ -284,67 +234,8 @@ func childPIDs(t *testing.T) []int {
 	return pids
 }
 
-func TestKernelWorkRefusedOutsideIsolation(t *testing.T) {
-	require.False(t, Isolated())
+func TestTopologyRefusedOutsideIsolation(t *testing.T) {
+	require.False(t, netns.Isolated())
 	_, err := NewTopology(TopologyConfig{})
-	require.ErrorIs(t, err, ErrNotIsolated)
-	_, err = NewNetns("client")
-	require.ErrorIs(t, err, ErrNotIsolated)
-	// A marker naming this namespace (a copied environment) does not count.
-	own, err := netnsInode()
-	require.NoError(t, err)
-	t.Setenv(isolatedEnv, fmt.Sprint(own))
-	require.False(t, Isolated())
-}
-
-func TestParseNetnsName(t *testing.T) {
-	tests := []struct {
-		name string
-		pid  int
-		ok   bool
-	}{
-		{"kpsim-1234-client", 1234, true},
-		{"kpsim-1234-pods", 1234, true},
-		{"kpsim-1234-", 0, false},
-		{"kpsim-x-client", 0, false},
-		{"kpsim-0-client", 0, false},
-		{"cni-1234-client", 0, false},
-		{"kpsim-1234", 0, false},
-	}
-	for _, tc := range tests {
-		pid, ok := parseNetnsName(tc.name)
-		require.Equal(t, tc.ok, ok, tc.name)
-		require.Equal(t, tc.pid, pid, tc.name)
-	}
-}
-
-// TestCleanRemovesStaleNamespaces leaves a namespace named for a dead run
-// behind (as a run whose parent was killed would) and checks that Clean
-// removes it, keeps nothing else, and leaves /run as it found it.
-func TestCleanRemovesStaleNamespaces(t *testing.T) {
-	requireRoot(t)
-	before := HostSnapshot(t)
-	t.Setenv(childModeEnv, "crash")
-	var stdout, stderr bytes.Buffer
-	code, err := RunIsolated(nil, nil, &stdout, &stderr)
-	require.NoError(t, err, stderr.String())
-	require.Zero(t, code, stderr.String())
-	require.Contains(t, stdout.String(), childReady)
-	stale, err := ListRunNetns(deadPID)
-	require.NoError(t, err)
-	require.Len(t, stale, 1)
-
-	rep, err := Clean(false)
-	require.NoError(t, err)
-	require.Contains(t, rep.Removed, stale[0].Name)
-	require.Empty(t, rep.Killed)
-	stale, err = ListRunNetns(deadPID)
-	require.NoError(t, err)
-	require.Empty(t, stale)
-	if !strings.Contains(before["ls -a /run/netns"], "No such file") {
-		return
-	}
-	// Clean does not know who made /run/netns: this test made it, and removes it.
-	removeNetnsDirIfEmpty()
-	require.Equal(t, before, HostSnapshot(t))
+	require.ErrorIs(t, err, netns.ErrNotIsolated)
 }

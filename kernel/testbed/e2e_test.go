@@ -1,4 +1,4 @@
-package kernel_test
+package testbed_test
 
 import (
 	"fmt"
@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/kernel/netns"
+	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -280,9 +282,9 @@ func TestE2ECalibratedSim(t *testing.T) {
 func TestE2EHostUntouchedByRun(t *testing.T) {
 	bin := e2eKpsim(t)
 	const scenario = "testdata/e2e-restart-stale.yaml"
-	before := kernel.HostSnapshot(t)
+	before := netnstest.HostSnapshot(t)
 	kpsimRun(t, bin, scenario)
-	require.Equal(t, before, kernel.HostSnapshot(t), "after a completed kernel run")
+	require.Equal(t, before, netnstest.HostSnapshot(t), "after a completed kernel run")
 
 	out := filepath.Join(t.TempDir(), "interrupted.json")
 	cmd := exec.Command(bin, "run", "-s", scenario, "-o", out)
@@ -292,7 +294,7 @@ func TestE2EHostUntouchedByRun(t *testing.T) {
 	// Mid-run: the run's namespaces exist, then probes have had time to start.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		ns, err := kernel.ListRunNetns(0)
+		ns, err := netns.List(0)
 		require.NoError(t, err)
 		if len(ns) > 0 {
 			break
@@ -308,8 +310,8 @@ func TestE2EHostUntouchedByRun(t *testing.T) {
 	f, err := results.Read(out)
 	require.NoError(t, err, "the interrupted run still writes its results")
 	require.True(t, f.Interrupted)
-	require.Equal(t, before, kernel.HostSnapshot(t), "after an interrupted kernel run")
-	left, err := kernel.ListRunNetns(0)
+	require.Equal(t, before, netnstest.HostSnapshot(t), "after an interrupted kernel run")
+	left, err := netns.List(0)
 	require.NoError(t, err)
 	require.Empty(t, left)
 }

@@ -1,4 +1,4 @@
-package kernel
+package testbed
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
@@ -21,9 +23,9 @@ import (
 // takes the destination and the virtual server away and checks that new
 // connections and the long-lived connection notice.
 func TestProbeThroughIPVS(t *testing.T) {
-	caps := Detect()
+	caps := kernel.Detect()
 	var missing []string
-	for what, c := range map[string]Check{"IPVS": caps.IPVS, "dummy links": caps.Dummy, "veth links": caps.Veth} {
+	for what, c := range map[string]kernel.Check{"IPVS": caps.IPVS, "dummy links": caps.Dummy, "veth links": caps.Veth} {
 		if !c.OK {
 			missing = append(missing, what+" ("+c.Detail+")")
 		}
@@ -31,13 +33,13 @@ func TestProbeThroughIPVS(t *testing.T) {
 	if len(missing) > 0 {
 		t.Skipf("needs %s", strings.Join(missing, ", "))
 	}
-	if !inPrivateNetNS(t) {
+	if !netnstest.Private(t) {
 		return
 	}
 	topo, err := NewTopology(TopologyConfig{})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, topo.Close()) }()
-	k, err := New(Options{IPSetStrategy: dataplane.IPSetNetlink})
+	k, err := kernel.New(kernel.Options{IPSetStrategy: dataplane.IPSetNetlink})
 	require.NoError(t, err)
 	defer k.Close()
 	dp := k.Dataplane()

@@ -1,4 +1,4 @@
-package kernel
+package testbed
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
@@ -77,7 +78,7 @@ func (c TopologyConfig) withDefaults() TopologyConfig {
 
 // Topology is the client and pods namespaces around the node namespace.
 type Topology struct {
-	Client, Pods *Netns
+	Client, Pods *netns.Namespace
 	cfg          TopologyConfig
 	madeNetnsDir bool
 
@@ -88,17 +89,17 @@ type Topology struct {
 // NewTopology builds the client and pods namespaces and links them to this
 // process's namespace, which becomes the node. It needs an isolated process.
 func NewTopology(cfg TopologyConfig) (t *Topology, err error) {
-	if !Isolated() {
-		return nil, ErrNotIsolated
+	if !netns.Isolated() {
+		return nil, netns.ErrNotIsolated
 	}
-	t = &Topology{cfg: cfg.withDefaults(), podAddrs: map[netip.Addr]int{}, madeNetnsDir: !netnsDirExists()}
+	t = &Topology{cfg: cfg.withDefaults(), podAddrs: map[netip.Addr]int{}, madeNetnsDir: !netns.DirExists()}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, t.Close())
 			t = nil
 		}
 	}()
-	if err := setLinkUp("lo"); err != nil {
+	if err := netns.SetLinkUp("lo"); err != nil {
 		return t, err
 	}
 	// The node forwards between the client and the pods.
@@ -108,10 +109,10 @@ func NewTopology(cfg TopologyConfig) (t *Topology, err error) {
 	if err := writeSysctl("net/ipv6/conf/all/forwarding", "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return t, err
 	}
-	if t.Client, err = NewNetns("client"); err != nil {
+	if t.Client, err = netns.New("client"); err != nil {
 		return t, err
 	}
-	if t.Pods, err = NewNetns("pods"); err != nil {
+	if t.Pods, err = netns.New("pods"); err != nil {
 		return t, err
 	}
 	// The client link first: the node's first non-loopback link then holds the
@@ -141,7 +142,7 @@ func NewTopology(cfg TopologyConfig) (t *Topology, err error) {
 
 // link creates a veth pair node:nodeName <-> ns:eth0, brings both up and
 // points ns's default routes at the node through the gateway addresses.
-func (t *Topology) link(nodeName string, ns *Netns) error {
+func (t *Topology) link(nodeName string, ns *netns.Namespace) error {
 	veth := &netlink.Veth{
 		LinkAttrs:     netlink.LinkAttrs{Name: nodeName},
 		PeerName:      podLink,
@@ -162,7 +163,7 @@ func (t *Topology) link(nodeName string, ns *Netns) error {
 	_ = writeSysctl("net/ipv6/conf/"+nodeName+"/accept_dad", "0")
 	return ns.Do(func() error {
 		_ = writeSysctl("net/ipv6/conf/"+podLink+"/accept_dad", "0")
-		if err := setLinkUp(podLink); err != nil {
+		if err := netns.SetLinkUp(podLink); err != nil {
 			return err
 		}
 		if err := addAddr(podLink, anchorV4); err != nil {
@@ -252,27 +253,16 @@ func (t *Topology) NodeAddresses() []netip.Prefix { return t.cfg.NodeAddresses }
 // Close deletes the client and pods namespaces; their veth pairs go with them.
 func (t *Topology) Close() error {
 	var errs []error
-	for _, ns := range []*Netns{t.Client, t.Pods} {
+	for _, ns := range []*netns.Namespace{t.Client, t.Pods} {
 		if ns != nil {
 			errs = append(errs, ns.Delete())
 		}
 	}
 	t.Client, t.Pods = nil, nil
 	if t.madeNetnsDir {
-		removeNetnsDirIfEmpty()
+		netns.RemoveDirIfEmpty()
 	}
 	return errors.Join(errs...)
-}
-
-func setLinkUp(name string) error {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return fmt.Errorf("find link %s: %w", name, err)
-	}
-	if err := netlink.LinkSetUp(l); err != nil {
-		return fmt.Errorf("set link %s up: %w", name, err)
-	}
-	return nil
 }
 
 func addAddr(link string, p netip.Prefix) error {

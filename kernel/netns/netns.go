@@ -1,4 +1,9 @@
-package kernel
+// Package netns keeps kpsim's kernel work out of the network namespace it
+// was started in: RunIsolated re-executes the process in a fresh namespace,
+// Isolated tells the child it may work, and the named namespaces a run
+// creates around it (a client, the pods) are made, entered, listed and
+// cleaned up here, also after a crash (`kpsim clean`).
+package netns
 
 import (
 	"errors"
@@ -15,7 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,12 +32,12 @@ import (
 // a marker copied into the wrong environment cannot switch the check off.
 const isolatedEnv = "KPSIM_ISOLATED_FROM_NETNS"
 
-// NetnsDir is where named network namespaces live (iproute2's convention).
-const NetnsDir = "/run/netns"
+// Dir is where named network namespaces live (iproute2's convention).
+const Dir = "/run/netns"
 
-// NetnsPrefix starts the name of every named namespace a run creates:
+// Prefix starts the name of every named namespace a run creates:
 // kpsim-<pid of the isolated process>-<role>. `kpsim clean` relies on it.
-const NetnsPrefix = "kpsim-"
+const Prefix = "kpsim-"
 
 // netnsInode returns the inode of the network namespace of the calling thread.
 func netnsInode() (uint64, error) {
@@ -60,7 +66,7 @@ func Isolated() bool {
 }
 
 // ErrNotIsolated is returned by kernel work attempted outside an isolated child.
-var ErrNotIsolated = errors.New("refusing kernel work in the network namespace kpsim was started in (not re-executed by kernel.RunIsolated)")
+var ErrNotIsolated = errors.New("refusing kernel work in the network namespace kpsim was started in (not re-executed by netns.RunIsolated)")
 
 // RunIsolated runs the current executable with args in a fresh network
 // namespace and waits for it. Standard streams are the child's own; SIGINT,
@@ -94,7 +100,7 @@ func RunIsolated(args []string, stdin io.Reader, stdout, stderr io.Writer) (int,
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGTERM,
 	}
-	hadNetnsDir := netnsDirExists()
+	hadNetnsDir := DirExists()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -116,7 +122,7 @@ func RunIsolated(args []string, stdin io.Reader, stdout, stderr io.Writer) (int,
 	close(done)
 	cleanErr := removeNamedNetns(cmd.Process.Pid)
 	if !hadNetnsDir {
-		removeNetnsDirIfEmpty()
+		RemoveDirIfEmpty()
 	}
 	code := 0
 	var ee *exec.ExitError
@@ -136,34 +142,34 @@ func RunIsolated(args []string, stdin io.Reader, stdout, stderr io.Writer) (int,
 	return code, nil
 }
 
-// Netns is a named network namespace made by this process.
-type Netns struct {
+// Namespace is a named network namespace made by this process.
+type Namespace struct {
 	Name   string
-	handle netns.NsHandle
+	handle vnetns.NsHandle
 }
 
-// NetnsName is the name of this process's namespace for a role ("client", "pods").
-func NetnsName(role string) string {
-	return fmt.Sprintf("%s%d-%s", NetnsPrefix, os.Getpid(), role)
+// Name is the name of this process's namespace for a role ("client", "pods").
+func Name(role string) string {
+	return fmt.Sprintf("%s%d-%s", Prefix, os.Getpid(), role)
 }
 
-// NewNetns creates a named network namespace for role with its loopback up.
+// New creates a named network namespace for role with its loopback up.
 // It must run in an isolated process: the namespaces it makes are peers of
 // the node namespace, and nothing links them to the host.
-func NewNetns(role string) (*Netns, error) {
+func New(role string) (*Namespace, error) {
 	if !Isolated() {
 		return nil, ErrNotIsolated
 	}
-	return newNamedNetns(NetnsName(role))
+	return newNamedNetns(Name(role))
 }
 
-func newNamedNetns(name string) (*Netns, error) {
+func newNamedNetns(name string) (*Namespace, error) {
 	// No handle yet: the zero NsHandle is file descriptor 0, which a failed
 	// create must not close.
-	n := &Netns{Name: name, handle: netns.None()}
+	n := &Namespace{Name: name, handle: vnetns.None()}
 	// Creating a namespace moves the creating thread into it.
 	create := func() error {
-		h, err := netns.NewNamed(name)
+		h, err := vnetns.NewNamed(name)
 		if err != nil {
 			return fmt.Errorf("netns %s: create: %w", name, err)
 		}
@@ -176,7 +182,7 @@ func newNamedNetns(name string) (*Netns, error) {
 		}
 		return nil, err
 	}
-	if err := n.Do(func() error { return setLinkUp("lo") }); err != nil {
+	if err := n.Do(func() error { return SetLinkUp("lo") }); err != nil {
 		n.Delete()
 		return nil, err
 	}
@@ -185,25 +191,25 @@ func newNamedNetns(name string) (*Netns, error) {
 
 // Do runs f on an OS thread inside the namespace. Sockets f opens stay in
 // the namespace after f returns and may be used from any goroutine.
-func (n *Netns) Do(f func() error) error {
+func (n *Namespace) Do(f func() error) error {
 	return doInNetns(n.handle, n.Name, f)
 }
 
 // Handle returns the namespace's file descriptor (valid until Delete).
-func (n *Netns) Handle() netns.NsHandle { return n.handle }
+func (n *Namespace) Handle() vnetns.NsHandle { return n.handle }
 
 // Delete removes the namespace's name and closes this process's handle; the
 // kernel frees the namespace and its links once nothing else holds it.
-func (n *Netns) Delete() error {
+func (n *Namespace) Delete() error {
 	if n.handle.IsOpen() {
 		n.handle.Close()
 	}
 	return deleteNamedNetns(n.Name)
 }
 
-func doInNetns(h netns.NsHandle, name string, f func() error) error {
+func doInNetns(h vnetns.NsHandle, name string, f func() error) error {
 	enter := func() error {
-		if err := netns.Set(h); err != nil {
+		if err := vnetns.Set(h); err != nil {
 			return fmt.Errorf("netns %s: enter: %w", name, err)
 		}
 		return nil
@@ -219,7 +225,7 @@ func onNetnsThread(name string, enter, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		orig, err := netns.Get()
+		orig, err := vnetns.Get()
 		if err != nil {
 			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("netns %s: get current: %w", name, err)
@@ -231,7 +237,7 @@ func onNetnsThread(name string, enter, f func() error) error {
 			err = f()
 		}
 		// Go back even when enter failed: it may have moved the thread first.
-		if serr := netns.Set(orig); serr != nil {
+		if serr := vnetns.Set(orig); serr != nil {
 			errc <- errors.Join(err, fmt.Errorf("netns %s: return to the node namespace: %w", name, serr))
 			return
 		}
@@ -242,7 +248,7 @@ func onNetnsThread(name string, enter, f func() error) error {
 }
 
 func deleteNamedNetns(name string) error {
-	p := filepath.Join(NetnsDir, name)
+	p := filepath.Join(Dir, name)
 	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("netns %s: unmount: %w", name, err)
 	}
@@ -252,50 +258,50 @@ func deleteNamedNetns(name string) error {
 	return nil
 }
 
-// netnsDirExists tells whether NetnsDir exists: whoever creates it (netns
+// DirExists tells whether Dir exists: whoever creates it (netns
 // creation does, when it is missing) removes it again once empty, so that
 // /run is left as it was found.
-func netnsDirExists() bool {
-	_, err := os.Stat(NetnsDir)
+func DirExists() bool {
+	_, err := os.Stat(Dir)
 	return err == nil
 }
 
-func removeNetnsDirIfEmpty() {
-	entries, err := os.ReadDir(NetnsDir)
+func RemoveDirIfEmpty() {
+	entries, err := os.ReadDir(Dir)
 	if err == nil && len(entries) == 0 {
-		_ = os.Remove(NetnsDir)
+		_ = os.Remove(Dir)
 	}
 }
 
-// StaleNetns is a named namespace a kpsim run left behind.
-type StaleNetns struct {
+// Named is a named namespace a kpsim run left behind.
+type Named struct {
 	Name string
 	PID  int // the run's isolated process
 }
 
-// ListRunNetns lists named namespaces made by kpsim runs; pid 0 lists every run's.
-func ListRunNetns(pid int) ([]StaleNetns, error) {
-	entries, err := os.ReadDir(NetnsDir)
+// List lists named namespaces made by kpsim runs; pid 0 lists every run's.
+func List(pid int) ([]Named, error) {
+	entries, err := os.ReadDir(Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", NetnsDir, err)
+		return nil, fmt.Errorf("list %s: %w", Dir, err)
 	}
-	var out []StaleNetns
+	var out []Named
 	for _, e := range entries {
 		p, ok := parseNetnsName(e.Name())
 		if !ok || pid != 0 && p != pid {
 			continue
 		}
-		out = append(out, StaleNetns{Name: e.Name(), PID: p})
+		out = append(out, Named{Name: e.Name(), PID: p})
 	}
 	return out, nil
 }
 
 // parseNetnsName returns the pid in kpsim-<pid>-<role>.
 func parseNetnsName(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, NetnsPrefix)
+	rest, ok := strings.CutPrefix(name, Prefix)
 	if !ok {
 		return 0, false
 	}
@@ -311,7 +317,7 @@ func parseNetnsName(name string) (int, bool) {
 }
 
 func removeNamedNetns(pid int) error {
-	stale, err := ListRunNetns(pid)
+	stale, err := List(pid)
 	if err != nil {
 		return err
 	}
@@ -345,7 +351,7 @@ func Clean(force bool) (CleanReport, error) {
 	for _, pid := range rep.Killed {
 		waitGone(pid, 5*time.Second)
 	}
-	stale, err := ListRunNetns(0)
+	stale, err := List(0)
 	if err != nil {
 		return rep, err
 	}
@@ -448,5 +454,17 @@ func LoopbackUp() error {
 	if !Isolated() {
 		return ErrNotIsolated
 	}
-	return setLinkUp("lo")
+	return SetLinkUp("lo")
+}
+
+// SetLinkUp brings a link of the calling thread's namespace up.
+func SetLinkUp(name string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("find link %s: %w", name, err)
+	}
+	if err := netlink.LinkSetUp(l); err != nil {
+		return fmt.Errorf("set link %s up: %w", name, err)
+	}
+	return nil
 }

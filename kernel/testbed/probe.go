@@ -1,4 +1,4 @@
-package kernel
+package testbed
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
@@ -38,7 +39,7 @@ const maxServerConnLife = 10 * time.Minute
 // Servers are the echo servers of the probe services' endpoints, all in the
 // pods namespace, each bound to its endpoint's address.
 type Servers struct {
-	pods *Netns
+	pods *netns.Namespace
 	mu   sync.Mutex
 	run  map[serverKey]*server
 }
@@ -57,7 +58,7 @@ type server struct {
 }
 
 // NewServers returns an empty set of servers in pods.
-func NewServers(pods *Netns) *Servers {
+func NewServers(pods *netns.Namespace) *Servers {
 	return &Servers{pods: pods, run: map[serverKey]*server{}}
 }
 
@@ -192,7 +193,7 @@ func (srv *server) serveUDP(ep netip.AddrPort) {
 
 // Prober makes connections from the client namespace.
 type Prober struct {
-	client  *Netns
+	client  *netns.Namespace
 	timeout time.Duration
 
 	mu   sync.Mutex
@@ -206,7 +207,7 @@ type longConn struct {
 }
 
 // NewProber returns a prober whose every attempt gives up after timeout.
-func NewProber(client *Netns, timeout time.Duration) *Prober {
+func NewProber(client *netns.Namespace, timeout time.Duration) *Prober {
 	return &Prober{client: client, timeout: timeout, long: map[netip.AddrPort]*longConn{}}
 }
 

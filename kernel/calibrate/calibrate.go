@@ -1,4 +1,7 @@
-package kernel
+// Package calibrate measures what each kernel operation the proxier issues
+// costs on a kernel, and writes it as a cost profile the in-memory kernel
+// (sim/) charges from: how the sim comes to predict a particular node.
+package calibrate
 
 import (
 	"fmt"
@@ -12,12 +15,13 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/sim"
 )
 
-// CalibrateOptions size the measurements.
-type CalibrateOptions struct {
+// Options size the measurements.
+type Options struct {
 	// Entries is how many set entries, IPVS services and destinations,
 	// addresses and conntrack entries each measurement creates (default 1000).
 	Entries int
@@ -46,7 +50,7 @@ type OpenDataplane func(dataplane.IPSetStrategy) (dp dataplane.Dataplane, close 
 
 // calibration accumulates one profile.
 type calibration struct {
-	opts     CalibrateOptions
+	opts     Options
 	p        *sim.Profile
 	notes    []string // what was measured, one item each
 	skipped  []string
@@ -55,11 +59,11 @@ type calibration struct {
 	newClock func() func() time.Duration
 }
 
-// Calibrate measures the per-operation costs of the kernel behind open and
+// Run measures the per-operation costs of the kernel behind open and
 // returns them as a cost profile the simulation loads. It changes only the
 // namespace it runs in and removes what it created; run it in an isolated
 // process.
-func Calibrate(open OpenDataplane, opts CalibrateOptions) (*sim.Profile, error) {
+func Run(open OpenDataplane, opts Options) (*sim.Profile, error) {
 	if opts.Entries <= 0 {
 		opts.Entries = 1000
 	}
@@ -492,8 +496,8 @@ func (c *calibration) sysctl() error {
 // conntrack creates UDP flows to one service address over netlink and times
 // deleting them the way kube-proxy does (every flow to a service address).
 func (c *calibration) conntrack() error {
-	if !Isolated() {
-		return fmt.Errorf("calibrate conntrack: %w", ErrNotIsolated)
+	if !netns.Isolated() {
+		return fmt.Errorf("calibrate conntrack: %w", netns.ErrNotIsolated)
 	}
 	n := c.opts.Entries
 	svc := calibrationAddr(19, 0)

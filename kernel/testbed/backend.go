@@ -1,4 +1,4 @@
-package kernel
+package testbed
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios/objects"
@@ -25,7 +27,7 @@ const DefaultProbeTimeout = 500 * time.Millisecond
 
 // BackendOptions configure a kernel scenario backend.
 type BackendOptions struct {
-	Kernel   Options
+	Kernel   kernel.Options
 	Topology TopologyConfig
 	// ProbeTimeout bounds every attempt; zero means DefaultProbeTimeout.
 	ProbeTimeout time.Duration
@@ -47,7 +49,7 @@ type BackendOptions struct {
 // attempt ever meets a server that is out of date, and the replay needs no
 // hook into the backend.
 type Backend struct {
-	k       *Kernel
+	k       *kernel.Kernel
 	topo    *Topology
 	servers *Servers
 	prober  *Prober
@@ -60,10 +62,10 @@ type Backend struct {
 // to run outside an isolated process, and on a kernel that lacks what a
 // kernel scenario needs it fails at once, naming every missing capability.
 func NewBackend(opts BackendOptions) (b *Backend, err error) {
-	if !Isolated() {
-		return nil, ErrNotIsolated
+	if !netns.Isolated() {
+		return nil, netns.ErrNotIsolated
 	}
-	if missing := Detect().Missing("kernel"); len(missing) > 0 {
+	if missing := kernel.Detect().Missing("kernel"); len(missing) > 0 {
 		return nil, fmt.Errorf("this kernel cannot run kernel scenarios; missing: %s (run `kpsim doctor`)", strings.Join(missing, "; "))
 	}
 	if opts.ProbeTimeout == 0 {
@@ -81,7 +83,7 @@ func NewBackend(opts BackendOptions) (b *Backend, err error) {
 	if b.topo, err = NewTopology(opts.Topology); err != nil {
 		return b, err
 	}
-	if b.k, err = New(opts.Kernel); err != nil {
+	if b.k, err = kernel.New(opts.Kernel); err != nil {
 		return b, err
 	}
 	b.servers = NewServers(b.topo.Pods)

@@ -1,4 +1,4 @@
-package kernel
+package calibrate
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 				return func() time.Duration { _, now := dp.Model.Kernel(); return now - start }
 			}
 			var log bytes.Buffer
-			got, err := Calibrate(open, CalibrateOptions{
+			got, err := Run(open, Options{
 				Entries: 200, ExecEntries: 50, Name: "from-sim", Where: "the in-memory kernel",
 				Skip:  map[string]string{"conntrack": "the in-memory kernel's flows cannot be created through the dataplane"},
 				Clock: modeledOnly, Log: &log,

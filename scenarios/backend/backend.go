@@ -1,0 +1,109 @@
+// Package backend builds the node a scenario runs on, whichever it names:
+// the in-memory kernel of sim/ (Sim) or the real kernel in network
+// namespaces of its own (kernel/testbed), both behind one interface.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/kernel/netns"
+	"github.com/kpsim/kpsim/kernel/testbed"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/sim"
+)
+
+// Backend is the node a scenario runs on: the dataplane the proxier
+// programs, and the means to ask whether a new connection to a service would
+// succeed right now. The in-memory kernel answers from its model; the kernel
+// backend makes real connections. Keeping both behind one interface is what
+// lets the same scenario report modeled and measured disruption side by side.
+type Backend interface {
+	// Dataplane is handed to every proxier generation of the run; the kernel
+	// state it holds outlives proxier restarts.
+	Dataplane() dataplane.Dataplane
+	// Prepare is called once with the cluster before the proxier starts: the
+	// kernel backend creates backend pods (namespaces, servers) for the
+	// probe targets' endpoints.
+	Prepare(ctx context.Context, c *objects.Set, probeTargets []results.Target) error
+	// Probe makes one attempt against target; ready tells which endpoints
+	// the API says are ready right now. The outcome is ProbeOK on success,
+	// otherwise one of the results.Failure outcomes (refused, reset, timeout,
+	// no-address, ...). err is for the backend failing, not the connection.
+	Probe(ctx context.Context, target results.Target, ready func(netip.AddrPort) bool) (outcome string, latency time.Duration, err error)
+	// Basis is results.Modeled or results.Measured.
+	Basis() string
+	// UseClock puts the backend's dataplane on a modeled clock when it can
+	// run on one (the in-memory kernel at time scale 0), so that the run
+	// goes as a discrete-event simulation, and reports whether it did. A
+	// real kernel runs on the wall clock.
+	UseClock(c sim.Clock) bool
+	Close() error
+}
+
+// ProbeOK is the outcome of a successful probe.
+const ProbeOK = "ok"
+
+// Profiled is implemented by backends whose durations come from a cost
+// profile (the in-memory kernel), so the results file can name it.
+type Profiled interface {
+	CostProfile() *results.ProfileRef
+}
+
+// Spec is what a backend is built from: a scenario's backend settings.
+type Spec struct {
+	Name string // "sim" or "kernel" (kernel.Backends)
+	// Profile and TimeScale price and pace the in-memory kernel (sim only).
+	Profile   string
+	TimeScale float64
+	// IPSet is how ipset batches reach the kernel; empty means
+	// dataplane.DefaultIPSetStrategy.
+	IPSet dataplane.IPSetStrategy
+	// NodeAddresses are the node's own addresses on its eth0; empty means
+	// dataplane.DefaultNodeAddresses.
+	NodeAddresses []netip.Prefix
+	// Clients are the probing pod's addresses, one per family.
+	Clients []netip.Addr
+}
+
+// ErrIsolate is New's answer for the kernel backend outside an isolated
+// process (netns.RunIsolated): the kernel can run the scenario, and the
+// caller must run itself again in a network namespace of its own, where New
+// builds the backend. Kernel work never happens in the namespace kpsim was
+// started in.
+var ErrIsolate = errors.New("the kernel backend runs only in a network namespace of its own")
+
+// New builds the backend s names.
+func New(s Spec) (Backend, error) {
+	switch s.Name {
+	case "sim":
+		return NewSim(s)
+	case "kernel":
+		return newKernel(s)
+	}
+	return nil, fmt.Errorf("unknown backend %q (want one of %v)", s.Name, kernel.Backends)
+}
+
+// newKernel checks, outside isolation, that this kernel can run the scenario
+// (failing at once with everything missing) and asks for isolation; inside,
+// it builds the testbed.
+func newKernel(s Spec) (Backend, error) {
+	if !netns.Isolated() {
+		if missing := kernel.Detect().Missing("kernel"); len(missing) > 0 {
+			return nil, fmt.Errorf("this kernel cannot run kernel scenarios (see `kpsim doctor`); missing: %s", strings.Join(missing, "; "))
+		}
+		return nil, ErrIsolate
+	}
+	return testbed.NewBackend(testbed.BackendOptions{
+		Kernel:   kernel.Options{IPSetStrategy: s.IPSet},
+		Topology: testbed.TopologyConfig{NodeAddresses: s.NodeAddresses, Clients: s.Clients},
+	})
+}
