@@ -48,8 +48,11 @@ type Capabilities struct {
 	IPSetTypes map[dataplane.SetType]Check `json:"ipsetTypes"`
 	IPSetTool  Check                       `json:"ipsetTool"` // the ipset command (exec and restore strategies)
 	IPTables   map[string]Check            `json:"iptables"`  // "legacy", "nft"
-	Conntrack  Check                       `json:"conntrack"`
-	IPv6       Check                       `json:"ipv6"` // for dual-stack and IPv6 scenarios
+	// IPVSMatch is iptables' ipvs match (xt_ipvs): kube-proxy's rules for
+	// load balancer source ranges that leave the node out use it.
+	IPVSMatch Check `json:"ipvsMatch"`
+	Conntrack Check `json:"conntrack"`
+	IPv6      Check `json:"ipv6"` // for dual-stack and IPv6 scenarios
 }
 
 // kubeProxySetTypes are the ipset types kube-proxy's IPVS mode creates.
@@ -169,7 +172,7 @@ func Detect() Capabilities {
 // fillUnchecked marks everything not probed.
 func (c *Capabilities) fillUnchecked(why string) {
 	no := Check{Detail: "not checked: " + why}
-	c.IPVS, c.Dummy, c.Veth, c.Conntrack, c.IPv6, c.IPSetTool = no, no, no, no, no, no
+	c.IPVS, c.Dummy, c.Veth, c.Conntrack, c.IPv6, c.IPSetTool, c.IPVSMatch = no, no, no, no, no, no, no
 	for _, t := range supportedSetTypes {
 		c.IPSetTypes[t] = no
 	}
@@ -205,6 +208,7 @@ func (c *Capabilities) probe() {
 	for _, m := range []string{"legacy", "nft"} {
 		c.IPTables[m] = iptablesCheck(m)
 	}
+	c.IPVSMatch = ipvsMatchCheck(c.IPTables)
 	if _, err := redump(func() ([]*netlink.ConntrackFlow, error) {
 		return h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
 	}); err != nil {
@@ -289,6 +293,23 @@ func toolCheck(name string, args ...string) Check {
 		return Check{Detail: fmt.Sprintf("%s %s: %v: %s", name, strings.Join(args, " "), err, firstLine(string(out), ""))}
 	}
 	return Check{OK: true, Detail: firstLine(string(out), "")}
+}
+
+// ipvsMatchCheck restores a rule with the ipvs match into the scratch
+// namespace with an iptables variant that works here.
+func ipvsMatchCheck(variants map[string]Check) Check {
+	for _, m := range []string{"legacy", "nft"} {
+		if !variants[m].OK {
+			continue
+		}
+		cmd := exec.Command("iptables-"+m+"-restore", "--noflush")
+		cmd.Stdin = strings.NewReader("*filter\n:KPSIM-PROBE - [0:0]\n-A KPSIM-PROBE -m ipvs --vaddr 198.18.0.1 -j RETURN\nCOMMIT\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return Check{Detail: fmt.Sprintf("iptables-%s-restore of a rule with -m ipvs: %v: %s", m, err, firstLine(string(out), ""))}
+		}
+		return Check{OK: true}
+	}
+	return Check{Detail: "no iptables variant works here"}
 }
 
 // iptablesCheck runs both families' save of a variant: on a kernel without

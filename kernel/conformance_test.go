@@ -64,6 +64,7 @@ func conformanceCapabilities(c Capabilities, mode string) conformance.Capabiliti
 		}
 	}
 	have.IPTables = why("iptables", c.IPTables[mode])
+	have.IPVSMatch = why("ipvs-match", c.IPVSMatch)
 	have.Conntrack = why("conntrack", c.Conntrack)
 	_, err := os.Stat("/proc/sys/net/ipv4/ip_forward")
 	have.Sysctls = why("sysctls", Check{OK: err == nil, Detail: "/proc/sys/net not readable"})

@@ -2,9 +2,9 @@ package proxier
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
@@ -173,46 +173,55 @@ func (p *Proxier) iptablesPayload(jumps bool) []byte {
 	return b.Bytes()
 }
 
-// parseSave returns the chains declared in iptables-save output and each
-// chain's rules (the text after "-A CHAIN"), normalized, keyed "table/chain".
-// Lines before any "*table" header belong to table.
-func parseSave(out []byte, table string) (map[string]bool, map[string][]string) {
-	chains := map[string]bool{}
-	rules := map[string][]string{}
-	for _, line := range strings.Split(string(out), "\n") {
-		switch {
-		case strings.HasPrefix(line, "*"):
-			table = strings.TrimSpace(line[1:])
-		case strings.HasPrefix(line, ":"):
-			if f := strings.Fields(line[1:]); len(f) > 0 {
-				chains[table+"/"+f[0]] = true
-			}
-		case strings.HasPrefix(line, "-A "):
-			if f := strings.SplitN(line[3:], " ", 2); len(f) == 2 {
-				rules[table+"/"+f[0]] = append(rules[table+"/"+f[0]], normalizeRule(f[1]))
-			}
+// readSaved reads one table of iptables-save output: the rules of each of
+// our chains the kernel has (keyed "table/chain", in the canonical form
+// dataplane.ParseSave gives them, as kernel and payload compare in it) into
+// saved, and whether every jump into our chains is in place.
+func (p *Proxier) readSaved(out []byte, table string, saved map[string][]string) (jumpsOK bool, err error) {
+	tables, err := dataplane.ParseSave(p.family, out)
+	if err != nil {
+		return false, err
+	}
+	t := tables[table]
+	if t == nil {
+		return false, nil
+	}
+	for _, c := range tableChains(table) {
+		if _, ok := t.Chains[c]; ok {
+			saved[table+"/"+c] = t.Rules[c]
 		}
 	}
-	return chains, rules
+	jumpsOK = true
+	for _, j := range jumpRules {
+		if j.table != table {
+			continue
+		}
+		want, err := dataplane.CanonicalRuleText(p.family, j.args())
+		if err != nil {
+			return false, err
+		}
+		if !slices.Contains(t.Rules[j.from], want) {
+			jumpsOK = false
+		}
+	}
+	return jumpsOK, nil
 }
 
-// normalizeRule makes rule text comparable across writers: iptables-save
-// drops quotes around single-word comments and may space differently.
-func normalizeRule(r string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(r, `"`, "")), " ")
-}
-
-// matchesSaved reports whether the kernel's copy of our chains equals the payload's.
-func matchesSaved(payload []byte, saved map[string][]string) bool {
-	_, want := parseSave(payload, tableNAT)
+// matchesSaved reports whether the kernel's copy of our chains equals the
+// payload's, rule by rule in canonical form: a rule the proxier writes as
+// "--or-mark 0x00004000" is the kernel's "--set-xmark 0x4000/0x4000".
+func (p *Proxier) matchesSaved(payload []byte, saved map[string][]string) (bool, error) {
+	want, err := dataplane.ParseSave(p.family, payload)
+	if err != nil {
+		return false, fmt.Errorf("the proxier's own payload: %w", err)
+	}
 	for _, table := range []string{tableNAT, tableFilter} {
 		for _, c := range tableChains(table) {
-			k := table + "/" + c
-			have, ok := saved[k]
-			if !ok || !slices.Equal(have, want[k]) {
-				return false
+			have, ok := saved[table+"/"+c]
+			if !ok || !slices.Equal(have, want[table].Rules[c]) {
+				return false, nil
 			}
 		}
 	}
-	return true
+	return true, nil
 }

@@ -253,9 +253,9 @@ func TestDualStack(t *testing.T) {
 
 	nat6 := ruleLines(t, e.k, dataplane.IPv6, "nat")
 	require.Contains(t, nat6, `-A KUBE-SERVICES -s ::1/128 -j RETURN`)
-	require.Contains(t, nat6, `-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-6-CLUSTER-IP dst,dst ! -s fd00:244::/56 -j KUBE-MARK-MASQ`)
-	require.Contains(t, ruleLines(t, e.k, dataplane.IPv6, "filter"), `-A KUBE-IPVS-OUT-FILTER -s 2001:db8::1 -m ipvs --vaddr 2001:db8::1 --vproto tcp --vport 80 -j DROP`)
-	require.Contains(t, ruleLines(t, e.k, dataplane.IPv4, "nat"), `-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst ! -s 10.244.0.0/16 -j KUBE-MARK-MASQ`)
+	require.Contains(t, nat6, `-A KUBE-SERVICES ! -s fd00:244::/56 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-6-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ`)
+	require.Contains(t, ruleLines(t, e.k, dataplane.IPv6, "filter"), `-A KUBE-IPVS-OUT-FILTER -s 2001:db8::1/128 -m ipvs --vproto 6 --vaddr 2001:db8::1 --vport 80 -j DROP`)
+	require.Contains(t, ruleLines(t, e.k, dataplane.IPv4, "nat"), `-A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ`)
 
 	// Each family's full verification leaves the other's state alone.
 	for _, p := range []*Proxier{p4, p6} {

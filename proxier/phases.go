@@ -26,22 +26,16 @@ func (s *syncRun) ensureChains() {
 	s.jumpsOK = true
 	for _, table := range []string{tableNAT, tableFilter} {
 		out, err := p.dp.IPTables.Save(p.family, table)
+		if err == nil {
+			var ok bool
+			ok, err = p.readSaved(out, table, s.saved)
+			s.jumpsOK = s.jumpsOK && ok
+		}
 		if err != nil {
 			s.fail(fmt.Errorf("iptables-save -t %s: %w", table, err))
 			s.saved = nil
 			s.jumpsOK = false
 			return
-		}
-		chains, rules := parseSave(out, table)
-		for _, c := range tableChains(table) {
-			if k := table + "/" + c; chains[k] {
-				s.saved[k] = rules[k]
-			}
-		}
-		for _, j := range jumpRules {
-			if j.table == table && !slices.Contains(rules[table+"/"+j.from], normalizeRule(j.args())) {
-				s.jumpsOK = false
-			}
 		}
 	}
 }
@@ -474,7 +468,11 @@ func (s *syncRun) iptablesRestore() {
 	payload := p.iptablesPayload(false)
 	var write bool
 	if s.full && s.saved != nil {
-		write = !matchesSaved(payload, s.saved) || !s.jumpsOK
+		same, err := p.matchesSaved(payload, s.saved)
+		if err != nil {
+			s.fail(fmt.Errorf("iptables-restore: %w", err))
+		}
+		write = !same || !s.jumpsOK
 	} else {
 		write = !bytes.Equal(payload, p.kernel.rules)
 	}

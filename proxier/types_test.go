@@ -15,14 +15,14 @@ import (
 	"github.com/kpsim/kpsim/sim"
 )
 
-// Rule lines as kube-proxy v1.37 writes them (iptables-save form).
+// Rule lines kube-proxy v1.37 writes, as iptables-save prints them back.
 const (
 	ruleClusterIPSrcDst = `-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ`
 	ruleAcceptCluster   = `-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT`
 	ruleLoopBack        = `-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE`
 	ruleNodePortTCP     = `-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ`
 	ruleNodePortUDP     = `-A KUBE-NODE-PORT -p udp -m comment --comment "Kubernetes nodeport UDP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-UDP dst -j KUBE-MARK-MASQ`
-	ruleNodePortSCTP    = `-A KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`
+	ruleNodePortSCTP    = `-A KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type \'hash ip:port\'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`
 	ruleNodePortLocal   = `-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN`
 	ruleExternalMasq    = `-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ`
 	ruleExternalPhysdev = `-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT`
@@ -33,13 +33,13 @@ const (
 	ruleLBFW            = `-A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL`
 	ruleLBSourceCIDR    = `-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN`
 	ruleLBSourceIP      = `-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source IP for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j RETURN`
-	ruleOutFilter       = `-A KUBE-IPVS-OUT-FILTER -s 198.51.100.1 -m ipvs --vaddr 198.51.100.1 --vproto tcp --vport 80 -j DROP`
+	ruleOutFilter       = `-A KUBE-IPVS-OUT-FILTER -s 198.51.100.1/32 -m ipvs --vproto 6 --vaddr 198.51.100.1 --vport 80 -j DROP`
 	ruleHealthCheck     = `-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j ACCEPT`
-	ruleIPVSReject      = `-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT`
+	ruleIPVSReject      = `-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable`
 	ruleMasquerade      = `-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`
-	ruleMarkMasq        = `-A KUBE-MARK-MASQ -j MARK --or-mark 0x00004000`
-	rulePostReturn      = `-A KUBE-POSTROUTING -m mark ! --mark 0x00004000/0x00004000 -j RETURN`
-	ruleForwardMark     = `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x00004000/0x00004000 -j ACCEPT`
+	ruleMarkMasq        = `-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000`
+	rulePostReturn      = `-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN`
+	ruleForwardMark     = `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT`
 )
 
 // alwaysRules are written whatever the services.
@@ -54,7 +54,7 @@ var alwaysRules = []string{
 	`-A KUBE-IPVS-FILTER -m set --match-set KUBE-EXTERNAL-IP-LOCAL dst,dst -j RETURN`,
 	`-A KUBE-IPVS-FILTER -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j RETURN`,
 	ruleIPVSReject, ruleHealthCheck, ruleMasquerade, ruleMarkMasq, rulePostReturn, ruleForwardMark,
-	`-A KUBE-POSTROUTING -j MARK --xor-mark 0x00004000`,
+	`-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0`,
 	`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
 	`-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
 	`-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
@@ -631,14 +631,15 @@ func TestVirtualServerOptions(t *testing.T) {
 }
 
 func TestClusterIPMasquerade(t *testing.T) {
-	const prefix = `-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP `
+	const rule = `-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP `
+	const prefix = `-A KUBE-SERVICES ` + rule
 	tests := []struct {
 		name string
 		cfg  Config
 		want string
 	}{
 		{"masqueradeAll", Config{MasqueradeAll: true, ClusterCIDRs: []string{"10.244.0.0/16"}}, prefix + "dst,dst -j KUBE-MARK-MASQ"},
-		{"cluster CIDR", Config{ClusterCIDRs: []string{"10.244.0.0/16", "fd00:244::/56"}}, prefix + "dst,dst ! -s 10.244.0.0/16 -j KUBE-MARK-MASQ"},
+		{"cluster CIDR", Config{ClusterCIDRs: []string{"10.244.0.0/16", "fd00:244::/56"}}, `-A KUBE-SERVICES ! -s 10.244.0.0/16 ` + rule + "dst,dst -j KUBE-MARK-MASQ"},
 		{"neither", Config{}, prefix + "src,dst -j KUBE-MARK-MASQ"},
 	}
 	for _, tc := range tests {
@@ -651,7 +652,7 @@ func TestClusterIPMasquerade(t *testing.T) {
 			require.Contains(t, lines, tc.want)
 			n := 0
 			for _, l := range lines {
-				if strings.HasPrefix(l, prefix) {
+				if strings.Contains(l, rule) {
 					n++
 				}
 			}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios/objects"
 	"github.com/kpsim/kpsim/sim"
 )
@@ -98,7 +98,7 @@ func familiesOf(set *objects.Set) []dataplane.Family {
 
 // First delivers the whole set as the informers' initial lists would, marks
 // the handlers synced, syncs once and dumps.
-func (r *StateRun) First(set *objects.Set) (*results.State, error) {
+func (r *StateRun) First(set *objects.Set) (*state.State, error) {
 	for _, p := range r.proxiers {
 		for _, e := range set.Events() {
 			e.Deliver(p)
@@ -111,7 +111,7 @@ func (r *StateRun) First(set *objects.Set) (*results.State, error) {
 
 // Then delivers the events that turn base into base+changes (see
 // objects.Set.Apply), syncs again (an incremental sync) and dumps.
-func (r *StateRun) Then(base, changes *objects.Set) (*results.State, error) {
+func (r *StateRun) Then(base, changes *objects.Set) (*state.State, error) {
 	_, events := base.Apply(changes)
 	for _, p := range r.proxiers {
 		for _, e := range events {
@@ -121,13 +121,13 @@ func (r *StateRun) Then(base, changes *objects.Set) (*results.State, error) {
 	return r.sync()
 }
 
-func (r *StateRun) sync() (*results.State, error) {
+func (r *StateRun) sync() (*state.State, error) {
 	for _, p := range r.proxiers {
 		if rec := p.Sync(); rec.Error != "" {
 			return nil, fmt.Errorf("%s proxier sync %d: %s", p.Family(), rec.Seq, rec.Error)
 		}
 	}
-	return results.ReadState(r.kernel.Dataplane(), r.Families)
+	return state.Read(r.kernel.Dataplane(), r.Families)
 }
 
 // Conflicts lists, per family, the virtual servers several service ports

@@ -43,8 +43,10 @@ type chain struct {
 	rules   []rule
 }
 
-// rule is one rule as iptables-save prints it after "-A CHAIN ", with what
-// it references pulled out for the reference checks, and compiled for Probe.
+// rule is one rule as iptables-save prints it after "-A CHAIN "
+// (dataplane.CanonicalRule: a rule restored in any spelling is printed as
+// the kernel prints it, and -D finds it in any spelling), with what it
+// references pulled out for the reference checks, and compiled for Probe.
 type rule struct {
 	text  string
 	jump  string   // -j / -g target or chain
@@ -387,7 +389,7 @@ func (k *Kernel) parseRule(f dataplane.Family, t *table, spec []string) (rule, e
 			r.sets = append(r.sets, name)
 		}
 	}
-	r.text = dataplane.JoinRule(spec)
+	r.text = dataplane.FormatRule(dataplane.CanonicalRule(f, spec))
 	r.probe = compileProbeRule(spec)
 	return r, nil
 }

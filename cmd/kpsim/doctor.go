@@ -187,6 +187,7 @@ func printDoctor(w io.Writer, rep doctorReport) {
 	row("ipset tool", c.IPSetTool)
 	row("iptables legacy", c.IPTables["legacy"])
 	row("iptables nft", c.IPTables["nft"])
+	row("iptables ipvs match", c.IPVSMatch)
 	row("conntrack", c.Conntrack)
 	row("IPv6", c.IPv6)
 	tw.Flush()

@@ -46,9 +46,10 @@ func TestPrintDoctor(t *testing.T) {
 	printDoctor(&out, rep)
 	for _, want := range []string{
 		"kernel 6.1.0",
-		"IPVS                no (module ip_vs not available: no /proc/net/ip_vs)",
-		"ipset hash:ip       yes",
-		"iptables legacy     yes (iptables v1.8.9 (legacy))",
+		"IPVS                 no (module ip_vs not available: no /proc/net/ip_vs)",
+		"ipset hash:ip        yes",
+		"iptables legacy      yes (iptables v1.8.9 (legacy))",
+		"iptables ipvs match  no",
 		"sim     yes (always)",
 		"kernel  no: missing IPVS (module ip_vs not available: no /proc/net/ip_vs)",
 		"smoke   sim*: yes  kernel: no (as the backend)",

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/backend"
@@ -152,7 +153,7 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	if o.state != "" {
 		// Read back from the kernel itself (the real one on the kernel
 		// backend), so a sim run and a kernel run diff with the same command.
-		st, err := results.ReadState(node.Dataplane(), sc.Proxier.Families)
+		st, err := state.Read(node.Dataplane(), sc.Proxier.Families)
 		if err == nil {
 			err = writeState(o.state, st, stdout)
 		}

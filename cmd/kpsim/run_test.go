@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 )
@@ -189,12 +190,12 @@ func TestBuildInfoFallsBack(t *testing.T) {
 // the run, in the format `kpsim state --diff` reads.
 func TestRunWritesState(t *testing.T) {
 	dir := t.TempDir()
-	out, state := filepath.Join(dir, "r.json"), filepath.Join(dir, "state.json")
+	out, dump := filepath.Join(dir, "r.json"), filepath.Join(dir, "state.json")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"run", "-s", "smoke", "-o", out, "--state", state, "--set", "cluster.services=8", "--set", "probes.services=2"}, &stdout, &stderr)
+	code := run([]string{"run", "-s", "smoke", "-o", out, "--state", dump, "--set", "cluster.services=8", "--set", "probes.services=2"}, &stdout, &stderr)
 	require.Equal(t, 0, code, stderr.String())
 
-	st, err := results.ReadStateFile(state)
+	st, err := state.ReadFile(dump)
 	require.NoError(t, err)
 	require.Len(t, st.IPSets, 17, "kube-proxy's 17 sets always exist")
 	require.NotEmpty(t, st.VirtualServers)
@@ -219,5 +220,5 @@ func TestRunWritesState(t *testing.T) {
 	}
 
 	stdout.Reset()
-	require.Equal(t, 0, run([]string{"state", "--diff", state, state}, &stdout, &stderr), stderr.String())
+	require.Equal(t, 0, run([]string{"state", "--diff", dump, dump}, &stdout, &stderr), stderr.String())
 }

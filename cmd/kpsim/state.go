@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
@@ -157,9 +157,9 @@ func runState(cmd *cobra.Command, o stateFlags, args []string) error {
 	return writeState(out, st, stdout)
 }
 
-func writeState(path string, st *results.State, stdout io.Writer) error {
+func writeState(path string, st *state.State, stdout io.Writer) error {
 	var b bytes.Buffer
-	if err := results.WriteState(&b, st); err != nil {
+	if err := state.Write(&b, st); err != nil {
 		return err
 	}
 	if path == "-" {
@@ -173,15 +173,15 @@ func writeState(path string, st *results.State, stdout io.Writer) error {
 }
 
 func diffStates(pa, pb string, stdout io.Writer) error {
-	a, err := results.ReadStateFile(pa)
+	a, err := state.ReadFile(pa)
 	if err != nil {
 		return usageError("%v", err)
 	}
-	b, err := results.ReadStateFile(pb)
+	b, err := state.ReadFile(pb)
 	if err != nil {
 		return usageError("%v", err)
 	}
-	d := results.DiffStates(a, b)
+	d := state.Diff(a, b)
 	if len(d) == 0 {
 		fmt.Fprintf(stdout, "A (%s) and B (%s) hold the same state\n", pa, pb)
 		return nil

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
@@ -25,7 +25,7 @@ const (
 )
 
 // vsLine is a virtual server in one line: "ADDR:PORT/PROTO SCHED[ FLAGS/TIMEOUT] -> DEST@WEIGHT ...".
-func vsLine(v results.StateVS) string {
+func vsLine(v state.VirtualServer) string {
 	var b strings.Builder
 	b.WriteString(v.Key() + " " + v.Scheduler)
 	if len(v.Flags) > 0 {
@@ -38,14 +38,14 @@ func vsLine(v results.StateVS) string {
 	return b.String()
 }
 
-func formatDest(d results.StateDest) string {
+func formatDest(d state.Dest) string {
 	if strings.Contains(d.Address, ":") {
 		return fmt.Sprintf("[%s]:%d", d.Address, d.Port)
 	}
 	return fmt.Sprintf("%s:%d", d.Address, d.Port)
 }
 
-func stateOf(t *testing.T, set *objects.Set, cfg proxier.Config) *results.State {
+func stateOf(t *testing.T, set *objects.Set, cfg proxier.Config) *state.State {
 	t.Helper()
 	r, err := scenarios.NewStateRun(set, cfg, "")
 	require.NoError(t, err)
@@ -54,7 +54,7 @@ func stateOf(t *testing.T, set *objects.Set, cfg proxier.Config) *results.State 
 	return st
 }
 
-func vsLines(st *results.State) map[string]string {
+func vsLines(st *state.State) map[string]string {
 	out := map[string]string{}
 	for _, v := range st.VirtualServers {
 		out[v.Key()] = vsLine(v)
@@ -62,7 +62,7 @@ func vsLines(st *results.State) map[string]string {
 	return out
 }
 
-func setEntries(st *results.State) map[string][]string {
+func setEntries(st *state.State) map[string][]string {
 	out := map[string][]string{}
 	for _, s := range st.IPSets {
 		out[s.Name] = s.Entries
@@ -174,7 +174,7 @@ func TestStateExample(t *testing.T) {
 		`-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000`, // --or-mark, as iptables-save prints it
 		`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
 		`-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN`,
-		`-A KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`,
+		`-A KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type \'hash ip:port\'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`,
 		`-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-EXTERNAL-IP-LOCAL dst,dst -m addrtype --dst-type LOCAL -j ACCEPT`,
 	} {
 		require.Contains(t, nat, r)
@@ -183,7 +183,7 @@ func TestStateExample(t *testing.T) {
 		require.NotContains(t, r, "--match-set KUBE-EXTERNAL-IP dst,dst", "no external IP is masqueraded: legacy's are Local")
 	}
 	for _, r := range []string{
-		`-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT`,
+		`-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable`,
 		`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j ACCEPT`,
 		`-A KUBE-SOURCE-RANGES-FIREWALL -j DROP`,
 	} {
@@ -222,7 +222,7 @@ func TestStateExampleOtherNodeAndSettings(t *testing.T) {
 
 // incrementalVersusScratch runs base, then changes (an incremental sync), and
 // compares the dump with a fresh proxier given the final objects.
-func incrementalVersusScratch(t *testing.T, base, changes *objects.Set, cfg proxier.Config) (incremental *results.State) {
+func incrementalVersusScratch(t *testing.T, base, changes *objects.Set, cfg proxier.Config) (incremental *state.State) {
 	t.Helper()
 	r, err := scenarios.NewStateRun(base, cfg, "")
 	require.NoError(t, err)
@@ -239,9 +239,9 @@ func incrementalVersusScratch(t *testing.T, base, changes *objects.Set, cfg prox
 }
 
 // resultsDiff is DiffStates as text, one difference a line; empty if equal.
-func resultsDiff(a, b *results.State) string {
+func resultsDiff(a, b *state.State) string {
 	var s strings.Builder
-	for _, x := range results.DiffStates(a, b) {
+	for _, x := range state.Diff(a, b) {
 		s.WriteString(x.String() + "\n")
 	}
 	return s.String()
@@ -308,9 +308,9 @@ func TestStateCommand(t *testing.T) {
 	// The written dump reads back to what a direct run produces.
 	set, err := objects.Load(exampleDir)
 	require.NoError(t, err)
-	got, err := results.ReadStateFile(a)
+	got, err := state.ReadFile(a)
 	require.NoError(t, err)
-	require.Empty(t, results.DiffStates(stateOf(t, set, proxier.Config{}), got))
+	require.Empty(t, state.Diff(stateOf(t, set, proxier.Config{}), got))
 }
 
 // TestStateDefaultNode: without --node, kpsim state plays the node hosting
@@ -386,7 +386,7 @@ func TestAnonymizeCommand(t *testing.T) {
 }
 
 // shape is a dump with every name and address left out.
-func shape(st *results.State) []string {
+func shape(st *state.State) []string {
 	var out []string
 	for _, v := range st.VirtualServers {
 		out = append(out, fmt.Sprintf("vs %d/%s %s %v %d %d", v.Port, v.Protocol, v.Scheduler, v.Flags, v.Timeout, len(v.Destinations)))

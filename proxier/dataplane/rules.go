@@ -20,7 +20,8 @@ func (p Protocol) SetProto() string {
 // SplitRule splits one iptables-restore / iptables-save rule line into words
 // the way iptables-restore does: blanks separate words except inside double
 // quotes, where a backslash escapes the next character. Every reader of rule
-// text (the in-memory kernel, state dumps of a real kernel) splits alike.
+// text (the in-memory kernel, ParseSave) splits alike; FormatRule writes
+// what it reads back.
 func SplitRule(line string) ([]string, error) {
 	var out []string
 	var cur strings.Builder
@@ -52,22 +53,4 @@ func SplitRule(line string) ([]string, error) {
 		out = append(out, cur.String())
 	}
 	return out, nil
-}
-
-// JoinRule is the inverse of SplitRule: it quotes a word only when it must.
-func JoinRule(words []string) string {
-	var b strings.Builder
-	for i, w := range words {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		if w == "" || strings.ContainsAny(w, " \t\"\\") {
-			b.WriteByte('"')
-			b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(w))
-			b.WriteByte('"')
-		} else {
-			b.WriteString(w)
-		}
-	}
-	return b.String()
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
-func TestSplitJoinRule(t *testing.T) {
+func TestSplitFormatRule(t *testing.T) {
 	for _, tc := range []struct {
 		line  string
 		words []string
@@ -31,9 +31,9 @@ func TestSplitJoinRule(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.words, words)
-			back, err := dataplane.SplitRule(dataplane.JoinRule(words))
+			back, err := dataplane.SplitRule(dataplane.FormatRule(words))
 			require.NoError(t, err)
-			require.Equal(t, words, back, "JoinRule must survive SplitRule")
+			require.Equal(t, words, back, "FormatRule must survive SplitRule")
 		})
 	}
 	require.Equal(t, "sctp", dataplane.SCTP.SetProto())

@@ -23,19 +23,25 @@ import (
 // then returns false: the caller returns. In the child, which it recognises
 // by being isolated and asked to run exactly this test, it brings lo up and
 // returns true: the caller does the work. Not root: the test is skipped.
+// A benchmark runs the same way, with the parent's -test.benchtime.
 //
 // Per test rather than in TestMain, so that tests that must see the host's
 // namespace (the host-untouched tests) are not moved too. A subtest may call
 // it (its parents must not): parallel subtests then run in namespaces of
 // their own at the same time.
-func Private(t *testing.T) bool {
+func Private(t testing.TB) bool {
 	t.Helper()
 	var parts []string
 	for _, p := range strings.Split(t.Name(), "/") {
 		parts = append(parts, "^"+regexp.QuoteMeta(p)+"$")
 	}
 	only := strings.Join(parts, "/")
-	if netns.Isolated() && flag.Lookup("test.run").Value.String() == only {
+	selector := "test.run"
+	_, bench := t.(*testing.B)
+	if bench {
+		selector = "test.bench"
+	}
+	if netns.Isolated() && flag.Lookup(selector).Value.String() == only {
 		lo, err := netlink.LinkByName("lo")
 		require.NoError(t, err)
 		require.NoError(t, netlink.LinkSetUp(lo))
@@ -45,6 +51,9 @@ func Private(t *testing.T) bool {
 		t.Skip("needs root (to create a private network namespace)")
 	}
 	args := []string{"-test.run=" + only, "-test.v", "-test.count=1"}
+	if bench {
+		args = []string{"-test.run=^$", "-test.bench=" + only, "-test.benchtime=" + flag.Lookup("test.benchtime").Value.String(), "-test.count=1"}
+	}
 	if testing.Short() {
 		args = append(args, "-test.short")
 	}

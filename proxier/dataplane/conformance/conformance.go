@@ -22,21 +22,24 @@ import (
 // suite whose capability is missing is skipped, naming the capability and,
 // when Reasons has one, why it is missing.
 type Capabilities struct {
-	IPVS      bool
-	Dummy     bool // dummy links (kube-ipvs0) and binding addresses to them
-	IPSet     []dataplane.SetType
-	IPTables  bool
+	IPVS     bool
+	Dummy    bool // dummy links (kube-ipvs0) and binding addresses to them
+	IPSet    []dataplane.SetType
+	IPTables bool
+	// IPVSMatch is iptables' ipvs match (xt_ipvs), which kube-proxy's
+	// KUBE-IPVS-OUT-FILTER rules use.
+	IPVSMatch bool
 	Conntrack bool
 	Sysctls   bool
 	// Reasons maps a capability name ("ipvs", "dummy", "ipset:hash:ip",
-	// "iptables", "conntrack", "sysctls") to why it is missing.
+	// "iptables", "ipvs-match", "conntrack", "sysctls") to why it is missing.
 	Reasons map[string]string
 }
 
 // All is every capability, as the in-memory kernel has them.
 func All() Capabilities {
 	return Capabilities{
-		IPVS: true, Dummy: true, IPTables: true, Conntrack: true, Sysctls: true,
+		IPVS: true, Dummy: true, IPTables: true, IPVSMatch: true, Conntrack: true, Sysctls: true,
 		IPSet: []dataplane.SetType{
 			dataplane.HashIP, dataplane.HashIPPort, dataplane.HashIPPortIP,
 			dataplane.HashIPPortNet, dataplane.HashNet, dataplane.BitmapPort,
@@ -56,14 +59,17 @@ func (c Capabilities) hasSet(t dataplane.SetType) bool {
 // need skips t unless ok, naming the capability.
 func (c Capabilities) need(t *testing.T, name string, ok bool) {
 	t.Helper()
-	if ok {
-		return
+	if !ok {
+		t.Skipf("needs %s: %s", name, c.reason(name))
 	}
-	why := c.Reasons[name]
-	if why == "" {
-		why = "the dataplane under test does not have it"
+}
+
+// reason says why a capability is missing.
+func (c Capabilities) reason(name string) string {
+	if why := c.Reasons[name]; why != "" {
+		return why
 	}
-	t.Skipf("needs %s: %s", name, why)
+	return "the dataplane under test does not have it"
 }
 
 // Run runs the suite. newDataplane returns a fresh, empty dataplane (a new

@@ -85,6 +85,8 @@ func runIPTables(t *testing.T, newDataplane func(t *testing.T) dataplane.Datapla
 
 	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 		t.Run(string(f), func(t *testing.T) {
+			t.Run("save forms", func(t *testing.T) { runSaveForms(t, newDataplane, have, f) })
+			t.Run("kube-proxy's whole ruleset", func(t *testing.T) { runRulesets(t, newDataplane, have, f) })
 			t.Run("kube-proxy ruleset round trip", func(t *testing.T) {
 				needSets(t)
 				dp := newDataplane(t)

@@ -1,7 +1,7 @@
 // Package kubeproxy runs kube-proxy v1.37's own IPVS proxier (the
 // k8s.io/kubernetes module, not a copy) for one node, gives it objects as
 // kube-proxy's informers would, and dumps what it programmed in kpsim's
-// state format (results.State), so that it can be diffed with what kpsim's
+// state format (state.State), so that it can be diffed with what kpsim's
 // proxier programs for the same objects.
 //
 // The proxier is built by its exported constructor, ipvs.NewProxier, one
@@ -36,7 +36,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
@@ -184,7 +184,7 @@ func nodeIPs(node *v1.Node) map[v1.IPFamily]net.IP {
 }
 
 // First starts kube-proxy on the set and returns what it programmed.
-func (n *Node) First(set *objects.Set) (*results.State, error) {
+func (n *Node) First(set *objects.Set) (*state.State, error) {
 	if err := n.start(set); err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (n *Node) First(set *objects.Set) (*results.State, error) {
 // syncs, or, where kube-proxy would exit (its Node's IPs changed, or the
 // Node was deleted), starts it again on the final objects over the same
 // kernel state, as a restarted kube-proxy would.
-func (n *Node) Then(base, changes *objects.Set) (*results.State, error) {
+func (n *Node) Then(base, changes *objects.Set) (*state.State, error) {
 	final, events := base.Apply(changes)
 	for _, e := range events {
 		e.Deliver(handler{n})
@@ -211,8 +211,8 @@ func (n *Node) Then(base, changes *objects.Set) (*results.State, error) {
 }
 
 // State dumps the fakes through kpsim's own state reader.
-func (n *Node) State() (*results.State, error) {
-	return results.ReadState(n.view(), n.families)
+func (n *Node) State() (*state.State, error) {
+	return state.Read(n.view(), n.families)
 }
 
 // handler passes informer events to kube-proxy the way its server wires

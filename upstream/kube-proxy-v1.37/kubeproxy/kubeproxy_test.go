@@ -10,7 +10,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
@@ -38,16 +38,16 @@ func TestExampleDump(t *testing.T) {
 	st, err := n.First(set)
 	require.NoError(t, err)
 
-	vs := map[string]results.StateVS{}
+	vs := map[string]state.VirtualServer{}
 	for _, v := range st.VirtualServers {
 		vs[v.Key()] = v
 	}
-	require.Equal(t, []results.StateDest{{Address: "10.244.1.5", Port: 53, Weight: 1}, {Address: "10.244.1.6", Port: 53, Weight: 1},
+	require.Equal(t, []state.Dest{{Address: "10.244.1.5", Port: 53, Weight: 1}, {Address: "10.244.1.6", Port: 53, Weight: 1},
 		{Address: "10.244.2.7", Port: 53, Weight: 1}}, vs["10.96.0.10:53/UDP"].Destinations)
 	require.Equal(t, []string{"persistent"}, vs["10.96.10.40:8080/TCP"].Flags)
 	require.Contains(t, vs, "[fd00:96::60]:80/TCP")
 
-	sets := map[string]results.StateIPSet{}
+	sets := map[string]state.IPSet{}
 	for _, s := range st.IPSets {
 		sets[s.Name] = s
 	}
@@ -62,6 +62,6 @@ func TestExampleDump(t *testing.T) {
 	require.Contains(t, v4.NAT, ":OUTPUT ACCEPT")
 	require.Contains(t, v4.NAT, ":KUBE-SERVICES -")
 	require.Contains(t, v4.NAT, `-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`)
-	require.Contains(t, v4.Filter, `-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT`)
-	require.Contains(t, st.IPTables[dataplane.IPv6].NAT, `-A KUBE-SERVICES -s ::1 -j RETURN`)
+	require.Contains(t, v4.Filter, `-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable`)
+	require.Contains(t, st.IPTables[dataplane.IPv6].NAT, `-A KUBE-SERVICES -s ::1/128 -j RETURN`)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // view shows the fakes through kpsim's dataplane interfaces, so that
-// results.ReadState dumps kube-proxy's state exactly as it dumps kpsim's.
+// state.Read dumps kube-proxy's state exactly as it dumps kpsim's.
 // It is read-only: ReadState only reads, and the embedded (nil)
 // interfaces stand for the write methods it never calls.
 func (n *Node) view() dataplane.Dataplane {

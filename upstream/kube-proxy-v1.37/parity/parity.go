@@ -23,7 +23,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
 	"github.com/kpsim/kpsim/upstream/kube-proxy-v1.37/kubeproxy"
@@ -82,9 +82,9 @@ func NewCase(seed uint64, services, changes int) (*Case, error) {
 // Step is one comparison: after the first sync or after the changes.
 type Step struct {
 	Name        string
-	KPSim       *results.State
-	KubeProxy   *results.State
-	Unexplained []results.StateDiff
+	KPSim       *state.State
+	KubeProxy   *state.State
+	Unexplained []state.Difference
 	Explained   map[string]int // why -> how many differences
 }
 
@@ -121,10 +121,10 @@ func Run(c *Case) (*Result, error) {
 	var bound []string // kube-ipvs0's addresses in kube-proxy before the step
 	for _, step := range []struct {
 		name      string
-		kpsim, kp func() (*results.State, error)
+		kpsim, kp func() (*state.State, error)
 	}{
-		{"first sync", func() (*results.State, error) { return kp.First(c.Base) }, func() (*results.State, error) { return up.First(c.Base) }},
-		{"after changes", func() (*results.State, error) { return kp.Then(c.Base, c.Changes) }, func() (*results.State, error) { return up.Then(c.Base, c.Changes) }},
+		{"first sync", func() (*state.State, error) { return kp.First(c.Base) }, func() (*state.State, error) { return up.First(c.Base) }},
+		{"after changes", func() (*state.State, error) { return kp.Then(c.Base, c.Changes) }, func() (*state.State, error) { return up.Then(c.Base, c.Changes) }},
 	} {
 		a, err := step.kpsim()
 		if err != nil {
@@ -144,7 +144,7 @@ func Run(c *Case) (*Result, error) {
 				k.duplicates[vs] = true
 			}
 		}
-		for _, d := range results.DiffStates(a, b) {
+		for _, d := range state.Diff(a, b) {
 			if why := k.explain(d); why != "" {
 				s.Explained[why]++
 			} else {
@@ -217,7 +217,7 @@ const (
 )
 
 // explain says why a difference is not kpsim's to fix, or "".
-func (k known) explain(d results.StateDiff) string {
+func (k known) explain(d state.Difference) string {
 	switch d.Kind {
 	case "virtual-server", "destination":
 		vs, _, _ := strings.Cut(d.Object, " -> ")
@@ -257,7 +257,7 @@ func (k known) explain(d results.StateDiff) string {
 
 // Signature groups a difference for a summary: its kind, change and the
 // set, chain or kind of address it concerns, without the addresses.
-func Signature(d results.StateDiff) string {
+func Signature(d state.Difference) string {
 	obj := d.Object
 	switch d.Kind {
 	case "ipset-entry":

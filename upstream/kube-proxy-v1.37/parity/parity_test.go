@@ -10,7 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 )
 
 func TestMain(m *testing.M) {
@@ -22,16 +22,16 @@ func TestMain(m *testing.M) {
 func TestExplain(t *testing.T) {
 	dup := map[string]bool{"198.51.100.5:80/TCP": true}
 	for _, tc := range []struct {
-		d    results.StateDiff
+		d    state.Difference
 		want bool
 	}{
-		{results.StateDiff{Kind: "destination", Object: "198.51.100.5:80/TCP -> 10.0.0.1:8080", Change: "only in A"}, true},
-		{results.StateDiff{Kind: "virtual-server", Object: "198.51.100.5:80/TCP", Change: "differs"}, true},
-		{results.StateDiff{Kind: "destination", Object: "198.51.100.6:80/TCP -> 10.0.0.1:8080", Change: "only in A"}, false},
-		{results.StateDiff{Kind: "rule", Object: "IPv4 filter KUBE-IPVS-OUT-FILTER", Change: "differs", Detail: "same 2 rules in another order"}, true},
-		{results.StateDiff{Kind: "rule", Object: "IPv4 filter KUBE-IPVS-OUT-FILTER", Change: "only in A"}, false},
-		{results.StateDiff{Kind: "rule", Object: "IPv4 nat KUBE-SERVICES", Change: "differs"}, false},
-		{results.StateDiff{Kind: "ipset-entry", Object: "KUBE-LOOP-BACK 10.0.0.1,tcp:80,10.0.0.1", Change: "only in B"}, false},
+		{state.Difference{Kind: "destination", Object: "198.51.100.5:80/TCP -> 10.0.0.1:8080", Change: "only in A"}, true},
+		{state.Difference{Kind: "virtual-server", Object: "198.51.100.5:80/TCP", Change: "differs"}, true},
+		{state.Difference{Kind: "destination", Object: "198.51.100.6:80/TCP -> 10.0.0.1:8080", Change: "only in A"}, false},
+		{state.Difference{Kind: "rule", Object: "IPv4 filter KUBE-IPVS-OUT-FILTER", Change: "differs", Detail: "same 2 rules in another order"}, true},
+		{state.Difference{Kind: "rule", Object: "IPv4 filter KUBE-IPVS-OUT-FILTER", Change: "only in A"}, false},
+		{state.Difference{Kind: "rule", Object: "IPv4 nat KUBE-SERVICES", Change: "differs"}, false},
+		{state.Difference{Kind: "ipset-entry", Object: "KUBE-LOOP-BACK 10.0.0.1,tcp:80,10.0.0.1", Change: "only in B"}, false},
 	} {
 		require.Equal(t, tc.want, known{duplicates: dup}.explain(tc.d) != "", "%s", tc.d)
 	}
@@ -50,23 +50,23 @@ func TestExplainKubeIPVS0NodePorts(t *testing.T) {
 
 	k := known{ipvs0NodeIPs: ipvs0, nodeIPs: kpsim}
 	for _, tc := range []struct {
-		d    results.StateDiff
+		d    state.Difference
 		want bool
 	}{
-		{results.StateDiff{Kind: "virtual-server", Object: "10.0.0.12:30001/TCP", Change: "only in B"}, true},
-		{results.StateDiff{Kind: "virtual-server", Object: "10.0.0.12:30001/TCP", Change: "only in A"}, false},
-		{results.StateDiff{Kind: "virtual-server", Object: "10.0.1.11:30001/TCP", Change: "only in B"}, false},
-		{results.StateDiff{Kind: "ipset-entry", Object: "KUBE-NODE-PORT-SCTP-HASH 10.0.0.12,sctp:30001", Change: "only in B"}, true},
-		{results.StateDiff{Kind: "ipset-entry", Object: "KUBE-NODE-PORT-SCTP-HASH 10.0.1.11,sctp:30001", Change: "only in B"}, false},
+		{state.Difference{Kind: "virtual-server", Object: "10.0.0.12:30001/TCP", Change: "only in B"}, true},
+		{state.Difference{Kind: "virtual-server", Object: "10.0.0.12:30001/TCP", Change: "only in A"}, false},
+		{state.Difference{Kind: "virtual-server", Object: "10.0.1.11:30001/TCP", Change: "only in B"}, false},
+		{state.Difference{Kind: "ipset-entry", Object: "KUBE-NODE-PORT-SCTP-HASH 10.0.0.12,sctp:30001", Change: "only in B"}, true},
+		{state.Difference{Kind: "ipset-entry", Object: "KUBE-NODE-PORT-SCTP-HASH 10.0.1.11,sctp:30001", Change: "only in B"}, false},
 		// kpsim has a NodePort address of its own: port-only entries must agree.
-		{results.StateDiff{Kind: "ipset-entry", Object: "KUBE-NODE-PORT-TCP 30001", Change: "only in B"}, false},
-		{results.StateDiff{Kind: "rule", Object: "IPv4 nat KUBE-NODE-PORT", Change: "only in B"}, false},
-		{results.StateDiff{Kind: "ipset-entry", Object: "KUBE-CLUSTER-IP 10.0.0.12,tcp:80", Change: "only in B"}, false},
+		{state.Difference{Kind: "ipset-entry", Object: "KUBE-NODE-PORT-TCP 30001", Change: "only in B"}, false},
+		{state.Difference{Kind: "rule", Object: "IPv4 nat KUBE-NODE-PORT", Change: "only in B"}, false},
+		{state.Difference{Kind: "ipset-entry", Object: "KUBE-CLUSTER-IP 10.0.0.12,tcp:80", Change: "only in B"}, false},
 	} {
 		require.Equal(t, tc.want, k.explain(tc.d) != "", "%s", tc.d)
 	}
 	k.nodeIPs = map[dataplane.Family]int{}
-	require.NotEmpty(t, k.explain(results.StateDiff{Kind: "ipset-entry", Object: "KUBE-NODE-PORT-TCP 30001", Change: "only in B"}),
+	require.NotEmpty(t, k.explain(state.Difference{Kind: "ipset-entry", Object: "KUBE-NODE-PORT-TCP 30001", Change: "only in B"}),
 		"without a NodePort address of its own kpsim writes no node port entry at all")
 }
 

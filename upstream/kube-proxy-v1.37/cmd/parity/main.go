@@ -20,7 +20,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios/objects"
 	"github.com/kpsim/kpsim/upstream/kube-proxy-v1.37/parity"
 )
@@ -194,9 +194,9 @@ func write(dir string, r *parity.Result) error {
 		}
 	}
 	for i, s := range r.Steps {
-		for who, st := range map[string]*results.State{"kpsim": s.KPSim, "kube-proxy": s.KubeProxy} {
+		for who, st := range map[string]*state.State{"kpsim": s.KPSim, "kube-proxy": s.KubeProxy} {
 			path := filepath.Join(dir, fmt.Sprintf("step%d-%s.json", i+1, who))
-			if err := writeFile(path, func(w io.Writer) error { return results.WriteState(w, st) }); err != nil {
+			if err := writeFile(path, func(w io.Writer) error { return state.Write(w, st) }); err != nil {
 				return err
 			}
 		}

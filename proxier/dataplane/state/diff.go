@@ -1,4 +1,4 @@
-package results
+package state
 
 import (
 	"fmt"
@@ -8,8 +8,8 @@ import (
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
-// StateDiff is one difference between two dumps, A and B.
-type StateDiff struct {
+// Difference is one difference between two dumps, A and B.
+type Difference struct {
 	// Kind: virtual-server, destination, ipset, ipset-entry, address, chain, rule, family.
 	Kind string `json:"kind"`
 	// Object names what differs: "10.96.0.10:53/UDP", "KUBE-CLUSTER-IP",
@@ -19,7 +19,7 @@ type StateDiff struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-func (d StateDiff) String() string {
+func (d Difference) String() string {
 	s := fmt.Sprintf("%s %s: %s", d.Kind, d.Object, d.Change)
 	if d.Detail != "" {
 		s += ": " + d.Detail
@@ -33,14 +33,14 @@ const (
 	differs = "differs"
 )
 
-// DiffStates lists how B differs from A, grouped as a reader looks for it:
+// Diff lists how B differs from A, grouped as a reader looks for it:
 // virtual servers (and within one, scheduler, flags, timeout, each
 // destination), ipsets and their entries, kube-ipvs0 addresses, then iptables
 // chains and rules per family and table. Empty means equal.
-func DiffStates(a, b *State) []StateDiff {
-	var out []StateDiff
+func Diff(a, b *State) []Difference {
+	var out []Difference
 	add := func(kind, object, change, detail string) {
-		out = append(out, StateDiff{Kind: kind, Object: object, Change: change, Detail: detail})
+		out = append(out, Difference{Kind: kind, Object: object, Change: change, Detail: detail})
 	}
 
 	fa, fb := familyNames(a.Families), familyNames(b.Families)
@@ -51,7 +51,7 @@ func DiffStates(a, b *State) []StateDiff {
 		add("family", x, onlyB, "")
 	}
 
-	va, vb := byKey(a.VirtualServers, StateVS.Key), byKey(b.VirtualServers, StateVS.Key)
+	va, vb := byKey(a.VirtualServers, VirtualServer.Key), byKey(b.VirtualServers, VirtualServer.Key)
 	for _, k := range unionKeys(va, vb) {
 		x, inA := va[k]
 		y, inB := vb[k]
@@ -70,7 +70,7 @@ func DiffStates(a, b *State) []StateDiff {
 			if x.Timeout != y.Timeout {
 				add("virtual-server", k, differs, fmt.Sprintf("timeout %d in A, %d in B", x.Timeout, y.Timeout))
 			}
-			da, db := byKey(x.Destinations, StateDest.key), byKey(y.Destinations, StateDest.key)
+			da, db := byKey(x.Destinations, Dest.key), byKey(y.Destinations, Dest.key)
 			for _, dk := range unionKeys(da, db) {
 				p, inA := da[dk]
 				q, inB := db[dk]
@@ -87,7 +87,7 @@ func DiffStates(a, b *State) []StateDiff {
 		}
 	}
 
-	sa, sb := byKey(a.IPSets, func(s StateIPSet) string { return s.Name }), byKey(b.IPSets, func(s StateIPSet) string { return s.Name })
+	sa, sb := byKey(a.IPSets, func(s IPSet) string { return s.Name }), byKey(b.IPSets, func(s IPSet) string { return s.Name })
 	for _, k := range unionKeys(sa, sb) {
 		x, inA := sa[k]
 		y, inB := sb[k]
@@ -118,7 +118,7 @@ func DiffStates(a, b *State) []StateDiff {
 
 	for _, f := range unionStrings(fa, fb) {
 		ta, tb := a.IPTables[dataplane.Family(f)], b.IPTables[dataplane.Family(f)]
-		for _, table := range StateTables {
+		for _, table := range Tables {
 			out = append(out, diffTable(f+" "+table, *ta.table(table), *tb.table(table))...)
 		}
 	}
@@ -128,15 +128,15 @@ func DiffStates(a, b *State) []StateDiff {
 // diffTable compares two normalised tables chain by chain. Within a chain,
 // rules present on one side only are listed; if both sides hold the same
 // rules in another order, that is one difference (order decides which rule matches).
-func diffTable(object string, a, b []string) []StateDiff {
-	var out []StateDiff
+func diffTable(object string, a, b []string) []Difference {
+	var out []Difference
 	ca, ra := splitTable(a)
 	cb, rb := splitTable(b)
 	for _, x := range minus(ca, cb) {
-		out = append(out, StateDiff{Kind: "chain", Object: object + " " + x, Change: onlyA})
+		out = append(out, Difference{Kind: "chain", Object: object + " " + x, Change: onlyA})
 	}
 	for _, x := range minus(cb, ca) {
-		out = append(out, StateDiff{Kind: "chain", Object: object + " " + x, Change: onlyB})
+		out = append(out, Difference{Kind: "chain", Object: object + " " + x, Change: onlyB})
 	}
 	for _, chain := range unionKeys(ra, rb) {
 		x, y := ra[chain], rb[chain]
@@ -146,13 +146,13 @@ func diffTable(object string, a, b []string) []StateDiff {
 		obj := object + " " + chain
 		extraA, extraB := minus(x, y), minus(y, x)
 		for _, r := range extraA {
-			out = append(out, StateDiff{Kind: "rule", Object: obj, Change: onlyA, Detail: r})
+			out = append(out, Difference{Kind: "rule", Object: obj, Change: onlyA, Detail: r})
 		}
 		for _, r := range extraB {
-			out = append(out, StateDiff{Kind: "rule", Object: obj, Change: onlyB, Detail: r})
+			out = append(out, Difference{Kind: "rule", Object: obj, Change: onlyB, Detail: r})
 		}
 		if len(extraA) == 0 && len(extraB) == 0 {
-			out = append(out, StateDiff{Kind: "rule", Object: obj, Change: differs,
+			out = append(out, Difference{Kind: "rule", Object: obj, Change: differs,
 				Detail: fmt.Sprintf("same %d rules in another order", len(x))})
 		}
 	}
@@ -176,7 +176,7 @@ func splitTable(lines []string) ([]string, map[string][]string) {
 	return decls, rules
 }
 
-func (d StateDest) key() string { return formatAddrPort(d.Address, d.Port) }
+func (d Dest) key() string { return formatAddrPort(d.Address, d.Port) }
 
 func formatAddrPort(a string, p uint16) string {
 	if strings.Contains(a, ":") {
@@ -185,7 +185,7 @@ func formatAddrPort(a string, p uint16) string {
 	return fmt.Sprintf("%s:%d", a, p)
 }
 
-func vsSummary(v StateVS) string {
+func vsSummary(v VirtualServer) string {
 	s := fmt.Sprintf("%s, %d destinations", v.Scheduler, len(v.Destinations))
 	if len(v.Flags) > 0 {
 		s += fmt.Sprintf(", flags [%s], timeout %d", strings.Join(v.Flags, ","), v.Timeout)
