@@ -284,6 +284,42 @@ func TestIPVSReadBack(t *testing.T) {
 	require.ErrorIs(t, err, unix.ENOENT)
 }
 
+// TestParseProcDestinations reads /proc/net/ip_vs as Debian's 6.1 kernel
+// printed it in the VM for IPv4, IPv6, persistent, firewall-mark and
+// destination-less services.
+func TestParseProcDestinations(t *testing.T) {
+	const proc = `IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
+SCTP  0A600004:0050 rr  
+TCP  [fd00:0000:0000:0000:0000:0000:0000:0001]:0050 rr persistent 75000 80000000
+  -> [fd00:0001:0000:0000:0000:0000:0000:0001]:1F90      Masq    1      0          0         
+TCP  0A600001:0050 rr  persistent 2700000 FFFFFFFF
+  -> 0A000002:1F90      Masq    0      3          7         
+  -> 0A000001:1F90      Masq    1      0          0         
+FWM  00000001 rr  
+  -> 0A000003:1F90      Masq    1      0          0         
+UDP  0A600003:0035 rr  
+`
+	key := func(a string, port uint16, p dataplane.Protocol) dataplane.ServiceKey {
+		return dataplane.ServiceKey{Address: netip.MustParseAddr(a), Port: port, Protocol: p}
+	}
+	rs := func(a string, port uint16, w, active, inactive int) dataplane.RealServer {
+		return dataplane.RealServer{Address: netip.MustParseAddr(a), Port: port, Weight: w, ActiveConns: active, InactiveConns: inactive}
+	}
+	got, err := parseProcDestinations([]byte(proc))
+	require.NoError(t, err)
+	require.Equal(t, map[dataplane.ServiceKey][]dataplane.RealServer{
+		key("fd00::1", 80, dataplane.TCP):   {rs("fd00:1::1", 8080, 1, 0, 0)},
+		key("10.96.0.1", 80, dataplane.TCP): {rs("10.0.0.2", 8080, 0, 3, 7), rs("10.0.0.1", 8080, 1, 0, 0)},
+	}, got)
+
+	_, err = parseProcDestinations([]byte("TCP  0A6000:0050 rr\n"))
+	require.ErrorContains(t, err, "/proc/net/ip_vs")
+	_, err = parseProcDestinations([]byte("TCP  0A600001:0050 rr\n  -> 0A000001:1F90 Masq x 0 0\n"))
+	require.ErrorContains(t, err, "invalid syntax")
+}
+
 func TestRedump(t *testing.T) {
 	other := errors.New("netlink: no buffer space")
 	for _, tc := range []struct {

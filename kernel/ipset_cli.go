@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"strconv"
@@ -10,10 +9,11 @@ import (
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
-// ipsetCLI is the ipset tool as kube-proxy drives it: every read, create and
-// destroy is one `ipset` process, as are batches with the exec strategy (one
-// `ipset add|del -exist` per entry, what kube-proxy does) while the restore
-// strategy feeds a whole batch to one `ipset restore -exist`.
+// ipsetCLI is the ipset tool as kube-proxy drives it for writes: every
+// create and destroy is one `ipset` process, as are batches with the exec
+// strategy (one `ipset add|del -exist` per entry, what kube-proxy does)
+// while the restore strategy feeds a whole batch to one `ipset restore
+// -exist`. Sets are read back over netlink.
 //
 // Entries are validated against their set's type before any process runs;
 // the type comes from types (a netlink header request, cached), which is
@@ -25,94 +25,9 @@ type ipsetCLI struct {
 
 var _ dataplane.IPSet = (*ipsetCLI)(nil)
 
-// Sets parses `ipset list -t`: one block of "Key: value" lines per set.
-func (c *ipsetCLI) Sets() ([]dataplane.Set, error) {
-	out, err := run(nil, "ipset", "list", "-t")
-	if err != nil {
-		return nil, fmt.Errorf("ipset list -t: %w", err)
-	}
-	var sets []dataplane.Set
-	var cur *dataplane.Set
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ": ")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "Name":
-			sets = append(sets, dataplane.Set{Name: v})
-			cur = &sets[len(sets)-1]
-		case "Type":
-			if cur != nil {
-				cur.Type = dataplane.SetType(v)
-			}
-		case "Header":
-			if cur != nil {
-				if err := parseCLIHeader(cur, v); err != nil {
-					return nil, fmt.Errorf("ipset list -t: set %s: %w", cur.Name, err)
-				}
-			}
-		}
-	}
-	return sets, nil
-}
-
-// parseCLIHeader reads "family inet hashsize 1024 maxelem 65536 ..." or "range 0-65535".
-func parseCLIHeader(s *dataplane.Set, h string) error {
-	f := strings.Fields(h)
-	for i := 0; i+1 < len(f); i += 2 {
-		switch f[i] {
-		case "family":
-			s.Family = dataplane.IPv4
-			if f[i+1] == "inet6" {
-				s.Family = dataplane.IPv6
-			}
-		case "maxelem":
-			n, err := strconv.Atoi(f[i+1])
-			if err != nil {
-				return fmt.Errorf("maxelem %q", f[i+1])
-			}
-			s.MaxElem = n
-		case "range":
-			from, to, _ := strings.Cut(f[i+1], "-")
-			a, err1 := strconv.ParseUint(from, 10, 16)
-			b, err2 := strconv.ParseUint(to, 10, 16)
-			if err1 != nil || err2 != nil {
-				return fmt.Errorf("range %q", f[i+1])
-			}
-			s.PortFrom, s.PortTo = uint16(a), uint16(b)
-		}
-	}
-	return nil
-}
-
-// Entries parses `ipset save NAME` and re-formats each entry canonically.
-func (c *ipsetCLI) Entries(set string) ([]string, error) {
-	out, err := run(nil, "ipset", "save", set)
-	if err != nil {
-		return nil, fmt.Errorf("ipset save %s: %w", set, err)
-	}
-	info, err := c.types.typeOf(set)
-	if err != nil {
-		return nil, err
-	}
-	entries := []string{}
-	prefix := "add " + set + " "
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), prefix)
-		if !ok {
-			continue
-		}
-		e, err := parseEntry(info, strings.Fields(line)[0])
-		if err != nil {
-			return nil, fmt.Errorf("ipset save %s: %w", set, err)
-		}
-		entries = append(entries, formatEntry(info.typ, e))
-	}
-	return entries, nil
-}
+// Sets reads every set with its entries in one netlink dump: reading is
+// not what the strategy is about, and one dump costs less than any process.
+func (c *ipsetCLI) Sets() ([]dataplane.Set, error) { return c.types.Sets() }
 
 func (c *ipsetCLI) CreateSet(s dataplane.Set) error {
 	if err := checkSet(s); err != nil {

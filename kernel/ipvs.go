@@ -1,12 +1,14 @@
 package kernel
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 
 	"github.com/moby/ipvs"
@@ -27,11 +29,11 @@ var _ dataplane.IPVS = ipvsTable{}
 // exists in every namespace once the module is loaded; when it is missing,
 // modprobe is tried once, as kube-proxy's image does.
 func ipvsAvailable() error {
-	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
+	if _, err := os.Stat(procIPVS); err == nil {
 		return nil
 	}
 	out, err := exec.Command("modprobe", "ip_vs").CombinedOutput()
-	if _, serr := os.Stat("/proc/net/ip_vs"); serr == nil {
+	if _, serr := os.Stat(procIPVS); serr == nil {
 		return nil
 	}
 	switch {
@@ -82,12 +84,25 @@ func ipvsErrno(err error) error {
 	return err
 }
 
+// Services reads the table in two reads whatever its size: the virtual
+// servers from one netlink dump (every attribute: flags, persistence
+// timeout, netmask, scheduler), their real servers from /proc/net/ip_vs of
+// this namespace in one go. A netlink request per virtual server for its
+// real servers costs a kernel round trip each, about 2.5 s at 5,000 in the
+// VM, against about 0.4 s for the two reads (BenchmarkReadBack);
+// /proc/net/ip_vs alone is not enough: it leaves out flags other than
+// persistence and the netmask of other services, and prints the timeout in
+// jiffies of a HZ the kernel does not tell.
 func (t ipvsTable) Services() ([]dataplane.VirtualServer, error) {
 	var svcs []*ipvs.Service
 	err := t.do("list", "services", func(h *ipvs.Handle) (err error) {
 		svcs, err = h.GetServices()
 		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	dests, err := readProcDestinations()
 	if err != nil {
 		return nil, err
 	}
@@ -100,9 +115,116 @@ func (t ipvsTable) Services() ([]dataplane.VirtualServer, error) {
 		if err != nil {
 			return nil, err
 		}
+		vs.Destinations = dests[vs.ServiceKey]
 		out = append(out, vs)
 	}
 	return out, nil
+}
+
+// procIPVS is this namespace's table as the kernel prints it: the process
+// lives in the run's namespace (see package doc), so /proc/net is its own.
+const procIPVS = "/proc/net/ip_vs"
+
+// readProcDestinations reads every virtual server's real servers from
+// /proc/net/ip_vs:
+//
+//	TCP  0A600001:0050 rr
+//	  -> 0A010001:1F90      Masq    1      0          0
+//	TCP  [fd00:0000:...:0001]:0050 rr persistent 2700000 FFFFFFFF
+//	  -> [fd00:0001:...:0001]:1F90      Masq    1      0          0
+func readProcDestinations() (map[dataplane.ServiceKey][]dataplane.RealServer, error) {
+	b, err := os.ReadFile(procIPVS)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs list: %w", err)
+	}
+	return parseProcDestinations(b)
+}
+
+func parseProcDestinations(b []byte) (map[dataplane.ServiceKey][]dataplane.RealServer, error) {
+	out := map[dataplane.ServiceKey][]dataplane.RealServer{}
+	var cur *dataplane.ServiceKey
+	for line := range bytes.Lines(b) {
+		f := fields(line)
+		switch {
+		case len(f) >= 6 && string(f[0]) == "->":
+			if cur == nil {
+				continue // a firewall-mark service's
+			}
+			ap, err := procAddrPort(f[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %q: %w", procIPVS, line, err)
+			}
+			w, err1 := strconv.Atoi(string(f[3]))
+			active, err2 := strconv.Atoi(string(f[4]))
+			inactive, err3 := strconv.Atoi(string(f[5]))
+			if err := errors.Join(err1, err2, err3); err != nil {
+				return nil, fmt.Errorf("%s: %q: %w", procIPVS, line, err)
+			}
+			out[*cur] = append(out[*cur], dataplane.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w, ActiveConns: active, InactiveConns: inactive})
+		case len(f) >= 2:
+			cur = nil
+			proto, ok := procProtocols[string(f[0])]
+			if !ok {
+				continue // the header, or a firewall-mark (FWM) service
+			}
+			ap, err := procAddrPort(f[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %q: %w", procIPVS, line, err)
+			}
+			k := dataplane.ServiceKey{Address: ap.Addr(), Port: ap.Port(), Protocol: proto}
+			cur = &k
+		}
+	}
+	return out, nil
+}
+
+var procProtocols = map[string]dataplane.Protocol{"TCP": dataplane.TCP, "UDP": dataplane.UDP, "SCTP": dataplane.SCTP}
+
+// fields splits a line at runs of blanks without allocating strings.
+func fields(line []byte) [][]byte {
+	var out [][]byte
+	for len(line) > 0 {
+		i := 0
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t' || line[i] == '\n') {
+			i++
+		}
+		line = line[i:]
+		j := 0
+		for j < len(line) && line[j] != ' ' && line[j] != '\t' && line[j] != '\n' {
+			j++
+		}
+		if j > 0 {
+			out = append(out, line[:j])
+		}
+		line = line[j:]
+	}
+	return out
+}
+
+// procAddrPort reads "0A010001:1F90" (IPv4, hexadecimal in network order)
+// or "[fd00:0001:0000:0000:0000:0000:0000:0001]:1F90".
+func procAddrPort(s []byte) (netip.AddrPort, error) {
+	i := bytes.LastIndexByte(s, ':')
+	if i < 0 {
+		return netip.AddrPort{}, fmt.Errorf("address %q", s)
+	}
+	port, err := strconv.ParseUint(string(s[i+1:]), 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("port of %q", s)
+	}
+	host := s[:i]
+	if len(host) > 2 && host[0] == '[' {
+		a, err := netip.ParseAddr(string(host[1 : len(host)-1]))
+		if err != nil {
+			return netip.AddrPort{}, fmt.Errorf("address %q", s)
+		}
+		return netip.AddrPortFrom(a, uint16(port)), nil
+	}
+	v, err := strconv.ParseUint(string(host), 16, 32)
+	if err != nil || len(host) != 8 {
+		return netip.AddrPort{}, fmt.Errorf("address %q", s)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), uint16(port)), nil
 }
 
 func (t ipvsTable) AddService(vs dataplane.VirtualServer) error {

@@ -83,7 +83,8 @@ func (s *syncRun) ensureLink() {
 }
 
 // ---------------------------------------------------------------------------
-// ensure-ipsets: the 17 sets exist with the right types; on full syncs read their entries.
+// ensure-ipsets: the 17 sets exist with the right types, and the model of
+// their entries is the kernel's (read with them, in one go).
 
 func (s *syncRun) ensureIPSets() {
 	p := s.p
@@ -120,21 +121,12 @@ func (s *syncRun) ensureIPSets() {
 			p.kernel.entries[i] = make(map[string]struct{}, len(p.entryRef[i]))
 			continue
 		}
-		if !s.full {
-			continue
-		}
-		entries, err := p.dp.IPSet.Entries(want.Name)
-		if err != nil {
-			s.fail(fmt.Errorf("ipset list %s: %w", want.Name, err))
-			ok = false
-			continue
-		}
-		m := make(map[string]struct{}, len(entries))
-		for _, e := range entries {
+		m := make(map[string]struct{}, len(cur.Entries))
+		for _, e := range cur.Entries {
 			m[e] = struct{}{}
 		}
 		p.kernel.entries[i] = m
-		s.work(dataplane.Work{Entries: len(entries)})
+		s.work(dataplane.Work{Entries: len(cur.Entries)})
 	}
 	p.kernel.setsOK = ok
 }
@@ -237,7 +229,8 @@ func (s *syncRun) addrKeys() []netip.Addr {
 	return out
 }
 
-// readIPVS replaces the model's virtual servers with the kernel's (this family's, outside excludeCIDRs).
+// readIPVS replaces the model's virtual servers with the kernel's (this
+// family's, outside excludeCIDRs), read in one go with their real servers.
 func (s *syncRun) readIPVS() error {
 	p := s.p
 	list, err := p.dp.IPVS.Services()
@@ -252,17 +245,14 @@ func (s *syncRun) readIPVS() error {
 		if _, wanted := p.claims[vs.ServiceKey]; !wanted && p.excluded(vs.Address) {
 			continue // not ours to manage
 		}
-		dests, err := p.dp.IPVS.Destinations(vs.ServiceKey)
-		if err != nil {
-			return fmt.Errorf("list destinations of %s: %w", vs.ServiceKey, err)
-		}
-		kv := &kernelVS{vs: vs, dests: make(map[netip.AddrPort]int, len(dests))}
+		kv := &kernelVS{vs: vs, dests: make(map[netip.AddrPort]int, len(vs.Destinations))}
 		kv.vs.Flags &^= dataplane.FlagHashed
-		for _, d := range dests {
+		kv.vs.Destinations = nil
+		for _, d := range vs.Destinations {
 			kv.dests[d.AddrPort()] = d.Weight
 		}
 		m[vs.ServiceKey] = kv
-		s.work(dataplane.Work{Ports: 1, Endpoints: len(dests)})
+		s.work(dataplane.Work{Ports: 1, Endpoints: len(vs.Destinations)})
 	}
 	p.kernel.vs = m
 	for k := range p.draining {

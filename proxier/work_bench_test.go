@@ -2,7 +2,6 @@ package proxier
 
 import (
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"testing"
 	"time"
@@ -42,7 +41,6 @@ func (n *nullKernel) DeleteDestination(dataplane.ServiceKey, dataplane.RealServe
 	return nil
 }
 func (n *nullKernel) Sets() ([]dataplane.Set, error)                { return nil, nil }
-func (n *nullKernel) Entries(string) ([]string, error)              { return nil, fs.ErrNotExist }
 func (n *nullKernel) CreateSet(dataplane.Set) error                 { return nil }
 func (n *nullKernel) DestroySet(string) error                       { return nil }
 func (n *nullKernel) Apply([]dataplane.SetChange) error             { return nil }

@@ -64,6 +64,7 @@ func (k *Kernel) CreateSet(s dataplane.Set) error {
 	if _, ok := k.sets[s.Name]; ok {
 		return errorf(syscall.EEXIST, "ipset create %s", s.Name)
 	}
+	s.Entries = nil
 	k.sets[s.Name] = &ipset{spec: s, entries: make(map[string]struct{})}
 	return nil
 }
@@ -89,11 +90,16 @@ func (k *Kernel) DestroySet(name string) error {
 	return nil
 }
 
-// Sets lists every set, ordered by name.
+// Sets lists every set with its entries, ordered by name, entries in
+// canonical form and sorted; it is priced per call and per entry read.
 func (k *Kernel) Sets() ([]dataplane.Set, error) {
 	k.lock()
 	defer k.unlock()
-	k.read(dataplane.OpIPSetList, len(k.sets))
+	n := 0
+	for _, s := range k.sets {
+		n += len(s.entries)
+	}
+	k.read(dataplane.OpIPSetList, n)
 	if k.faulty(dataplane.OpIPSetList) {
 		if err := k.fault(dataplane.OpIPSetList, ""); err != nil {
 			return nil, errorf(err, "ipset list")
@@ -101,35 +107,15 @@ func (k *Kernel) Sets() ([]dataplane.Set, error) {
 	}
 	out := make([]dataplane.Set, 0, len(k.sets))
 	for _, s := range k.sets {
-		out = append(out, s.spec)
+		spec := s.spec
+		spec.Entries = make([]string, 0, len(s.entries))
+		for e := range s.entries {
+			spec.Entries = append(spec.Entries, e)
+		}
+		slices.Sort(spec.Entries)
+		out = append(out, spec)
 	}
 	slices.SortFunc(out, func(a, b dataplane.Set) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
-// Entries lists a set's entries in canonical form, sorted.
-func (k *Kernel) Entries(name string) ([]string, error) {
-	k.lock()
-	defer k.unlock()
-	s := k.sets[name]
-	n := 0
-	if s != nil {
-		n = len(s.entries)
-	}
-	k.read(dataplane.OpIPSetList, n)
-	if k.faulty(dataplane.OpIPSetList) {
-		if err := k.fault(dataplane.OpIPSetList, name); err != nil {
-			return nil, errorf(err, "ipset list %s", name)
-		}
-	}
-	if s == nil {
-		return nil, errorf(syscall.ENOENT, "ipset list %s", name)
-	}
-	out := make([]string, 0, len(s.entries))
-	for e := range s.entries {
-		out = append(out, e)
-	}
-	slices.Sort(out)
 	return out, nil
 }
 

@@ -107,12 +107,17 @@ func (k *Kernel) ipvsFault(op dataplane.Op, what string, key *dataplane.ServiceK
 	return nil
 }
 
-// Services lists every virtual server, ordered by address, port and protocol.
-// FlagHashed is set on each, as the kernel reports it.
+// Services lists every virtual server with its real servers, ordered by
+// address, port and protocol; it is priced per call and per virtual server
+// and real server read. FlagHashed is set on each, as the kernel reports it.
 func (k *Kernel) Services() ([]dataplane.VirtualServer, error) {
 	k.lock()
 	defer k.unlock()
-	k.read(dataplane.OpIPVSList, len(k.services))
+	items := len(k.services)
+	for _, s := range k.services {
+		items += len(s.order)
+	}
+	k.read(dataplane.OpIPVSList, items)
 	if err := k.ipvsFault(dataplane.OpIPVSList, "list services", nil); err != nil {
 		return nil, err
 	}
@@ -120,6 +125,7 @@ func (k *Kernel) Services() ([]dataplane.VirtualServer, error) {
 	for _, s := range k.services {
 		vs := s.vs
 		vs.Flags |= dataplane.FlagHashed
+		vs.Destinations = s.realServers()
 		out = append(out, vs)
 	}
 	slices.SortFunc(out, func(a, b dataplane.VirtualServer) int { return compareKeys(a.ServiceKey, b.ServiceKey) })
@@ -156,6 +162,7 @@ func (k *Kernel) AddService(s dataplane.VirtualServer) error {
 		return errorf(syscall.EEXIST, "ipvs add service %s", s.ServiceKey)
 	}
 	s.Flags &^= dataplane.FlagHashed
+	s.Destinations = nil
 	k.services[s.ServiceKey] = &ipvsService{vs: s}
 	return nil
 }
@@ -175,6 +182,7 @@ func (k *Kernel) UpdateService(s dataplane.VirtualServer) error {
 		return errorf(syscall.ENOENT, "ipvs update service %s", s.ServiceKey)
 	}
 	s.Flags &^= dataplane.FlagHashed
+	s.Destinations = nil
 	svc.vs = s
 	return nil
 }
@@ -203,18 +211,22 @@ func (k *Kernel) Destinations(key dataplane.ServiceKey) ([]dataplane.RealServer,
 	if svc != nil {
 		n = len(svc.order)
 	}
-	k.read(dataplane.OpIPVSList, n)
-	if err := k.ipvsFault(dataplane.OpIPVSList, "list destinations", &key); err != nil {
+	k.read(dataplane.OpIPVSDestinationList, n)
+	if err := k.ipvsFault(dataplane.OpIPVSDestinationList, "list destinations", &key); err != nil {
 		return nil, err
 	}
 	if svc == nil {
 		return nil, errorf(syscall.ENOENT, "ipvs list destinations %s", key)
 	}
-	out := make([]dataplane.RealServer, len(svc.order))
-	for i, d := range svc.order {
+	return svc.realServers(), nil
+}
+
+func (s *ipvsService) realServers() []dataplane.RealServer {
+	out := make([]dataplane.RealServer, len(s.order))
+	for i, d := range s.order {
 		out[i] = d.realServer()
 	}
-	return out, nil
+	return out
 }
 
 func (d *ipvsDest) realServer() dataplane.RealServer {

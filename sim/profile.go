@@ -34,11 +34,13 @@ type Profile struct {
 	Source string `json:"source"`
 	// Ops is the cost of one operation, keyed by dataplane operation name
 	// (dataplane.Op.String). iptables-restore is per payload and
-	// iptables-restore-bytes per payload byte. ipset-add and ipset-del are
-	// priced per strategy in IPSet instead. A missing op costs nothing.
+	// iptables-restore-bytes per payload byte. ipset-add, ipset-del,
+	// ipset-create and ipset-destroy are priced per strategy in IPSet
+	// instead. A missing op costs nothing.
 	Ops map[string]float64 `json:"ops"`
-	// ListItem is the extra cost per item a read returns (per service or
-	// destination for ipvs-list, per entry for ipset-list, per address for
+	// ListItem is the extra cost per item a read returns (per virtual server
+	// and per real server for ipvs-list, per real server for
+	// ipvs-destination-list, per entry for ipset-list, per address for
 	// address-list, per rule for iptables-save).
 	ListItem map[string]float64 `json:"list_item,omitempty"`
 	// IPSet prices each strategy; every strategy must be present.
@@ -72,8 +74,9 @@ type IPSetCost struct {
 	// PerEntry is charged per entry added or deleted (a whole process for
 	// exec, a netlink request for netlink, parsing and a request for restore).
 	PerEntry float64 `json:"per_entry"`
-	// PerCommand is charged per create, destroy or list (a process for exec
-	// and restore, a request for netlink).
+	// PerCommand is charged per create or destroy (a process for exec and
+	// restore, a request for netlink). Reads are one netlink dump whatever
+	// the strategy, priced as ipset-list in Ops.
 	PerCommand float64 `json:"per_command"`
 }
 
@@ -219,7 +222,7 @@ func (p *Profile) Cost(op dataplane.Op, s dataplane.IPSetStrategy) time.Duration
 	switch op {
 	case dataplane.OpIPSetAdd, dataplane.OpIPSetDel:
 		return seconds(p.IPSet[s].PerEntry)
-	case dataplane.OpIPSetCreate, dataplane.OpIPSetDestroy, dataplane.OpIPSetList:
+	case dataplane.OpIPSetCreate, dataplane.OpIPSetDestroy:
 		return seconds(p.IPSet[s].PerCommand)
 	}
 	return seconds(p.Ops[op.String()])

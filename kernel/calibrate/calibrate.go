@@ -209,20 +209,37 @@ func (c *calibration) ipset(s dataplane.IPSetStrategy) error {
 	if err != nil {
 		return err
 	}
+	// Reading every set back is one netlink dump whatever the strategy:
+	// priced once, from the restore strategy's dataplane, on an empty set
+	// and on a full one.
+	listSet := func(want int) (float64, error) {
+		return c.once(fmt.Sprintf("ipset-list (%d entries)", want), func() error {
+			sets, err := ips.Sets()
+			if err != nil {
+				return err
+			}
+			got := 0
+			for _, st := range sets {
+				got += len(st.Entries)
+			}
+			if got != want {
+				return fmt.Errorf("listed %d entries, want %d", got, want)
+			}
+			return nil
+		})
+	}
+	var listEmpty, listFull float64
+	if s == dataplane.IPSetRestore {
+		if listEmpty, err = listSet(0); err != nil {
+			return err
+		}
+	}
 	addLarge, err := apply("add", dataplane.SetChange{Set: name(0), Add: entries})
 	if err != nil {
 		return err
 	}
-	var list float64
-	if s == dataplane.IPSetExec {
-		// Listing is priced per command, plus per entry in list_item.
-		if list, err = c.once(fmt.Sprintf("ipset %s list x%d", s, n), func() error {
-			got, err := ips.Entries(name(0))
-			if err == nil && len(got) != n {
-				err = fmt.Errorf("listed %d entries, added %d", len(got), n)
-			}
-			return err
-		}); err != nil {
+	if s == dataplane.IPSetRestore {
+		if listFull, err = listSet(n); err != nil {
 			return err
 		}
 	}
@@ -242,10 +259,12 @@ func (c *calibration) ipset(s dataplane.IPSetStrategy) error {
 	c.p.IPSet[s] = cost
 	c.notes = append(c.notes, fmt.Sprintf("ipset %s: %s per entry (add and del, fitted over batches of %d and %d)%s, %s per create/destroy",
 		s, dur(cost.PerEntry), small, n, batchNote(cost.PerBatch), dur(cost.PerCommand)))
-	if s == dataplane.IPSetExec {
-		c.p.ListItem[dataplane.OpIPSetList.String()] = max(0, (list-cost.PerCommand)/float64(n))
-		c.notes = append(c.notes, fmt.Sprintf("ipset list: %s per entry beyond the command (%d entries)",
-			dur(c.p.ListItem[dataplane.OpIPSetList.String()]), n))
+	if s == dataplane.IPSetRestore {
+		call, perEntry := fit(listEmpty, listFull, 0, n)
+		c.set(dataplane.OpIPSetList, call)
+		c.p.ListItem[dataplane.OpIPSetList.String()] = perEntry
+		c.notes = append(c.notes, fmt.Sprintf("ipset list (every set in one netlink dump): %s per call plus %s per entry (%d entries)",
+			dur(call), dur(perEntry), n))
 	}
 	return nil
 }
@@ -282,6 +301,11 @@ func (c *calibration) others() error {
 
 func (c *calibration) set(op dataplane.Op, v float64) { c.p.Ops[op.String()] = v }
 
+// destsPerService is how many real servers each calibration virtual
+// server gets: as many as a typical service has endpoints, so that the
+// whole table's read is priced on a table shaped like kube-proxy's.
+const destsPerService = 3
+
 func (c *calibration) ipvs() error {
 	v := c.dp.IPVS
 	n := c.opts.Entries
@@ -296,60 +320,82 @@ func (c *calibration) ipvs() error {
 		s.Flags, s.Timeout = dataplane.FlagPersistent, 10800
 		return s
 	}
+	// Real server j of every virtual server; i enumerates them all.
 	rs := func(i, w int) dataplane.RealServer {
-		return dataplane.RealServer{Address: calibrationAddr(18, i), Port: 8080, Weight: w}
+		return dataplane.RealServer{Address: calibrationAddr(18, i/destsPerService), Port: uint16(8080 + i%destsPerService), Weight: w}
+	}
+	listAll := func(what string, want int) (float64, error) {
+		return c.once(fmt.Sprintf("ipvs-list (%s)", what), func() error {
+			got, err := v.Services()
+			items := len(got)
+			for _, s := range got {
+				items += len(s.Destinations)
+			}
+			if err == nil && items != want {
+				err = fmt.Errorf("listed %d virtual and real servers, want %d", items, want)
+			}
+			return err
+		})
 	}
 	steps := []struct {
-		op dataplane.Op
-		f  func(i int) error
+		op    dataplane.Op
+		calls int
+		f     func(i int) error
 	}{
-		{dataplane.OpIPVSServiceAdd, func(i int) error { return v.AddService(vs(i, "rr")) }},
+		{dataplane.OpIPVSServiceAdd, n, func(i int) error { return v.AddService(vs(i, "rr")) }},
 		// Session affinity switched on: kube-proxy's most common update.
-		{dataplane.OpIPVSServiceUpdate, func(i int) error { return v.UpdateService(affine(i)) }},
-		{dataplane.OpIPVSDestinationAdd, func(i int) error { return v.AddDestination(key(i), rs(i, 1)) }},
-		{dataplane.OpIPVSDestinationUpdate, func(i int) error { return v.UpdateDestination(key(i), rs(i, 0)) }},
+		{dataplane.OpIPVSServiceUpdate, n, func(i int) error { return v.UpdateService(affine(i)) }},
+		{dataplane.OpIPVSDestinationAdd, n * destsPerService, func(i int) error { return v.AddDestination(key(i/destsPerService), rs(i, 1)) }},
+		{dataplane.OpIPVSDestinationUpdate, n, func(i int) error { return v.UpdateDestination(key(i), rs(i*destsPerService, 0)) }},
+		// One virtual server's real servers, with their counters: what
+		// graceful termination reads.
+		{dataplane.OpIPVSDestinationList, n, func(i int) error {
+			got, err := v.Destinations(key(i))
+			if err == nil && len(got) != destsPerService {
+				err = fmt.Errorf("listed %d real servers of %s, added %d", len(got), key(i), destsPerService)
+			}
+			return err
+		}},
 	}
 	for _, s := range steps {
-		per, err := c.each(s.op.String(), n, s.f)
+		per, err := c.each(s.op.String(), s.calls, s.f)
 		if err != nil {
 			return err
 		}
 		c.set(s.op, per)
 	}
-	// A list's cost: per item from the dump of every service, per call
-	// from lists of services' (by then deleted) destinations.
-	all, err := c.once(fmt.Sprintf("ipvs-list (%d services)", n), func() error {
-		got, err := v.Services()
-		if err == nil && len(got) < n {
-			err = fmt.Errorf("listed %d services, added %d", len(got), n)
-		}
-		return err
-	})
+	full, err := listAll(fmt.Sprintf("%d virtual servers, %d real servers", n, n*destsPerService), n*(1+destsPerService))
 	if err != nil {
 		return err
 	}
-	per, err := c.each(dataplane.OpIPVSDestinationDelete.String(), n, func(i int) error { return v.DeleteDestination(key(i), rs(i, 0)) })
+	per, err := c.each(dataplane.OpIPVSDestinationDelete.String(), n*destsPerService, func(i int) error {
+		return v.DeleteDestination(key(i/destsPerService), rs(i, 0))
+	})
 	if err != nil {
 		return err
 	}
 	c.set(dataplane.OpIPVSDestinationDelete, per)
-	perCall, err := c.each("ipvs-list (destinations of one service)", n, func(i int) error {
-		_, err := v.Destinations(key(i))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	c.set(dataplane.OpIPVSList, perCall)
-	c.p.ListItem[dataplane.OpIPVSList.String()] = max(0, (all-perCall)/float64(n))
 	if per, err = c.each(dataplane.OpIPVSServiceDelete.String(), n, func(i int) error { return v.DeleteService(key(i)) }); err != nil {
 		return err
 	}
 	c.set(dataplane.OpIPVSServiceDelete, per)
-	c.notes = append(c.notes, fmt.Sprintf("IPVS over netlink, %d services with one destination each: service add %s, update %s, delete %s; destination add %s, update %s, delete %s; list %s per call plus %s per service",
-		n, c.op(dataplane.OpIPVSServiceAdd), c.op(dataplane.OpIPVSServiceUpdate), c.op(dataplane.OpIPVSServiceDelete),
+	empty, err := listAll("empty table", 0)
+	if err != nil {
+		return err
+	}
+	// The whole table's read: a fixed part and a part per virtual or real
+	// server. One virtual server's read is priced at the same per-item cost,
+	// the rest per call.
+	call, perItem := fit(empty, full, 0, n*(1+destsPerService))
+	c.set(dataplane.OpIPVSList, call)
+	c.p.ListItem[dataplane.OpIPVSList.String()] = perItem
+	c.p.ListItem[dataplane.OpIPVSDestinationList.String()] = perItem
+	c.set(dataplane.OpIPVSDestinationList, max(0, c.p.Ops[dataplane.OpIPVSDestinationList.String()]-destsPerService*perItem))
+	c.notes = append(c.notes, fmt.Sprintf("IPVS over netlink, %d virtual servers with %d real servers each: service add %s, update %s, delete %s; destination add %s, update %s, delete %s; "+
+		"the whole table's read (a netlink dump and /proc/net/ip_vs) %s per call plus %s per virtual or real server; one virtual server's real servers %s per call plus as much per real server",
+		n, destsPerService, c.op(dataplane.OpIPVSServiceAdd), c.op(dataplane.OpIPVSServiceUpdate), c.op(dataplane.OpIPVSServiceDelete),
 		c.op(dataplane.OpIPVSDestinationAdd), c.op(dataplane.OpIPVSDestinationUpdate), c.op(dataplane.OpIPVSDestinationDelete),
-		c.op(dataplane.OpIPVSList), dur(c.p.ListItem[dataplane.OpIPVSList.String()])))
+		c.op(dataplane.OpIPVSList), dur(perItem), c.op(dataplane.OpIPVSDestinationList)))
 	return nil
 }
 

@@ -51,13 +51,13 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 			for _, op := range []dataplane.Op{
 				dataplane.OpIPVSServiceAdd, dataplane.OpIPVSServiceUpdate, dataplane.OpIPVSServiceDelete,
 				dataplane.OpIPVSDestinationAdd, dataplane.OpIPVSDestinationUpdate, dataplane.OpIPVSDestinationDelete,
-				dataplane.OpIPVSList, dataplane.OpLinkCreate, dataplane.OpAddressBind, dataplane.OpAddressUnbind,
+				dataplane.OpIPVSList, dataplane.OpIPVSDestinationList, dataplane.OpIPSetList, dataplane.OpLinkCreate, dataplane.OpAddressBind, dataplane.OpAddressUnbind,
 				dataplane.OpAddressList, dataplane.OpIPTablesRestore, dataplane.OpIPTablesRestoreBytes,
 				dataplane.OpSysctlWrite,
 			} {
 				require.InDelta(t, want.Ops[op.String()], got.Ops[op.String()], tol, op.String())
 			}
-			for _, op := range []dataplane.Op{dataplane.OpIPVSList, dataplane.OpIPSetList, dataplane.OpAddressList} {
+			for _, op := range []dataplane.Op{dataplane.OpIPVSList, dataplane.OpIPVSDestinationList, dataplane.OpIPSetList, dataplane.OpAddressList} {
 				require.InDelta(t, want.ListItem[op.String()], got.ListItem[op.String()], tol, "list item %s", op)
 			}
 			require.NotContains(t, got.Ops, dataplane.OpConntrackDelete.String(), "skipped operations stay unpriced")

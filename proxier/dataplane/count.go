@@ -144,7 +144,13 @@ type countedIPVS struct {
 
 func (w countedIPVS) Services() ([]VirtualServer, error) {
 	w.c.ops[OpIPVSList]++
-	return w.IPVS.Services()
+	vss, err := w.IPVS.Services()
+	if err == nil {
+		for _, vs := range vss {
+			w.c.churn.destsSeen(vs.ServiceKey, vs.Destinations)
+		}
+	}
+	return vss, err
 }
 
 func (w countedIPVS) AddService(s VirtualServer) error {
@@ -165,7 +171,7 @@ func (w countedIPVS) DeleteService(k ServiceKey) error {
 }
 
 func (w countedIPVS) Destinations(k ServiceKey) ([]RealServer, error) {
-	w.c.ops[OpIPVSList]++
+	w.c.ops[OpIPVSDestinationList]++
 	rs, err := w.IPVS.Destinations(k)
 	if err == nil {
 		w.c.churn.destsSeen(k, rs)
@@ -198,11 +204,6 @@ type countedIPSet struct {
 func (w countedIPSet) Sets() ([]Set, error) {
 	w.c.ops[OpIPSetList]++
 	return w.IPSet.Sets()
-}
-
-func (w countedIPSet) Entries(set string) ([]string, error) {
-	w.c.ops[OpIPSetList]++
-	return w.IPSet.Entries(set)
 }
 
 func (w countedIPSet) CreateSet(s Set) error {

@@ -76,6 +76,9 @@ type VirtualServer struct {
 	Flags     ServiceFlags // FlagHashed is ignored on write and may be set on read
 	Timeout   uint32       // persistence timeout in seconds; 0 unless FlagPersistent
 	Netmask   uint32       // 0xffffffff for IPv4, 128 for IPv6, as kube-proxy sets it
+	// Destinations are the real servers, read back by Services in the
+	// kernel's order; ignored on write.
+	Destinations []RealServer
 }
 
 // RealServer is an IPVS destination (a real server) of a virtual server.
@@ -94,10 +97,15 @@ func (r RealServer) AddrPort() netip.AddrPort { return netip.AddrPortFrom(r.Addr
 // IPVS is the kernel's IPVS table. One handle is shared by both families'
 // proxiers on a dual-stack node; each lists all services and keeps to its own family.
 type IPVS interface {
+	// Services reads the whole table at once: every virtual server with its
+	// real servers (Destinations). It is how a full sync reads the kernel
+	// back, in one read whatever the table's size.
 	Services() ([]VirtualServer, error)
 	AddService(VirtualServer) error    // EEXIST if the key exists
 	UpdateService(VirtualServer) error // ENOENT if missing
 	DeleteService(ServiceKey) error    // ENOENT if missing; removes its destinations
+	// Destinations reads one virtual server's real servers, with their
+	// connection counters; ENOENT if missing.
 	Destinations(ServiceKey) ([]RealServer, error)
 	AddDestination(ServiceKey, RealServer) error    // EEXIST / ENOENT (no service)
 	UpdateDestination(ServiceKey, RealServer) error // ENOENT
@@ -134,6 +142,9 @@ type Set struct {
 	// PortRange is the range of a bitmap:port set; kube-proxy uses 0-65535.
 	PortFrom, PortTo uint16
 	MaxElem          int // 0 means the kernel default (65536)
+	// Entries are the set's members in canonical form, read back by Sets;
+	// ignored by CreateSet.
+	Entries []string
 }
 
 // SetChange is one set's part of a batch: entries to add and delete.
@@ -170,10 +181,12 @@ var IPSetStrategies = []IPSetStrategy{IPSetExec, IPSetRestore, IPSetNetlink}
 
 // IPSet is the kernel's ipset facility.
 type IPSet interface {
+	// Sets reads every set with its entries at once: how a full sync reads
+	// the sets back, in one read whatever their size. However entries are
+	// written (IPSetStrategy), they are read this way.
 	Sets() ([]Set, error)
-	Entries(set string) ([]string, error) // ENOENT if the set is missing
-	CreateSet(Set) error                  // EEXIST if a set of that name exists (of any type)
-	DestroySet(name string) error         // ENOENT if missing
+	CreateSet(Set) error          // EEXIST if a set of that name exists (of any type)
+	DestroySet(name string) error // ENOENT if missing
 	// Apply applies a batch of changes across sets. A missing set is ENOENT;
 	// an entry that does not parse for the set's type is EINVAL. On error,
 	// a prefix of the batch may have been applied (as with the real tools).

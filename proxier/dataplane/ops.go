@@ -29,8 +29,9 @@ const (
 	OpSysctlWrite
 	OpConntrackDelete // one per entry deleted
 	// Reads.
-	OpIPVSList // one per Services or Destinations call
-	OpIPSetList
+	OpIPVSList            // one per Services call: the whole table
+	OpIPVSDestinationList // one per Destinations call: one virtual server's real servers
+	OpIPSetList           // one per Sets call: every set and its entries
 	OpAddressList
 	OpIPTablesSave
 	numOps
@@ -42,7 +43,7 @@ var opNames = [numOps]string{
 	"ipset-create", "ipset-destroy", "ipset-add", "ipset-del",
 	"link-create", "address-bind", "address-unbind",
 	"iptables-restore", "iptables-restore-bytes", "sysctl-write", "conntrack-delete",
-	"ipvs-list", "ipset-list", "address-list", "iptables-save",
+	"ipvs-list", "ipvs-destination-list", "ipset-list", "address-list", "iptables-save",
 }
 
 func (o Op) String() string {

@@ -105,13 +105,6 @@ func (w guardedIPSet) Sets() ([]Set, error) {
 	return w.IPSet.Sets()
 }
 
-func (w guardedIPSet) Entries(set string) ([]string, error) {
-	if err := w.g.err("ipset list " + set); err != nil {
-		return nil, err
-	}
-	return w.IPSet.Entries(set)
-}
-
 func (w guardedIPSet) CreateSet(s Set) error {
 	if err := w.g.err("ipset create " + s.Name); err != nil {
 		return err

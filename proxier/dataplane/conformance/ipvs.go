@@ -41,7 +41,8 @@ func findService(t *testing.T, ipvs dataplane.IPVS, k dataplane.ServiceKey) (dat
 }
 
 // destinationsByAddr lists destinations keyed by address and port (the
-// kernel's list order is its own business).
+// kernel's list order is its own business). The one virtual server's read
+// and the whole table's must agree.
 func destinationsByAddr(t *testing.T, ipvs dataplane.IPVS, k dataplane.ServiceKey) map[netip.AddrPort]int {
 	t.Helper()
 	list, err := ipvs.Destinations(k)
@@ -50,6 +51,9 @@ func destinationsByAddr(t *testing.T, ipvs dataplane.IPVS, k dataplane.ServiceKe
 	for _, d := range list {
 		out[d.AddrPort()] = d.Weight
 	}
+	vs, ok := findService(t, ipvs, k)
+	require.True(t, ok, "%s not in the whole table", k)
+	require.ElementsMatch(t, list, vs.Destinations, "%s: Destinations and Services disagree", k)
 	return out
 }
 

@@ -116,10 +116,6 @@ func Read(dp dataplane.Dataplane, families []dataplane.Family) (*State, error) {
 		return nil, fmt.Errorf("read state: ipvs services: %w", err)
 	}
 	for _, vs := range vss {
-		dests, err := dp.IPVS.Destinations(vs.ServiceKey)
-		if err != nil {
-			return nil, fmt.Errorf("read state: ipvs destinations of %s: %w", vs.ServiceKey, err)
-		}
 		out := VirtualServer{
 			Address:      vs.Address.String(),
 			Port:         vs.Port,
@@ -127,9 +123,9 @@ func Read(dp dataplane.Dataplane, families []dataplane.Family) (*State, error) {
 			Scheduler:    vs.Scheduler,
 			Flags:        flagNames(vs.Flags),
 			Timeout:      vs.Timeout,
-			Destinations: make([]Dest, 0, len(dests)),
+			Destinations: make([]Dest, 0, len(vs.Destinations)),
 		}
-		for _, d := range dests {
+		for _, d := range vs.Destinations {
 			out.Destinations = append(out.Destinations, Dest{Address: d.Address.String(), Port: d.Port, Weight: d.Weight})
 		}
 		st.VirtualServers = append(st.VirtualServers, out)
@@ -139,11 +135,7 @@ func Read(dp dataplane.Dataplane, families []dataplane.Family) (*State, error) {
 		return nil, fmt.Errorf("read state: ipsets: %w", err)
 	}
 	for _, s := range sets {
-		entries, err := dp.IPSet.Entries(s.Name)
-		if err != nil {
-			return nil, fmt.Errorf("read state: ipset list %s: %w", s.Name, err)
-		}
-		st.IPSets = append(st.IPSets, IPSet{Name: s.Name, Type: string(s.Type), Entries: append([]string{}, entries...)})
+		st.IPSets = append(st.IPSets, IPSet{Name: s.Name, Type: string(s.Type), Entries: append([]string{}, s.Entries...)})
 	}
 	for _, f := range st.Families {
 		addrs, err := dp.Links.Addresses(dataplane.DummyLink, f)

@@ -35,33 +35,25 @@ type ipvsView struct {
 
 func (v ipvsView) Services() ([]dataplane.VirtualServer, error) {
 	out := make([]dataplane.VirtualServer, 0, len(v.fake.Services))
-	for _, s := range v.fake.Services {
+	for key, s := range v.fake.Services {
 		a, ok := netip.AddrFromSlice(s.Address)
 		if !ok {
 			return nil, fmt.Errorf("kube-proxy virtual server with address %v", s.Address)
 		}
-		out = append(out, dataplane.VirtualServer{
+		vs := dataplane.VirtualServer{
 			ServiceKey: dataplane.ServiceKey{Address: a.Unmap(), Port: s.Port, Protocol: dataplane.Protocol(s.Protocol)},
 			Scheduler:  s.Scheduler,
 			Flags:      dataplane.ServiceFlags(s.Flags),
 			Timeout:    s.Timeout,
-		})
-	}
-	return out, nil
-}
-
-func (v ipvsView) Destinations(k dataplane.ServiceKey) ([]dataplane.RealServer, error) {
-	dests, ok := v.fake.Destinations[ipvstest.ServiceKey{IP: k.Address.String(), Port: k.Port, Protocol: string(k.Protocol)}]
-	if !ok {
-		return nil, fmt.Errorf("no kube-proxy virtual server %s: %w", k, fs.ErrNotExist)
-	}
-	out := make([]dataplane.RealServer, 0, len(dests))
-	for _, d := range dests {
-		a, ok := netip.AddrFromSlice(d.Address)
-		if !ok {
-			return nil, fmt.Errorf("kube-proxy destination with address %v", d.Address)
 		}
-		out = append(out, dataplane.RealServer{Address: a.Unmap(), Port: d.Port, Weight: d.Weight})
+		for _, d := range v.fake.Destinations[key] {
+			a, ok := netip.AddrFromSlice(d.Address)
+			if !ok {
+				return nil, fmt.Errorf("kube-proxy destination with address %v", d.Address)
+			}
+			vs.Destinations = append(vs.Destinations, dataplane.RealServer{Address: a.Unmap(), Port: d.Port, Weight: d.Weight})
+		}
+		out = append(out, vs)
 	}
 	return out, nil
 }
@@ -71,6 +63,9 @@ type ipsetView struct {
 	n *Node
 }
 
+// Sets lists the sets with their entries as the kernel lists them: the fake
+// keeps the strings kube-proxy passed to ipset add, and the kernel drops a
+// host net's prefix length in hash:ip,port,net.
 func (v ipsetView) Sets() ([]dataplane.Set, error) {
 	var out []dataplane.Set
 	for name, s := range v.n.ipset.Sets {
@@ -78,27 +73,16 @@ func (v ipsetView) Sets() ([]dataplane.Set, error) {
 		if s.HashFamily == utilipset.ProtocolFamilyIPV6 {
 			f = dataplane.IPv6
 		}
-		out = append(out, dataplane.Set{Name: name, Type: dataplane.SetType(s.SetType), Family: f, Comment: s.Comment})
-	}
-	return out, nil
-}
-
-// Entries lists a set's entries as the kernel lists them: the fake keeps
-// the strings kube-proxy passed to ipset add, and the kernel drops a host
-// net's prefix length in hash:ip,port,net.
-func (v ipsetView) Entries(name string) ([]string, error) {
-	s, ok := v.n.ipset.Sets[name]
-	if !ok {
-		return nil, fmt.Errorf("no kube-proxy ipset %s: %w", name, fs.ErrNotExist)
-	}
-	out := v.n.ipset.Entries[name].List()
-	if s.SetType == utilipset.HashIPPortNet {
-		for i, e := range out {
-			j := strings.LastIndexByte(e, ',')
-			if p, err := netip.ParsePrefix(e[j+1:]); err == nil && p.IsSingleIP() {
-				out[i] = e[:j+1] + p.Addr().String()
+		entries := v.n.ipset.Entries[name].List()
+		if s.SetType == utilipset.HashIPPortNet {
+			for i, e := range entries {
+				j := strings.LastIndexByte(e, ',')
+				if p, err := netip.ParsePrefix(e[j+1:]); err == nil && p.IsSingleIP() {
+					entries[i] = e[:j+1] + p.Addr().String()
+				}
 			}
 		}
+		out = append(out, dataplane.Set{Name: name, Type: dataplane.SetType(s.SetType), Family: f, Comment: s.Comment, Entries: entries})
 	}
 	return out, nil
 }
