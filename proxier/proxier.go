@@ -65,6 +65,9 @@ type state struct {
 	ports     map[types.NamespacedName][]*portState         // what each service wants, as applied
 	node      nodeInfo
 	nodeKnown bool
+	// built: every service's wants have been computed once (the first
+	// sync); from then on they are kept up to date change by change.
+	built bool
 
 	// Desired state, aggregated over service ports with reference counts
 	// because several ports share addresses, entries and even virtual servers.

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -13,7 +14,11 @@ import (
 )
 
 // apply-changes folds the handlers' changes into the proxier's knowledge
-// and recomputes what the changed services want (every service on a full sync).
+// and recomputes what the changed services want: every service on the
+// first sync and whenever the node's addresses, IP or zone changed (what
+// every service's wants may depend on), only the changed ones otherwise. A
+// full sync re-reads the node and verifies the kernel against every
+// service's wants; wants that nothing changed need no recomputing.
 func (s *syncRun) applyChanges() {
 	p := s.p
 	p.mu.Lock()
@@ -32,13 +37,8 @@ func (s *syncRun) applyChanges() {
 		p.slices = make(map[types.NamespacedName][]namedSlice, len(ch.slices))
 		p.sliceSvc = make(map[types.NamespacedName]types.NamespacedName, len(ch.slices))
 	}
-	// A full sync recomputes everything; only incremental ones track what changed.
 	dirty := map[types.NamespacedName]bool{}
-	mark := func(k types.NamespacedName) {
-		if !s.full {
-			dirty[k] = true
-		}
-	}
+	mark := func(k types.NamespacedName) { dirty[k] = true }
 	for key, svc := range ch.services {
 		old, had := p.services[key]
 		if svc == nil {
@@ -81,28 +81,23 @@ func (s *syncRun) applyChanges() {
 
 	nodeChanged := false
 	if s.full || !p.nodeKnown {
-		if err := p.readNode(nodeIP, zone); err != nil {
+		changed, err := p.readNode(nodeIP, zone)
+		if err != nil {
 			s.fail(err)
 			// Without the node's addresses the NodePort wants are incomplete:
 			// removing what they do not cover would be removing live state.
 			s.fullPicture = false
 		}
+		nodeChanged = changed
 	} else if ch.node && (nodeIP != p.node.nodeIP || zone != p.node.zone) {
 		p.node.nodeIP, p.node.zone = nodeIP, zone
 		nodeChanged = true
 	}
 
-	if nodeChanged {
-		// The node's address decides load balancer source-range entries,
-		// its zone the endpoints of topology-aware services: every service
-		// is worth a look.
-		for k := range p.ports {
-			dirty[k] = true
-		}
-	}
-	if s.full {
-		// Rebuild every service's wants from scratch: node addresses may have
-		// moved, and a full sync verifies everything anyway.
+	if !p.built || s.full && nodeChanged {
+		// Rebuild every service's wants from scratch: on the first sync, and
+		// when node addresses may have moved under NodePorts and external IPs.
+		p.built = true
 		old := p.ports
 		p.resetDesired(len(p.services))
 		p.ports = make(map[types.NamespacedName][]*portState, len(p.services))
@@ -118,6 +113,14 @@ func (s *syncRun) applyChanges() {
 		}
 		return
 	}
+	if nodeChanged {
+		// The node's address decides load balancer source-range entries,
+		// its zone the endpoints of topology-aware services: every service
+		// is worth a look.
+		for k := range p.ports {
+			dirty[k] = true
+		}
+	}
 	keys := make([]types.NamespacedName, 0, len(dirty))
 	for k := range dirty {
 		keys = append(keys, k)
@@ -132,11 +135,12 @@ func (s *syncRun) applyChanges() {
 	}
 }
 
-// readNode reads the node's addresses from the kernel.
-func (p *Proxier) readNode(nodeIP netip.Addr, zone string) error {
+// readNode reads the node's addresses from the kernel and reports whether
+// the node, as the wants see it, changed.
+func (p *Proxier) readNode(nodeIP netip.Addr, zone string) (changed bool, err error) {
 	addrs, err := p.dp.Links.LocalAddresses(p.family, dataplane.DummyLink)
 	if err != nil {
-		return fmt.Errorf("list local %s addresses: %w", p.family, err)
+		return false, fmt.Errorf("list local %s addresses: %w", p.family, err)
 	}
 	n := nodeInfo{localAddrs: map[netip.Addr]bool{}, nodeIP: nodeIP, zone: zone}
 	for _, ia := range addrs {
@@ -151,9 +155,11 @@ func (p *Proxier) readNode(nodeIP netip.Addr, zone string) error {
 	}
 	slices.SortFunc(n.nodePortIPs, netip.Addr.Compare)
 	n.nodePortIPs = slices.Compact(n.nodePortIPs)
+	changed = !p.nodeKnown || n.nodeIP != p.node.nodeIP || n.zone != p.node.zone ||
+		!slices.Equal(n.nodePortIPs, p.node.nodePortIPs) || !maps.Equal(n.localAddrs, p.node.localAddrs)
 	p.node = n
 	p.nodeKnown = true
-	return nil
+	return changed, nil
 }
 
 // nodePortIP reports whether NodePort virtual servers listen on a: never

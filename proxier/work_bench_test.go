@@ -163,7 +163,7 @@ func BenchmarkProxierWork(b *testing.B) {
 	})
 }
 
-func nullProxier(b *testing.B, k *nullKernel) *Proxier {
+func nullProxier(b testing.TB, k *nullKernel) *Proxier {
 	p, err := New(Config{NodeName: testNode}, dataplane.IPv4, k.dataplane(), Options{})
 	if err != nil {
 		b.Fatal(err)
