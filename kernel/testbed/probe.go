@@ -246,11 +246,37 @@ func (p *Prober) Probe(ctx context.Context, target netip.AddrPort, proto datapla
 	return Attempt{}, fmt.Errorf("probe %s/%s: only TCP and UDP services can be probed", target, proto)
 }
 
+// UDPClientPort is the source port of every UDP probe, whatever its
+// target: the client is one socket address per target, like a resolver's,
+// so the conntrack entry one datagram left behind is the one the next
+// follows, and a stale entry breaks it as it breaks lookups. The sim's
+// probes use the same port, so both kernels hold the same flows and clear
+// the same number of them.
+const UDPClientPort = 40000
+
 func (p *Prober) dial(ctx context.Context, network string, target netip.AddrPort) (net.Conn, error) {
+	d := net.Dialer{Timeout: p.timeout}
+	if network == "udp" {
+		local := netip.IPv4Unspecified()
+		if target.Addr().Is6() && !target.Addr().Is4In6() {
+			local = netip.IPv6Unspecified()
+		}
+		d.LocalAddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, UDPClientPort))
+		// Attempts follow one another on the one port; a socket still
+		// closing must not refuse the next.
+		d.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
 	var conn net.Conn
 	err := p.client.Do(func() error {
 		// The socket is created on this thread, inside the client namespace.
-		d := net.Dialer{Timeout: p.timeout}
 		var err error
 		conn, err = d.DialContext(ctx, network, target.String())
 		return err

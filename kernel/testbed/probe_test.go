@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -124,5 +125,49 @@ func sliceFixture() *discoveryv1.EndpointSlice {
 			{Addresses: []string{"10.244.0.3"}, Conditions: discoveryv1.EndpointConditions{Ready: &fal, Serving: &tru, Terminating: &tru}}, // terminating, still serving
 			{Addresses: []string{"10.244.0.4"}, Conditions: discoveryv1.EndpointConditions{Ready: &tru, Serving: &fal}},
 		},
+	}
+}
+
+// TestUDPProbesKeepTheirSourcePort: every UDP attempt leaves the client
+// from UDPClientPort, as the sim's probes do, so a flow's conntrack entry is
+// followed by the next attempt (and cleared, or not, alike on both kernels).
+func TestUDPProbesKeepTheirSourcePort(t *testing.T) {
+	if !netnstest.Private(t) {
+		return
+	}
+	topo, err := NewTopology(TopologyConfig{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, topo.Close()) }()
+	ep := netip.MustParseAddrPort("10.244.1.5:53")
+	require.NoError(t, topo.AddPodAddress(ep.Addr()))
+	// An echo server that notes who asked.
+	var pc net.PacketConn
+	require.NoError(t, topo.Pods.Do(func() error {
+		var err error
+		pc, err = net.ListenPacket("udp", ep.String())
+		return err
+	}))
+	defer pc.Close()
+	peers := make(chan netip.AddrPort, 4)
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			peers <- from.(*net.UDPAddr).AddrPort()
+			_, _ = pc.WriteTo([]byte(ep.String()+"\n"), from)
+		}
+	}()
+	prober := NewProber(topo.Client, 2*time.Second)
+	defer prober.Close()
+	for range 2 {
+		a, err := prober.Probe(context.Background(), ep, dataplane.UDP)
+		require.NoError(t, err)
+		require.Equal(t, OutcomeOK, a.Outcome)
+		from := <-peers
+		require.Equal(t, uint16(UDPClientPort), from.Port(), "source port of a UDP probe")
+		require.Equal(t, netip.MustParseAddr("10.244.255.254"), from.Addr().Unmap())
 	}
 }

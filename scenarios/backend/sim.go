@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kpsim/kpsim/kernel/testbed"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios/objects"
@@ -90,7 +91,7 @@ func (b *Sim) Probe(_ context.Context, t results.Target, ready func(netip.AddrPo
 	if !client.IsValid() {
 		return "", 0, fmt.Errorf("probe %s: no pod CIDR of its family for the client", t.Address)
 	}
-	port := uint16(40000)
+	port := uint16(testbed.UDPClientPort)
 	if t.Protocol != dataplane.UDP {
 		port = uint16(32768 + b.port.Add(1)%28000)
 	}
