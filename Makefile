@@ -29,7 +29,7 @@ scenario: build
 # Boots Debian's kernel in QEMU (the host kernel has no IPVS) and runs the
 # kernel conformance suite and an end-to-end scenario with real traffic in it.
 test-kernel:
-	bash kernel/vm/run.sh
+	VERSION='$(VERSION)' COMMIT='$(COMMIT)' bash kernel/vm/run.sh
 
 # Compares kpsim at BASE (a git ref) with the working tree on the in-memory
 # kernel: make compare BASE=HEAD~1 [SCENARIOS=smoke] [RUNS=5] [LATENCY=report|gate]

@@ -5,7 +5,8 @@
 #
 # Everything it downloads or builds is cached in .cache/kernel-vm/ (or
 # $KPSIM_VM_CACHE): the tools (apt), the kernel package (unpacked, not
-# installed), the initramfs base. Settings: KPSIM_VM_TIMEOUT (seconds, 1500),
+# installed), the initramfs base. VERSION and COMMIT (set by make) stamp the
+# kpsim built for the VM. Settings: KPSIM_VM_TIMEOUT (seconds, 1500),
 # KPSIM_VM_MEM (MiB, 1024), KPSIM_VM_SMP (2), KPSIM_VM_ONLY (comma-separated
 # step names to run, default all).
 set -euo pipefail
@@ -73,6 +74,11 @@ done
 
 if [ "$qemu" -eq 124 ]; then
 	echo "test-kernel: FAIL: the VM did not finish within ${TIMEOUT}s (log: $LOG)"
+	exit 1
+fi
+# The VM's kpsim says which build it is (vm_tests prints its version).
+if [ -n "${COMMIT:-}" ] && [ "${COMMIT}" != unknown ] && ! grep -q "^commit ${COMMIT}" "$LOG"; then
+	echo "test-kernel: FAIL: the VM's kpsim does not say it is commit ${COMMIT} (log: $LOG)"
 	exit 1
 fi
 if grep -q '^KPSIM-VM-RESULT: PASS' "$LOG"; then

@@ -11,7 +11,9 @@
 # to .cache/kernel-vm/out/.
 
 vm_build() {
-	CGO_ENABLED=0 go build -trimpath -o "$1/bin/kpsim" ./cmd/kpsim
+	# Stamped as `make build` stamps it: results from the VM name their build.
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=${VERSION:-dev} -X main.commit=${COMMIT:-unknown}" \
+		-o "$1/bin/kpsim" ./cmd/kpsim
 	for pkg in kernel kernel/testbed; do
 		CGO_ENABLED=0 go test -c -trimpath -o "$1/bin/$(basename "$pkg").test" "./$pkg"
 	done
@@ -21,6 +23,7 @@ vm_build() {
 
 vm_tests() {
 	cd /kpsim/src/kernel || return 1
+	kpsim version # run.sh checks the build it names
 	step doctor kpsim doctor --require kernel
 	step kernel-tests kernel.test -test.v -test.count=1 -test.timeout=15m
 	cd /kpsim/src/kernel/testbed || return 1
