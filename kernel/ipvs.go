@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 
 	"github.com/moby/ipvs"
@@ -140,29 +139,39 @@ func readProcDestinations() (map[dataplane.ServiceKey][]dataplane.RealServer, er
 	return parseProcDestinations(b)
 }
 
+// parseProcDestinations reads the table without allocating per line: at
+// thousands of virtual servers the parse, not the kernel, is what an
+// emulated machine spends its time on.
 func parseProcDestinations(b []byte) (map[dataplane.ServiceKey][]dataplane.RealServer, error) {
-	out := map[dataplane.ServiceKey][]dataplane.RealServer{}
-	var cur *dataplane.ServiceKey
+	// One backing array for every real server, one map entry per service.
+	pool := make([]dataplane.RealServer, 0, bytes.Count(b, []byte("->")))
+	out := make(map[dataplane.ServiceKey][]dataplane.RealServer, bytes.Count(b, []byte("\n"))/4)
+	var cur dataplane.ServiceKey
+	have, from := false, 0
+	flush := func() {
+		if have && len(pool) > from {
+			out[cur] = pool[from:len(pool):len(pool)]
+		}
+		have, from = false, len(pool)
+	}
+	var f [8][]byte
 	for line := range bytes.Lines(b) {
-		f := fields(line)
+		n := fields(line, &f)
 		switch {
-		case len(f) >= 6 && string(f[0]) == "->":
-			if cur == nil {
-				continue // a firewall-mark service's
+		case n >= 6 && string(f[0]) == "->":
+			if !have {
+				continue // a firewall-mark service's, or the header's
 			}
 			ap, err := procAddrPort(f[1])
-			if err != nil {
-				return nil, fmt.Errorf("%s: %q: %w", procIPVS, line, err)
+			w, ok1 := atoi(f[3])
+			active, ok2 := atoi(f[4])
+			inactive, ok3 := atoi(f[5])
+			if err != nil || !ok1 || !ok2 || !ok3 {
+				return nil, fmt.Errorf("%s: %q: %w", procIPVS, line, errors.Join(err, unix.EINVAL))
 			}
-			w, err1 := strconv.Atoi(string(f[3]))
-			active, err2 := strconv.Atoi(string(f[4]))
-			inactive, err3 := strconv.Atoi(string(f[5]))
-			if err := errors.Join(err1, err2, err3); err != nil {
-				return nil, fmt.Errorf("%s: %q: %w", procIPVS, line, err)
-			}
-			out[*cur] = append(out[*cur], dataplane.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w, ActiveConns: active, InactiveConns: inactive})
-		case len(f) >= 2:
-			cur = nil
+			pool = append(pool, dataplane.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w, ActiveConns: active, InactiveConns: inactive})
+		case n >= 2:
+			flush()
 			proto, ok := procProtocols[string(f[0])]
 			if !ok {
 				continue // the header, or a firewall-mark (FWM) service
@@ -171,34 +180,73 @@ func parseProcDestinations(b []byte) (map[dataplane.ServiceKey][]dataplane.RealS
 			if err != nil {
 				return nil, fmt.Errorf("%s: %q: %w", procIPVS, line, err)
 			}
-			k := dataplane.ServiceKey{Address: ap.Addr(), Port: ap.Port(), Protocol: proto}
-			cur = &k
+			cur, have = dataplane.ServiceKey{Address: ap.Addr(), Port: ap.Port(), Protocol: proto}, true
 		}
 	}
+	flush()
 	return out, nil
 }
 
 var procProtocols = map[string]dataplane.Protocol{"TCP": dataplane.TCP, "UDP": dataplane.UDP, "SCTP": dataplane.SCTP}
 
-// fields splits a line at runs of blanks without allocating strings.
-func fields(line []byte) [][]byte {
-	var out [][]byte
-	for len(line) > 0 {
+// fields splits a line at runs of blanks into f, returning how many it
+// found (at most len(f)).
+func fields(line []byte, f *[8][]byte) int {
+	n := 0
+	for n < len(f) {
 		i := 0
 		for i < len(line) && (line[i] == ' ' || line[i] == '\t' || line[i] == '\n') {
 			i++
 		}
 		line = line[i:]
+		if len(line) == 0 {
+			break
+		}
 		j := 0
 		for j < len(line) && line[j] != ' ' && line[j] != '\t' && line[j] != '\n' {
 			j++
 		}
-		if j > 0 {
-			out = append(out, line[:j])
-		}
+		f[n] = line[:j]
+		n++
 		line = line[j:]
 	}
-	return out
+	return n
+}
+
+// atoi reads a non-negative decimal number.
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	v := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+// hex reads a hexadecimal number of at most 8 digits.
+func hex(b []byte) (uint32, bool) {
+	if len(b) == 0 || len(b) > 8 {
+		return 0, false
+	}
+	var v uint32
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | uint32(c-'0')
+		case c >= 'A' && c <= 'F':
+			v = v<<4 | uint32(c-'A'+10)
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | uint32(c-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
 }
 
 // procAddrPort reads "0A010001:1F90" (IPv4, hexadecimal in network order)
@@ -208,8 +256,8 @@ func procAddrPort(s []byte) (netip.AddrPort, error) {
 	if i < 0 {
 		return netip.AddrPort{}, fmt.Errorf("address %q", s)
 	}
-	port, err := strconv.ParseUint(string(s[i+1:]), 16, 16)
-	if err != nil {
+	port, ok := hex(s[i+1:])
+	if !ok || port > 0xffff {
 		return netip.AddrPort{}, fmt.Errorf("port of %q", s)
 	}
 	host := s[:i]
@@ -220,8 +268,8 @@ func procAddrPort(s []byte) (netip.AddrPort, error) {
 		}
 		return netip.AddrPortFrom(a, uint16(port)), nil
 	}
-	v, err := strconv.ParseUint(string(host), 16, 32)
-	if err != nil || len(host) != 8 {
+	v, ok := hex(host)
+	if !ok || len(host) != 8 {
 		return netip.AddrPort{}, fmt.Errorf("address %q", s)
 	}
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), uint16(port)), nil
