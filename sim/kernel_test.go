@@ -100,7 +100,7 @@ func TestBootState(t *testing.T) {
 		"net/ipv4/vs/conntrack":              "0",
 		"net/ipv4/vs/conn_reuse_mode":        "1",
 		"net/bridge/bridge-nf-call-iptables": "1",
-		"net/ipv4/ip_forward":                "0",
+		"net/ipv4/ip_forward":                "1", // a node that routes pods
 	} {
 		got, err := k.Sysctl(key)
 		require.NoError(t, err)

@@ -9,8 +9,11 @@ import (
 )
 
 // defaultSysctls are the keys kube-proxy reads or writes, at the values a
-// freshly booted kernel (IPVS and br_netfilter loaded) has. Other keys do not
-// exist in the sim: reading or writing them is ENOENT, as for a missing
+// freshly booted kernel (IPVS and br_netfilter loaded) has on a node that
+// routes pod traffic: forwarding is on before kube-proxy starts (the
+// network plugin turns it on; the kernel testbed's node routes between its
+// client and its pods), so both dataplanes leave it as it is. Other keys do
+// not exist in the sim: reading or writing them is ENOENT, as for a missing
 // /proc/sys file.
 func defaultSysctls() map[string]string {
 	return map[string]string{
@@ -18,12 +21,12 @@ func defaultSysctls() map[string]string {
 		"net/ipv4/vs/expire_nodest_conn":                     "0",
 		"net/ipv4/vs/expire_quiescent_template":              "0",
 		"net/ipv4/vs/conn_reuse_mode":                        "1",
-		"net/ipv4/ip_forward":                                "0",
+		"net/ipv4/ip_forward":                                "1",
 		"net/ipv4/conf/all/arp_ignore":                       "0",
 		"net/ipv4/conf/all/arp_announce":                     "0",
 		"net/ipv4/conf/all/route_localnet":                   "0",
 		"net/ipv4/conf/all/rp_filter":                        "0",
-		"net/ipv6/conf/all/forwarding":                       "0",
+		"net/ipv6/conf/all/forwarding":                       "1",
 		"net/bridge/bridge-nf-call-iptables":                 "1",
 		"net/bridge/bridge-nf-call-ip6tables":                "1",
 		"net/netfilter/nf_conntrack_max":                     "262144",
