@@ -197,7 +197,7 @@ func (p *Proxier) recompute(key types.NamespacedName, old []*portState, newcomer
 	for _, sp := range ports {
 		eps := mergeEndpoints(p.slices[key], portKey(sp.port, sp.protocol))
 		fresh = append(fresh, p.computePort(sp, eps, &p.node))
-		p.recomputed.Ports++
+		p.recomputed.Derived++
 		p.recomputed.Endpoints += len(eps)
 	}
 	for _, st := range fresh {

@@ -55,14 +55,15 @@ type Profile struct {
 // unit, with where the numbers came from.
 type ProxierCost struct {
 	PerSync     float64 `json:"per_sync"`
-	PerPort     float64 `json:"per_port"`     // service port visited
+	PerDerived  float64 `json:"per_derived"`  // service port whose wants are derived
+	PerPort     float64 `json:"per_port"`     // virtual server visited
 	PerEndpoint float64 `json:"per_endpoint"` // endpoint or real server visited
 	PerEntry    float64 `json:"per_entry"`    // ipset entry compared
 	Source      string  `json:"source"`
 }
 
 func (c ProxierCost) price(w dataplane.Work) time.Duration {
-	return seconds(float64(w.Syncs)*c.PerSync + float64(w.Ports)*c.PerPort +
+	return seconds(float64(w.Syncs)*c.PerSync + float64(w.Derived)*c.PerDerived + float64(w.Ports)*c.PerPort +
 		float64(w.Endpoints)*c.PerEndpoint + float64(w.Entries)*c.PerEntry)
 }
 
@@ -189,7 +190,7 @@ func (p *Profile) Validate() error {
 		if strings.TrimSpace(c.Source) == "" {
 			return fmt.Errorf("profile %s: proxier: source is empty: say where the numbers come from", p.Name)
 		}
-		for name, v := range map[string]float64{"per_sync": c.PerSync, "per_port": c.PerPort, "per_endpoint": c.PerEndpoint, "per_entry": c.PerEntry} {
+		for name, v := range map[string]float64{"per_sync": c.PerSync, "per_derived": c.PerDerived, "per_port": c.PerPort, "per_endpoint": c.PerEndpoint, "per_entry": c.PerEntry} {
 			if err := check("proxier", name, v); err != nil {
 				return err
 			}

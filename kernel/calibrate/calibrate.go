@@ -4,10 +4,13 @@
 package calibrate
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -39,6 +42,13 @@ type Options struct {
 	Skip map[string]string
 	// Log receives one line per measurement; nil discards.
 	Log io.Writer
+	// ProxierServices are the cluster sizes the proxier's own work is
+	// measured at (default 1,000 and 4,000 services); empty with
+	// SkipProxier measures none.
+	ProxierServices []int
+	// SkipProxier leaves the proxier's work unmeasured (the profile then
+	// prices it as the host profile does).
+	SkipProxier bool
 	// Clock returns elapsed kernel time since its first call. Nil means
 	// wall time plus the dataplane's ModeledDelay, if it has one (so that
 	// calibrating the in-memory kernel gives back its profile).
@@ -73,6 +83,9 @@ func Run(open OpenDataplane, opts Options) (*sim.Profile, error) {
 	if opts.Name == "" {
 		opts.Name = "calibrated"
 	}
+	if len(opts.ProxierServices) == 0 {
+		opts.ProxierServices = []int{1000, 4000}
+	}
 	c := &calibration{
 		opts: opts,
 		p: &sim.Profile{Name: opts.Name, Ops: map[string]float64{}, ListItem: map[string]float64{},
@@ -95,6 +108,11 @@ func Run(open OpenDataplane, opts Options) (*sim.Profile, error) {
 		}
 		closeDP()
 		if err != nil {
+			return nil, err
+		}
+	}
+	if !opts.SkipProxier {
+		if err := c.proxierWork(); err != nil {
 			return nil, err
 		}
 	}
@@ -461,62 +479,99 @@ func (c *calibration) addresses() error {
 	return nil
 }
 
-// calibrationRules is an iptables-restore payload of lines rules in a chain of
-// its own, shaped like kube-proxy's (comment and match per rule).
-func calibrationRules(lines int) []byte {
+// outFilterRules are n rules of the shape kube-proxy adds one of per load
+// balancer port whose source ranges leave the node out, the only rules its
+// ruleset grows by, in chain KUBE-IPVS-OUT-FILTER; without the ipvs match,
+// the same rule matching a comment instead.
+func outFilterRules(n int, ipvsMatch bool) []byte {
 	var b strings.Builder
-	b.WriteString("*filter\n:KPSIM-CAL - [0:0]\n")
-	for i := 0; i < lines; i++ {
-		fmt.Fprintf(&b, "-A KPSIM-CAL -d %s/32 -p tcp -m tcp --dport 80 -m comment --comment \"kpsim calibration %d\" -j RETURN\n",
-			calibrationAddr(19, i), i)
+	b.WriteString("*filter\n")
+	for i := range n {
+		a := calibrationAddr(19, i)
+		if ipvsMatch {
+			fmt.Fprintf(&b, "-A KUBE-IPVS-OUT-FILTER -s %s -m ipvs --vaddr %s --vproto tcp --vport 80 -j DROP\n", a, a)
+		} else {
+			fmt.Fprintf(&b, "-A KUBE-IPVS-OUT-FILTER -s %s -m comment --comment \"kpsim calibration\" -j DROP\n", a)
+		}
 	}
 	b.WriteString("COMMIT\n")
 	return []byte(b.String())
 }
 
+// iptables prices iptables-restore and iptables-save on the ruleset kpsim's
+// proxier writes for a cluster with NodePort, LoadBalancer and UDP services
+// (nat and filter, set matches, the extensions kube-proxy loads), as it is
+// and with as many KUBE-IPVS-OUT-FILTER rules more as a measurement has
+// entries: a fixed part per call and a part per byte (per rule for a save).
 func (c *calibration) iptables() error {
 	t := c.dp.IPTables
-	const reps, small = 10, 20
-	large := max(small+1, c.opts.Entries)
-	smallRules, largeRules := calibrationRules(small), calibrationRules(large)
-	perSmall, err := c.each(fmt.Sprintf("iptables-restore (%d rules)", small), reps, func(int) error {
-		return t.Restore(dataplane.IPv4, smallRules)
-	})
+	const reps = 10
+	ruleset, sets, err := kubeProxyRuleset()
+	if err != nil {
+		return fmt.Errorf("calibrate iptables: %w", err)
+	}
+	for _, s := range sets {
+		if err := c.dp.IPSet.CreateSet(s); err != nil {
+			return fmt.Errorf("calibrate iptables: %w", err)
+		}
+	}
+	n := c.opts.Entries
+	probe := []byte("*filter\n:KPSIM-CAL - [0:0]\n-A KPSIM-CAL -m ipvs --vaddr 198.18.0.1 -j RETURN\nCOMMIT\n")
+	ipvsMatch := t.Restore(dataplane.IPv4, probe) == nil
+	if ipvsMatch {
+		if err := t.Restore(dataplane.IPv4, []byte("*filter\n:KPSIM-CAL - [0:0]\n-X KPSIM-CAL\nCOMMIT\n")); err != nil {
+			return fmt.Errorf("calibrate iptables: %w", err)
+		}
+	}
+	grown := append(slices.Clone(ruleset), outFilterRules(n, ipvsMatch)...)
+	measure := func(what string, payload []byte) (restore, save float64, rules int, err error) {
+		if restore, err = c.each(fmt.Sprintf("iptables-restore (%s, %d bytes)", what, len(payload)), reps, func(int) error {
+			return t.Restore(dataplane.IPv4, payload)
+		}); err != nil {
+			return 0, 0, 0, err
+		}
+		out, err := t.Save(dataplane.IPv4, "filter")
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		rules = bytes.Count(out, []byte("\n-A "))
+		save, err = c.each(fmt.Sprintf("iptables-save filter (%d rules)", rules), reps, func(int) error {
+			_, err := t.Save(dataplane.IPv4, "filter")
+			return err
+		})
+		return restore, save, rules, err
+	}
+	restoreA, saveA, rulesA, err := measure("kube-proxy's ruleset", ruleset)
 	if err != nil {
 		return err
 	}
-	saveSmall, err := c.each(fmt.Sprintf("iptables-save (%d rules)", small), reps, func(int) error {
-		_, err := t.Save(dataplane.IPv4, "filter")
-		return err
-	})
+	restoreB, saveB, rulesB, err := measure(fmt.Sprintf("and %d KUBE-IPVS-OUT-FILTER rules", n), grown)
 	if err != nil {
 		return err
 	}
-	perLarge, err := c.each(fmt.Sprintf("iptables-restore (%d rules)", large), reps, func(int) error {
-		return t.Restore(dataplane.IPv4, largeRules)
-	})
+	// Leave the namespace as it was: empty the chains, then drop them and the sets.
+	cleanup, err := flushRuleset(ruleset)
+	if err == nil {
+		err = t.Restore(dataplane.IPv4, cleanup)
+	}
+	for _, s := range sets {
+		err = errors.Join(err, c.dp.IPSet.DestroySet(s.Name))
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("calibrate iptables: clean up: %w", err)
 	}
-	saveLarge, err := c.each(fmt.Sprintf("iptables-save (%d rules)", large), reps, func(int) error {
-		_, err := t.Save(dataplane.IPv4, "filter")
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if err := t.Restore(dataplane.IPv4, []byte("*filter\n:KPSIM-CAL - [0:0]\n-X KPSIM-CAL\nCOMMIT\n")); err != nil {
-		return fmt.Errorf("calibrate: iptables-restore -X KPSIM-CAL: %w", err)
-	}
-	call, perByte := fit(perSmall, perLarge, len(smallRules), len(largeRules))
+	call, perByte := fit(restoreA, restoreB, len(ruleset), len(grown))
 	c.set(dataplane.OpIPTablesRestore, call)
 	c.set(dataplane.OpIPTablesRestoreBytes, perByte)
-	saveCall, perRule := fit(saveSmall, saveLarge, small, large)
+	saveCall, perRule := fit(saveA, saveB, rulesA, rulesB)
 	c.set(dataplane.OpIPTablesSave, saveCall)
 	c.p.ListItem[dataplane.OpIPTablesSave.String()] = perRule
-	perLine := perByte * float64(len(largeRules)) / float64(large)
-	c.notes = append(c.notes, fmt.Sprintf("iptables-restore --noflush: %s per call plus %s per byte (%s per rule line of about %d bytes), fitted over %d and %d rules; iptables-save %s per call plus %s per rule",
-		dur(call), dur(perByte), dur(perLine), len(largeRules)/large, small, large, dur(saveCall), dur(perRule)))
+	match := "the ipvs match"
+	if !ipvsMatch {
+		match = "a comment match (this kernel has no ipvs match)"
+	}
+	c.notes = append(c.notes, fmt.Sprintf("iptables-restore --noflush of kpsim's proxier's ruleset (nat and filter, %d bytes) and of it with %d rules more (%s, %d bytes): %s per call plus %s per byte (%s for the ruleset alone); iptables-save of the filter table %s per call plus %s per rule",
+		len(ruleset), n, match, len(grown), dur(call), dur(perByte), dur(restoreA), dur(saveCall), dur(perRule)))
 	return nil
 }
 
@@ -584,13 +639,18 @@ func (c *calibration) conntrack() error {
 	return nil
 }
 
+// where names the machine and the day, for source texts.
+func (c *calibration) where() string {
+	w := c.opts.Where
+	if w == "" {
+		w = "an unnamed machine"
+	}
+	return fmt.Sprintf("%s (kernel %s, %d CPUs, %s)", w, kernelRelease(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+}
+
 func (c *calibration) source() string {
 	var b strings.Builder
-	b.WriteString("Measured by `kpsim calibrate`")
-	if c.opts.Where != "" {
-		b.WriteString(" on " + c.opts.Where)
-	}
-	fmt.Fprintf(&b, " (kernel %s, %d CPUs, %s), in a private network namespace. ", kernelRelease(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "Measured by `kpsim calibrate` on %s, in a private network namespace. ", c.where())
 	b.WriteString(strings.Join(c.notes, "; "))
 	b.WriteString(".")
 	if len(c.skipped) > 0 {

@@ -34,7 +34,7 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 			got, err := Run(open, Options{
 				Entries: 200, ExecEntries: 50, Name: "from-sim", Where: "the in-memory kernel",
 				Skip:  map[string]string{"conntrack": "the in-memory kernel's flows cannot be created through the dataplane"},
-				Clock: modeledOnly, Log: &log,
+				Clock: modeledOnly, Log: &log, SkipProxier: true,
 			})
 			require.NoError(t, err)
 			require.Equal(t, "from-sim", got.Name)
@@ -81,4 +81,45 @@ func TestFit(t *testing.T) {
 		require.InDelta(t, tc.fixed, fixed, 1e-12)
 		require.InDelta(t, tc.per, per, 1e-12)
 	}
+}
+
+// TestFitWork: samples priced exactly by a known price give it back, and
+// a unit that never varies independently of another is not priced apart.
+func TestFitWork(t *testing.T) {
+	want := sim.ProxierCost{PerSync: 20e-6, PerDerived: 4e-6, PerPort: 1e-6, PerEndpoint: 0.4e-6, PerEntry: 0.5e-6}
+	sample := func(w dataplane.Work) workSample {
+		return workSample{work: w, seconds: float64(w.Syncs)*want.PerSync + float64(w.Derived)*want.PerDerived + float64(w.Ports)*want.PerPort +
+			float64(w.Endpoints)*want.PerEndpoint + float64(w.Entries)*want.PerEntry}
+	}
+	got, err := fitWork([]workSample{
+		sample(dataplane.Work{Syncs: 1}),
+		sample(dataplane.Work{Syncs: 1, Derived: 1000, Ports: 1000, Endpoints: 2000, Entries: 2000}),
+		sample(dataplane.Work{Syncs: 1, Derived: 1000, Ports: 1000, Endpoints: 6000, Entries: 2000}),
+		sample(dataplane.Work{Syncs: 1, Ports: 2000, Endpoints: 6000, Entries: 8000}),
+		sample(dataplane.Work{Syncs: 1, Derived: 2000, Ports: 4000, Endpoints: 12000, Entries: 8000}),
+		sample(dataplane.Work{Syncs: 1, Derived: 20, Ports: 20, Endpoints: 60, Entries: 10}),
+	})
+	require.NoError(t, err)
+	require.InDelta(t, want.PerSync, got.PerSync, 1e-12)
+	require.InDelta(t, want.PerDerived, got.PerDerived, 1e-12)
+	require.InDelta(t, want.PerPort, got.PerPort, 1e-12)
+	require.InDelta(t, want.PerEndpoint, got.PerEndpoint, 1e-12)
+	require.InDelta(t, want.PerEntry, got.PerEntry, 1e-12)
+
+	_, err = fitWork([]workSample{{work: dataplane.Work{Syncs: 1}, seconds: -1}})
+	require.Error(t, err, "no sample to fit")
+}
+
+// TestProxierWork measures the proxier at small sizes: every kind of sync
+// is timed, and the profile gets a proxier section that says how.
+func TestProxierWork(t *testing.T) {
+	var log bytes.Buffer
+	c := &calibration{opts: Options{ProxierServices: []int{50, 200}, Where: "the test"}, p: &sim.Profile{}, log: &log}
+	require.NoError(t, c.proxierWork())
+	require.NotNil(t, c.p.Proxier)
+	for _, kind := range []string{"first sync 200x1", "first sync 200x3", "restart 200x3", "10 slice changes 200x3", "no change 200x3", "periodic full sync 200x3"} {
+		require.Contains(t, log.String(), kind)
+		require.Contains(t, c.p.Proxier.Source, kind)
+	}
+	require.Positive(t, c.p.Proxier.PerSync+c.p.Proxier.PerDerived+c.p.Proxier.PerPort+c.p.Proxier.PerEndpoint+c.p.Proxier.PerEntry)
 }

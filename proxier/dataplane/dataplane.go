@@ -291,10 +291,13 @@ type Model interface {
 }
 
 // Work is a proxier's own work in a phase of a sync, in the units a cost
-// profile prices: a fixed cost per sync, per service port visited, per
-// endpoint (or real server) visited and per ipset entry compared.
+// profile prices: a fixed cost per sync, per service port whose wants are
+// derived (from its Service, EndpointSlices and the node), per virtual
+// server visited (read back or reconciled), per endpoint or real server
+// visited and per ipset entry compared. Deriving a port's wants costs a few
+// times a visit, so they are priced apart.
 type Work struct {
-	Syncs, Ports, Endpoints, Entries int
+	Syncs, Derived, Ports, Endpoints, Entries int
 }
 
 // Basis says whether a duration was measured on a kernel or includes modeled cost.

@@ -1,0 +1,411 @@
+package calibrate
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/sim"
+)
+
+// The proxier's own work has no kernel to measure: on a modeled clock the
+// sim prices it per unit (dataplane.Work: per sync, service port visited,
+// endpoint visited, ipset entry compared), and this prices the units on the
+// machine calibrate runs on. The proxier syncs against a dataplane.Replay,
+// which answers reads with what a kernel held and takes writes without
+// effect, so that a sync's wall time is the proxier's alone; the kinds of
+// sync kpsim's scenarios are made of, at two sizes, give units in different
+// proportions, and a least-squares fit of wall time on units (relative
+// errors, no negative price) gives the profile's "proxier" section.
+
+// proxierRepeats is how often each kind of sync is measured; the median counts.
+const proxierRepeats = 3
+
+// changedSlices is how many EndpointSlices the changes case updates.
+const changedSlices = 10
+
+// workSample is one kind of sync: its units and its median wall time.
+type workSample struct {
+	name    string
+	work    dataplane.Work
+	seconds float64
+}
+
+func (c *calibration) proxierWork() error {
+	var samples []workSample
+	for _, n := range c.opts.ProxierServices {
+		s, err := c.proxierCases(n)
+		if err != nil {
+			return fmt.Errorf("calibrate the proxier at %d services: %w", n, err)
+		}
+		samples = append(samples, s...)
+	}
+	price, err := fitWork(samples)
+	if err != nil {
+		return fmt.Errorf("calibrate the proxier: %w", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Fitted by `kpsim calibrate` on %s: the proxier's syncs against a kernel that answers reads and takes writes without effect (dataplane.Replay), the median of %d of each kind: ", c.where(), proxierRepeats)
+	for i, s := range samples {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s (%s)", s.name, dur(s.seconds), units(s.work))
+	}
+	fmt.Fprintf(&b, ". Least squares on relative errors (fitWork): %s per sync, %s per service port derived, %s per virtual server visited, %s per endpoint, %s per entry.",
+		dur(price.PerSync), dur(price.PerDerived), dur(price.PerPort), dur(price.PerEndpoint), dur(price.PerEntry))
+	price.Source = b.String()
+	c.p.Proxier = &price
+	return nil
+}
+
+// proxierCases measures every kind of sync at one size: the first sync onto
+// an empty kernel at 1 and 3 endpoints per service, a sync after a few
+// EndpointSlice changes, one with nothing to do, a periodic full sync, and
+// the first sync of a restarted proxier onto the state its predecessor left.
+func (c *calibration) proxierCases(services int) ([]workSample, error) {
+	var out []workSample
+	for _, endpoints := range []int{1, 3} {
+		set, cfg, err := proxierCluster(services, endpoints)
+		if err != nil {
+			return nil, err
+		}
+		empty, programmed, err := replays(set, cfg)
+		if err != nil {
+			return nil, err
+		}
+		size := fmt.Sprintf("%dx%d", services, endpoints)
+		first, err := c.measure("first sync "+size, empty, func() (*proxier.Proxier, error) { return startedProxier(cfg, empty, set) },
+			(*proxier.Proxier).Sync)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, first)
+		if endpoints != 3 {
+			continue
+		}
+		restart, err := c.measure("restart "+size, programmed, func() (*proxier.Proxier, error) { return startedProxier(cfg, programmed, set) },
+			(*proxier.Proxier).Sync)
+		if err != nil {
+			return nil, err
+		}
+		// The rest run on a proxier that has synced once, onto what its
+		// kernel holds.
+		synced := func() (*proxier.Proxier, error) {
+			p, err := startedProxier(cfg, programmed, set)
+			if err == nil {
+				err = syncErr(p.Sync())
+			}
+			return p, err
+		}
+		changes, err := c.measure(fmt.Sprintf("%d slice changes %s", changedSlices, size), programmed, synced, func(p *proxier.Proxier) results.Sync {
+			for i, s := range set.EndpointSlices[:min(changedSlices, len(set.EndpointSlices))] {
+				p.OnEndpointSliceUpdate(s, movedEndpoint(s, i))
+			}
+			return p.Sync()
+		})
+		if err != nil {
+			return nil, err
+		}
+		idle, err := c.measure("no change "+size, programmed, synced, (*proxier.Proxier).Sync)
+		if err != nil {
+			return nil, err
+		}
+		periodic, err := c.measure("periodic full sync "+size, programmed, synced, (*proxier.Proxier).SyncFull)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, restart, changes, idle, periodic)
+	}
+	return out, nil
+}
+
+// measure times one kind of sync proxierRepeats times, each on a proxier
+// fresh from prepare, and keeps the median.
+func (c *calibration) measure(name string, r *dataplane.Replay, prepare func() (*proxier.Proxier, error), sync func(*proxier.Proxier) results.Sync) (workSample, error) {
+	var times []float64
+	var work dataplane.Work
+	for range proxierRepeats {
+		p, err := prepare()
+		if err != nil {
+			return workSample{}, err
+		}
+		runtime.GC() // not the previous sync's garbage
+		r.Work()
+		start := time.Now()
+		rec := sync(p)
+		d := time.Since(start)
+		if err := syncErr(rec); err != nil {
+			return workSample{}, fmt.Errorf("%s: %w", name, err)
+		}
+		times = append(times, d.Seconds())
+		work = r.Work()
+	}
+	slices.Sort(times)
+	s := workSample{name: name, work: work, seconds: times[len(times)/2]}
+	fmt.Fprintf(c.log, "proxier %-40s %10.1f us (%s)\n", name, s.seconds*1e6, units(work))
+	return s, nil
+}
+
+func units(w dataplane.Work) string {
+	return fmt.Sprintf("%d syncs, %d ports derived, %d visited, %d endpoints, %d entries", w.Syncs, w.Derived, w.Ports, w.Endpoints, w.Entries)
+}
+
+func syncErr(rec results.Sync) error {
+	if rec.Failed() {
+		return fmt.Errorf("sync %d failed: %s", rec.Seq, rec.Error)
+	}
+	return nil
+}
+
+// proxierCluster generates a cluster of the given size the way scenarios
+// do, with a share of NodePort, LoadBalancer and UDP services, and the
+// proxier config for its node.
+func proxierCluster(services, endpoints int) (*objects.Set, proxier.Config, error) {
+	spec := fmt.Sprintf(`name: calibrate-proxier
+description: What does the proxier's own work cost on this machine?
+seed: 1
+cluster:
+  services: %d
+  types: {nodePort: 0.1, loadBalancer: 0.05}
+  portsPerService: 1
+  endpointsPerService: %d
+  namespaces: 10
+  nodes: 10
+  udp: 0.1
+timeline: [createCluster]
+`, services, endpoints)
+	s, err := scenarios.Parse("calibrate-proxier", []byte(spec), nil)
+	if err != nil {
+		return nil, proxier.Config{}, err
+	}
+	return s.ClusterObjects(), proxier.Config{NodeName: s.Cluster.Node.Name}, nil
+}
+
+// replays captures an empty kernel, and one the proxier programmed for set.
+func replays(set *objects.Set, cfg proxier.Config) (empty, programmed *dataplane.Replay, err error) {
+	fresh, err := sim.New(sim.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if empty, err = dataplane.Capture(fresh.Dataplane(), dataplane.IPv4); err != nil {
+		return nil, nil, err
+	}
+	k, err := sim.New(sim.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := proxier.New(cfg, dataplane.IPv4, k.Dataplane(), proxier.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	deliver(p, set)
+	if err := syncErr(p.Sync()); err != nil {
+		return nil, nil, err
+	}
+	programmed, err = dataplane.Capture(k.Dataplane(), dataplane.IPv4)
+	return empty, programmed, err
+}
+
+// startedProxier is a proxier on r whose handlers have seen set.
+func startedProxier(cfg proxier.Config, r *dataplane.Replay, set *objects.Set) (*proxier.Proxier, error) {
+	p, err := proxier.New(cfg, dataplane.IPv4, r.Dataplane(), proxier.Options{})
+	if err != nil {
+		return nil, err
+	}
+	deliver(p, set)
+	return p, nil
+}
+
+func deliver(p *proxier.Proxier, set *objects.Set) {
+	for _, e := range set.Events() {
+		e.Deliver(p)
+	}
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+}
+
+// movedEndpoint is s with its first endpoint at another address, the i-th
+// of a benchmark range: a pod replaced, one real server in and one out.
+func movedEndpoint(s *discoveryv1.EndpointSlice, i int) *discoveryv1.EndpointSlice {
+	out := s.DeepCopy()
+	if len(out.Endpoints) > 0 && len(out.Endpoints[0].Addresses) > 0 {
+		out.Endpoints[0].Addresses = []string{calibrationAddr(18, i).String()}
+	}
+	return out
+}
+
+// fitWork prices the units of work from the samples: the least-squares
+// solution of seconds = units . price, with no negative price, in errors
+// relative to each sample's time but never to less than a hundredth of the
+// longest: a sync of a thousand services counts as much as one of ten
+// thousand, and syncs too short to matter do not decide the prices. With
+// five prices every subset of them is tried and the best non-negative one
+// kept.
+func fitWork(samples []workSample) (sim.ProxierCost, error) {
+	const vars = 5
+	row := func(s workSample) [vars]float64 {
+		return [vars]float64{float64(s.work.Syncs), float64(s.work.Derived), float64(s.work.Ports), float64(s.work.Endpoints), float64(s.work.Entries)}
+	}
+	longest := 0.0
+	for _, s := range samples {
+		longest = max(longest, s.seconds)
+	}
+	scale := func(s workSample) float64 { return max(s.seconds, longest/100) }
+	best, bestErr := [vars]float64{}, math.Inf(1)
+	for subset := 1; subset < 1<<vars; subset++ {
+		var idx []int
+		for j := range vars {
+			if subset&(1<<j) != 0 {
+				idx = append(idx, j)
+			}
+		}
+		// Normal equations of the scaled rows (units/seconds against 1).
+		a := mat.NewDense(len(idx), len(idx), nil)
+		b := mat.NewVecDense(len(idx), nil)
+		for _, s := range samples {
+			if s.seconds <= 0 {
+				continue
+			}
+			r, w := row(s), scale(s)
+			for p, j := range idx {
+				b.SetVec(p, b.AtVec(p)+r[j]*s.seconds/(w*w))
+				for q, k := range idx {
+					a.Set(p, q, a.At(p, q)+r[j]*r[k]/(w*w))
+				}
+			}
+		}
+		var x mat.VecDense
+		if err := x.SolveVec(a, b); err != nil {
+			continue // singular: these units do not vary independently here
+		}
+		var price [vars]float64
+		ok := true
+		for p, j := range idx {
+			price[j] = x.AtVec(p)
+			ok = ok && price[j] >= 0
+		}
+		if !ok {
+			continue
+		}
+		sum := 0.0
+		for _, s := range samples {
+			r := row(s)
+			pred := 0.0
+			for j := range vars {
+				pred += r[j] * price[j]
+			}
+			if s.seconds <= 0 {
+				continue
+			}
+			e := (pred - s.seconds) / scale(s)
+			sum += e * e
+		}
+		if sum < bestErr {
+			best, bestErr = price, sum
+		}
+	}
+	if math.IsInf(bestErr, 1) {
+		return sim.ProxierCost{}, fmt.Errorf("no non-negative fit of %d samples", len(samples))
+	}
+	return sim.ProxierCost{PerSync: best[0], PerDerived: best[1], PerPort: best[2], PerEndpoint: best[3], PerEntry: best[4]}, nil
+}
+
+// kubeProxyRuleset is the iptables-restore payload kpsim's proxier writes
+// for a calibration cluster (as the kernel prints it back: the chains of
+// its own, nat then filter) and the sets its rules match.
+func kubeProxyRuleset() ([]byte, []dataplane.Set, error) {
+	set, cfg, err := proxierCluster(1000, 3)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := sim.New(sim.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := proxier.New(cfg, dataplane.IPv4, k.Dataplane(), proxier.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	deliver(p, set)
+	if err := syncErr(p.Sync()); err != nil {
+		return nil, nil, err
+	}
+	var payload bytes.Buffer
+	for _, table := range []string{"nat", "filter"} {
+		out, err := k.Save(dataplane.IPv4, table)
+		if err != nil {
+			return nil, nil, err
+		}
+		tables, err := dataplane.ParseSave(dataplane.IPv4, out)
+		if err != nil {
+			return nil, nil, err
+		}
+		t := tables[table]
+		chains := ownChains(t)
+		fmt.Fprintf(&payload, "*%s\n", table)
+		for _, c := range chains {
+			fmt.Fprintf(&payload, ":%s - [0:0]\n", c)
+		}
+		for _, c := range chains {
+			for _, r := range t.Rules[c] {
+				fmt.Fprintf(&payload, "-A %s %s\n", c, r)
+			}
+		}
+		payload.WriteString("COMMIT\n")
+	}
+	sets, err := k.Sets()
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range sets {
+		sets[i].Entries = nil
+	}
+	return payload.Bytes(), sets, nil
+}
+
+// ownChains are a table's chains other than the built-in ones, sorted.
+func ownChains(t *dataplane.Table) []string {
+	var out []string
+	for c, policy := range t.Chains {
+		if policy == "-" {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// flushRuleset empties a payload's chains and then deletes them: a chain
+// referenced by another cannot go while the other still jumps to it.
+func flushRuleset(payload []byte) ([]byte, error) {
+	tables, err := dataplane.ParseSave(dataplane.IPv4, payload)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	for _, table := range []string{"nat", "filter"} {
+		chains := ownChains(tables[table])
+		fmt.Fprintf(&b, "*%s\n", table)
+		for _, c := range chains {
+			fmt.Fprintf(&b, ":%s - [0:0]\n", c)
+		}
+		for _, c := range chains {
+			fmt.Fprintf(&b, "-X %s\n", c)
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.Bytes(), nil
+}
