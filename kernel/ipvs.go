@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 
 	"github.com/moby/ipvs"
@@ -120,9 +121,14 @@ func (t ipvsTable) Services() ([]dataplane.VirtualServer, error) {
 	return out, nil
 }
 
-// procIPVS is this namespace's table as the kernel prints it: the process
-// lives in the run's namespace (see package doc), so /proc/net is its own.
+// procIPVS is where the kernel prints a namespace's table.
 const procIPVS = "/proc/net/ip_vs"
+
+// threadProcIPVS is the table of the calling thread's namespace.
+// /proc/net is the thread group leader's, which need not be the process's:
+// a goroutine that moved a locked thread into a scratch namespace and ended
+// (as capability detection does) leaves Go's main thread wedged there.
+const threadProcIPVS = "/proc/thread-self/net/ip_vs"
 
 // readProcDestinations reads every virtual server's real servers from
 // /proc/net/ip_vs:
@@ -132,7 +138,9 @@ const procIPVS = "/proc/net/ip_vs"
 //	TCP  [fd00:0000:...:0001]:0050 rr persistent 2700000 FFFFFFFF
 //	  -> [fd00:0001:...:0001]:1F90      Masq    1      0          0
 func readProcDestinations() (map[dataplane.ServiceKey][]dataplane.RealServer, error) {
-	b, err := os.ReadFile(procIPVS)
+	runtime.LockOSThread()
+	b, err := os.ReadFile(threadProcIPVS)
+	runtime.UnlockOSThread()
 	if err != nil {
 		return nil, fmt.Errorf("ipvs list: %w", err)
 	}
