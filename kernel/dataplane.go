@@ -42,9 +42,10 @@ type Options struct {
 // Kernel is the dataplane of the current network namespace.
 type Kernel struct {
 	link      *netlink.Handle
-	ipvs      *ipvs.Handle // nil when the kernel has no IPVS
-	ipvsMu    sync.Mutex   // see ipvsTable
-	ipvsErr   error        // why ipvs is nil
+	addrs     *nl.SocketHandle // listing addresses, see links
+	ipvs      *ipvs.Handle     // nil when the kernel has no IPVS
+	ipvsMu    sync.Mutex       // see ipvsTable
+	ipvsErr   error            // why ipvs is nil
 	ipset     dataplane.IPSet
 	ipsetNL   *ipsetNetlink // open for every strategy: set types are looked up over netlink
 	iptables  *iptables
@@ -78,8 +79,13 @@ func New(opts Options) (*Kernel, error) {
 		return nil, fmt.Errorf("open netlink: %w", err)
 	}
 	k := &Kernel{link: h, iptables: &iptables{mode: mode}, conntrack: conntrack{h}}
+	if k.addrs, err = newAddrSocket(); err != nil {
+		h.Close()
+		return nil, err
+	}
 	k.ipsetNL, err = newIPSetNetlink()
 	if err != nil {
+		k.addrs.Close()
 		h.Close()
 		return nil, err
 	}
@@ -106,7 +112,7 @@ func (k *Kernel) Dataplane() dataplane.Dataplane {
 		IPVS:      ipvsTable{k},
 		IPSet:     k.ipset,
 		IPTables:  k.iptables,
-		Links:     links{k.link},
+		Links:     links{k.link, k.addrs},
 		Sysctls:   k.sysctls,
 		Conntrack: k.conntrack,
 	}
@@ -125,6 +131,7 @@ func (k *Kernel) Close() {
 	if k.ipsetNL != nil {
 		k.ipsetNL.close()
 	}
+	k.addrs.Close()
 	k.link.Close()
 }
 

@@ -9,13 +9,80 @@ import (
 	"slices"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
-// links is dataplane.Links over rtnetlink.
-type links struct{ h *netlink.Handle }
+// links is dataplane.Links over rtnetlink. Addresses are listed through a
+// socket of its own with strict checking on, so that the kernel sends one
+// link's addresses when one link's are asked for: vishvananda/netlink's
+// AddrList dumps every address of the namespace and filters them here, and
+// with thousands of service addresses on kube-ipvs0 listing the node's own
+// addresses, link by link, cost a dump of all of them per link.
+type links struct {
+	h    *netlink.Handle
+	addr *nl.SocketHandle
+}
+
+// newAddrSocket opens the address-listing socket in the current namespace.
+func newAddrSocket() (*nl.SocketHandle, error) {
+	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
+	}
+	if err := unix.SetsockoptInt(int(s.GetFd()), unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("rtnetlink strict checking: %w", err)
+	}
+	return &nl.SocketHandle{Socket: s}, nil
+}
+
+// addrs lists one link's addresses of family f.
+func (l links) addrs(index int, f dataplane.Family) ([]netip.Prefix, error) {
+	msgs, err := redump(func() ([][]byte, error) {
+		req := nl.NewNetlinkRequest(unix.RTM_GETADDR, unix.NLM_F_DUMP)
+		msg := nl.NewIfAddrmsg(nlFamily(f))
+		msg.Index = uint32(index)
+		req.AddData(msg)
+		req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: l.addr}
+		return req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWADDR)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, m := range msgs {
+		ifa := nl.DeserializeIfAddrmsg(m)
+		if int(ifa.Index) != index || int(ifa.Family) != nlFamily(f) {
+			continue // a kernel that does not filter
+		}
+		attrs, err := nl.ParseRouteAttr(m[ifa.Len():])
+		if err != nil {
+			return nil, err
+		}
+		var local, address []byte
+		for _, a := range attrs {
+			switch a.Attr.Type {
+			case unix.IFA_LOCAL:
+				local = a.Value
+			case unix.IFA_ADDRESS:
+				address = a.Value
+			}
+		}
+		// IPv4 sends the local address as IFA_LOCAL (IFA_ADDRESS is the
+		// peer's on a point-to-point link), IPv6 as IFA_ADDRESS only.
+		if local == nil {
+			local = address
+		}
+		if a, ok := netip.AddrFromSlice(local); ok {
+			out = append(out, netip.PrefixFrom(a.Unmap(), int(ifa.Prefixlen)))
+		}
+	}
+	return out, nil
+}
 
 var _ dataplane.Links = links{}
 
@@ -95,32 +162,15 @@ func (l links) Addresses(link string, f dataplane.Family) ([]netip.Addr, error) 
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := redump(func() ([]netlink.Addr, error) { return l.h.AddrList(lk, nlFamily(f)) })
+	prefixes, err := l.addrs(lk.Attrs().Index, f)
 	if err != nil {
 		return nil, fmt.Errorf("list addresses %s: %w", link, err)
 	}
-	out := make([]netip.Addr, 0, len(addrs))
-	for _, a := range addrs {
-		if p, ok := toPrefix(a.IPNet); ok {
-			out = append(out, p.Addr())
-		}
+	out := make([]netip.Addr, len(prefixes))
+	for i, p := range prefixes {
+		out[i] = p.Addr()
 	}
 	return out, nil
-}
-
-func toPrefix(n *net.IPNet) (netip.Prefix, bool) {
-	if n == nil {
-		return netip.Prefix{}, false
-	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	ones, _ := n.Mask.Size()
-	if a.Is4In6() {
-		a = a.Unmap()
-	}
-	return netip.PrefixFrom(a, ones), true
 }
 
 func toNetlinkAddr(p netip.Prefix) *netlink.Addr {
@@ -174,14 +224,12 @@ func (l links) LocalAddresses(f dataplane.Family, exclude ...string) ([]dataplan
 		if attrs.Flags&net.FlagUp == 0 || slices.Contains(exclude, attrs.Name) {
 			continue
 		}
-		addrs, err := redump(func() ([]netlink.Addr, error) { return l.h.AddrList(lk, nlFamily(f)) })
+		prefixes, err := l.addrs(attrs.Index, f)
 		if err != nil {
 			return nil, fmt.Errorf("list addresses %s: %w", attrs.Name, err)
 		}
-		for _, a := range addrs {
-			if p, ok := toPrefix(a.IPNet); ok {
-				out = append(out, dataplane.InterfaceAddr{Link: attrs.Name, Prefix: p})
-			}
+		for _, p := range prefixes {
+			out = append(out, dataplane.InterfaceAddr{Link: attrs.Name, Prefix: p})
 		}
 	}
 	return out, nil
