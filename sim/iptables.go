@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
@@ -35,6 +36,9 @@ const maxChainName = 28
 
 type table struct {
 	chains map[string]*chain
+	// flushed counts the rules a payload applied to this (staged) copy
+	// emptied out of chains: a kernel removes them one by one.
+	flushed int
 }
 
 type chain struct {
@@ -139,6 +143,13 @@ func (k *Kernel) Restore(f dataplane.Family, payload []byte) error {
 	if err != nil {
 		return errorf(syscall.EINVAL, "iptables-restore %s: %v", f, err)
 	}
+	flushed := 0
+	for _, t := range staged {
+		flushed += t.flushed
+		t.flushed = 0
+	}
+	// Replacing rules costs more than writing new ones: each is removed.
+	k.charge(k.costs.item[dataplane.OpIPTablesRestore] * time.Duration(flushed))
 	maps.Copy(tables, staged)
 	return nil
 }
@@ -227,11 +238,17 @@ func declareChain(t *table, decl string) error {
 		return fmt.Errorf("chain name %q longer than %d", name, maxChainName)
 	}
 	if c, ok := t.chains[name]; ok {
-		c.rules = nil
+		t.flush(c)
 		return nil
 	}
 	t.chains[name] = &chain{policy: "-"}
 	return nil
+}
+
+// flush empties a chain, counting its rules.
+func (t *table) flush(c *chain) {
+	t.flushed += len(c.rules)
+	c.rules = nil
 }
 
 func setPolicy(c *chain, name, policy string) error {
@@ -299,7 +316,7 @@ func (k *Kernel) command(f dataplane.Family, t *table, args []string) error {
 	case "-F", "--flush":
 		if len(args) == 0 {
 			for _, c := range t.chains {
-				c.rules = nil
+				t.flush(c)
 			}
 			return nil
 		}
@@ -307,7 +324,7 @@ func (k *Kernel) command(f dataplane.Family, t *table, args []string) error {
 		if err != nil {
 			return err
 		}
-		c.rules = nil
+		t.flush(c)
 	case "-N", "--new-chain":
 		if len(args) == 0 {
 			return errors.New("-N needs a chain")

@@ -41,7 +41,8 @@ type Profile struct {
 	// ListItem is the extra cost per item a read returns (per virtual server
 	// and per real server for ipvs-list, per real server for
 	// ipvs-destination-list, per entry for ipset-list, per address for
-	// address-list, per rule for iptables-save).
+	// address-list, per rule for iptables-save), and for iptables-restore
+	// per rule a payload flushes out of a chain it replaces.
 	ListItem map[string]float64 `json:"list_item,omitempty"`
 	// IPSet prices each strategy; every strategy must be present.
 	IPSet map[dataplane.IPSetStrategy]IPSetCost `json:"ipset"`

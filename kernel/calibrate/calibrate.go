@@ -452,7 +452,7 @@ func (c *calibration) addresses() error {
 	if err != nil {
 		return err
 	}
-	list, err := c.once(fmt.Sprintf("address-list (%d addresses)", n), func() error {
+	list, err := c.each(fmt.Sprintf("address-list (%d addresses)", n), 10, func(int) error {
 		_, err := l.Addresses(link, dataplane.IPv4)
 		return err
 	})
@@ -502,7 +502,10 @@ func outFilterRules(n int, ipvsMatch bool) []byte {
 // proxier writes for a cluster with NodePort, LoadBalancer and UDP services
 // (nat and filter, set matches, the extensions kube-proxy loads), as it is
 // and with as many KUBE-IPVS-OUT-FILTER rules more as a measurement has
-// entries: a fixed part per call and a part per byte (per rule for a save).
+// entries: a restore a fixed part per call and a part per byte when it
+// creates the chains, and a part per rule it flushes when it replaces
+// them (twice the whole cost on nft in the VM); a save a fixed part and a
+// part per rule.
 func (c *calibration) iptables() error {
 	t := c.dp.IPTables
 	const reps = 10
@@ -515,6 +518,10 @@ func (c *calibration) iptables() error {
 			return fmt.Errorf("calibrate iptables: %w", err)
 		}
 	}
+	cleanup, err := flushRuleset(ruleset)
+	if err != nil {
+		return fmt.Errorf("calibrate iptables: %w", err)
+	}
 	n := c.opts.Entries
 	probe := []byte("*filter\n:KPSIM-CAL - [0:0]\n-A KPSIM-CAL -m ipvs --vaddr 198.18.0.1 -j RETURN\nCOMMIT\n")
 	ipvsMatch := t.Restore(dataplane.IPv4, probe) == nil
@@ -524,45 +531,74 @@ func (c *calibration) iptables() error {
 		}
 	}
 	grown := append(slices.Clone(ruleset), outFilterRules(n, ipvsMatch)...)
-	measure := func(what string, payload []byte) (restore, save float64, rules int, err error) {
-		if restore, err = c.each(fmt.Sprintf("iptables-restore (%s, %d bytes)", what, len(payload)), reps, func(int) error {
-			return t.Restore(dataplane.IPv4, payload)
-		}); err != nil {
-			return 0, 0, 0, err
+	// restore times reps restores of payload onto no chains of its (create),
+	// and, with replace, as many onto its own chains.
+	restore := func(what string, payload []byte, replace bool) (float64, float64, error) {
+		var created, replaced time.Duration
+		for range reps {
+			if err := t.Restore(dataplane.IPv4, cleanup); err != nil {
+				return 0, 0, fmt.Errorf("calibrate iptables: clean up: %w", err)
+			}
+			for _, d := range []*time.Duration{&created, &replaced} {
+				if d == &replaced && !replace {
+					break
+				}
+				clk := c.newClock()
+				if err := t.Restore(dataplane.IPv4, payload); err != nil {
+					return 0, 0, fmt.Errorf("calibrate iptables-restore (%s): %w", what, err)
+				}
+				*d += clk()
+			}
 		}
+		cr, rp := created.Seconds()/reps, replaced.Seconds()/reps
+		fmt.Fprintf(c.log, "%-44s n=%-6d %10.1f us each (%d bytes), replacing %10.1f us\n", "iptables-restore ("+what+")", reps, cr*1e6, len(payload), rp*1e6)
+		return cr, rp, nil
+	}
+	save := func() (float64, int, error) {
 		out, err := t.Save(dataplane.IPv4, "filter")
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
-		rules = bytes.Count(out, []byte("\n-A "))
-		save, err = c.each(fmt.Sprintf("iptables-save filter (%d rules)", rules), reps, func(int) error {
+		rules := bytes.Count(out, []byte("\n-A "))
+		d, err := c.each(fmt.Sprintf("iptables-save filter (%d rules)", rules), reps, func(int) error {
 			_, err := t.Save(dataplane.IPv4, "filter")
 			return err
 		})
-		return restore, save, rules, err
+		return d, rules, err
 	}
-	restoreA, saveA, rulesA, err := measure("kube-proxy's ruleset", ruleset)
+	createA, replaceA, err := restore("kube-proxy's ruleset", ruleset, true)
 	if err != nil {
 		return err
 	}
-	restoreB, saveB, rulesB, err := measure(fmt.Sprintf("and %d KUBE-IPVS-OUT-FILTER rules", n), grown)
+	saveA, rulesA, err := save()
 	if err != nil {
 		return err
 	}
-	// Leave the namespace as it was: empty the chains, then drop them and the sets.
-	cleanup, err := flushRuleset(ruleset)
-	if err == nil {
-		err = t.Restore(dataplane.IPv4, cleanup)
+	createB, _, err := restore(fmt.Sprintf("and %d KUBE-IPVS-OUT-FILTER rules", n), grown, false)
+	if err != nil {
+		return err
 	}
+	saveB, rulesB, err := save()
+	if err != nil {
+		return err
+	}
+	// Leave the namespace as it was: no chains, no sets.
+	err = t.Restore(dataplane.IPv4, cleanup)
 	for _, s := range sets {
 		err = errors.Join(err, c.dp.IPSet.DestroySet(s.Name))
 	}
 	if err != nil {
 		return fmt.Errorf("calibrate iptables: clean up: %w", err)
 	}
-	call, perByte := fit(restoreA, restoreB, len(ruleset), len(grown))
+	call, perByte := fit(createA, createB, len(ruleset), len(grown))
+	own, err := ownRules(ruleset)
+	if err != nil {
+		return fmt.Errorf("calibrate iptables: %w", err)
+	}
+	perFlushed := max(0, replaceA-createA) / float64(own)
 	c.set(dataplane.OpIPTablesRestore, call)
 	c.set(dataplane.OpIPTablesRestoreBytes, perByte)
+	c.p.ListItem[dataplane.OpIPTablesRestore.String()] = perFlushed
 	saveCall, perRule := fit(saveA, saveB, rulesA, rulesB)
 	c.set(dataplane.OpIPTablesSave, saveCall)
 	c.p.ListItem[dataplane.OpIPTablesSave.String()] = perRule
@@ -570,8 +606,8 @@ func (c *calibration) iptables() error {
 	if !ipvsMatch {
 		match = "a comment match (this kernel has no ipvs match)"
 	}
-	c.notes = append(c.notes, fmt.Sprintf("iptables-restore --noflush of kpsim's proxier's ruleset (nat and filter, %d bytes) and of it with %d rules more (%s, %d bytes): %s per call plus %s per byte (%s for the ruleset alone); iptables-save of the filter table %s per call plus %s per rule",
-		len(ruleset), n, match, len(grown), dur(call), dur(perByte), dur(restoreA), dur(saveCall), dur(perRule)))
+	c.notes = append(c.notes, fmt.Sprintf("iptables-restore --noflush of kpsim's proxier's ruleset (nat and filter, %d rules, %d bytes) and of it with %d rules more (%s, %d bytes), creating the chains: %s per call plus %s per byte (%s for the ruleset alone); replacing them, %s per rule flushed (%s for the ruleset); iptables-save of the filter table %s per call plus %s per rule",
+		own, len(ruleset), n, match, len(grown), dur(call), dur(perByte), dur(createA), dur(perFlushed), dur(replaceA), dur(saveCall), dur(perRule)))
 	return nil
 }
 

@@ -57,7 +57,7 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 			} {
 				require.InDelta(t, want.Ops[op.String()], got.Ops[op.String()], tol, op.String())
 			}
-			for _, op := range []dataplane.Op{dataplane.OpIPVSList, dataplane.OpIPVSDestinationList, dataplane.OpIPSetList, dataplane.OpAddressList} {
+			for _, op := range []dataplane.Op{dataplane.OpIPVSList, dataplane.OpIPVSDestinationList, dataplane.OpIPSetList, dataplane.OpAddressList, dataplane.OpIPTablesRestore} {
 				require.InDelta(t, want.ListItem[op.String()], got.ListItem[op.String()], tol, "list item %s", op)
 			}
 			require.NotContains(t, got.Ops, dataplane.OpConntrackDelete.String(), "skipped operations stay unpriced")

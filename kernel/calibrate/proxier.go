@@ -203,20 +203,26 @@ func replays(set *objects.Set, cfg proxier.Config) (empty, programmed *dataplane
 	if empty, err = dataplane.Capture(fresh.Dataplane(), dataplane.IPv4); err != nil {
 		return nil, nil, err
 	}
-	k, err := sim.New(sim.Options{})
+	k, err := programmedKernel(set, cfg)
 	if err != nil {
-		return nil, nil, err
-	}
-	p, err := proxier.New(cfg, dataplane.IPv4, k.Dataplane(), proxier.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	deliver(p, set)
-	if err := syncErr(p.Sync()); err != nil {
 		return nil, nil, err
 	}
 	programmed, err = dataplane.Capture(k.Dataplane(), dataplane.IPv4)
 	return empty, programmed, err
+}
+
+// programmedKernel is an in-memory kernel kpsim's proxier has synced set onto.
+func programmedKernel(set *objects.Set, cfg proxier.Config) (*sim.Kernel, error) {
+	k, err := sim.New(sim.Options{})
+	if err != nil {
+		return nil, err
+	}
+	p, err := proxier.New(cfg, dataplane.IPv4, k.Dataplane(), proxier.Options{})
+	if err != nil {
+		return nil, err
+	}
+	deliver(p, set)
+	return k, syncErr(p.Sync())
 }
 
 // startedProxier is a proxier on r whose handlers have seen set.
@@ -331,16 +337,8 @@ func kubeProxyRuleset() ([]byte, []dataplane.Set, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	k, err := sim.New(sim.Options{})
+	k, err := programmedKernel(set, cfg)
 	if err != nil {
-		return nil, nil, err
-	}
-	p, err := proxier.New(cfg, dataplane.IPv4, k.Dataplane(), proxier.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	deliver(p, set)
-	if err := syncErr(p.Sync()); err != nil {
 		return nil, nil, err
 	}
 	var payload bytes.Buffer
@@ -386,6 +384,21 @@ func ownChains(t *dataplane.Table) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ownRules counts a payload's rules in chains of its own.
+func ownRules(payload []byte) (int, error) {
+	tables, err := dataplane.ParseSave(dataplane.IPv4, payload)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range tables {
+		for _, c := range ownChains(t) {
+			n += len(t.Rules[c])
+		}
+	}
+	return n, nil
 }
 
 // flushRuleset empties a payload's chains and then deletes them: a chain
