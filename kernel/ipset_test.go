@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/proxier/dataplane/conformance"
 )
 
 func TestParseEntry(t *testing.T) {
@@ -119,13 +120,13 @@ func TestIPSetStrategies(t *testing.T) {
 					defer func() { require.NoError(t, ips.DestroySet(tc.set.Name)) }()
 					require.ErrorIs(t, ips.CreateSet(tc.set), unix.EEXIST)
 
-					got := setEntries(t, ips, tc.set.Name)
+					got := conformance.Entries(t, ips, tc.set.Name)
 					require.Empty(t, got)
 
 					// Adding twice and deleting an absent entry are not errors in a batch.
 					require.NoError(t, ips.Apply([]dataplane.SetChange{{Set: tc.set.Name, Add: tc.add}}))
 					require.NoError(t, ips.Apply([]dataplane.SetChange{{Set: tc.set.Name, Add: tc.add[:1]}}))
-					got = setEntries(t, ips, tc.set.Name)
+					got = conformance.Entries(t, ips, tc.set.Name)
 					require.ElementsMatch(t, tc.want, got)
 
 					sets, err := ips.Sets()
@@ -147,7 +148,7 @@ func TestIPSetStrategies(t *testing.T) {
 
 					require.NoError(t, ips.Apply([]dataplane.SetChange{{Set: tc.set.Name, Del: tc.want[:1]}}))
 					require.NoError(t, ips.Apply([]dataplane.SetChange{{Set: tc.set.Name, Del: tc.want[:1]}}))
-					got = setEntries(t, ips, tc.set.Name)
+					got = conformance.Entries(t, ips, tc.set.Name)
 					require.ElementsMatch(t, tc.want[1:], got)
 
 					require.ErrorIs(t, ips.Apply([]dataplane.SetChange{{Set: tc.set.Name, Add: []string{"not-an-entry"}}}), unix.EINVAL)
@@ -181,7 +182,7 @@ func TestIPSetNetlinkBitmapPort(t *testing.T) {
 
 	ports := []string{"0", "30080", "30081", "32767", "65535"}
 	require.NoError(t, ips.Apply([]dataplane.SetChange{{Set: set.Name, Add: ports}}))
-	got := setEntries(t, ips, set.Name)
+	got := conformance.Entries(t, ips, set.Name)
 	require.ElementsMatch(t, ports, got)
 
 	out, err := run(nil, "ipset", "save", set.Name)
@@ -191,7 +192,7 @@ func TestIPSetNetlinkBitmapPort(t *testing.T) {
 	}
 
 	require.NoError(t, ips.Apply([]dataplane.SetChange{{Set: set.Name, Del: []string{"30080", "65535"}}}))
-	got = setEntries(t, ips, set.Name)
+	got = conformance.Entries(t, ips, set.Name)
 	require.ElementsMatch(t, []string{"0", "30081", "32767"}, got)
 
 	narrow := dataplane.Set{Name: "KPSIM-NARROW", Type: dataplane.BitmapPort, PortFrom: 30000, PortTo: 32767}
@@ -199,18 +200,4 @@ func TestIPSetNetlinkBitmapPort(t *testing.T) {
 	require.Error(t, ips.Apply([]dataplane.SetChange{{Set: narrow.Name, Add: []string{"80"}}}), "port outside the set's range")
 	require.NoError(t, ips.DestroySet(narrow.Name))
 	require.NoError(t, ips.DestroySet(set.Name))
-}
-
-// setEntries are a set's entries as Sets reads them.
-func setEntries(t *testing.T, ips dataplane.IPSet, name string) []string {
-	t.Helper()
-	sets, err := ips.Sets()
-	require.NoError(t, err)
-	for _, s := range sets {
-		if s.Name == name {
-			return s.Entries
-		}
-	}
-	require.Failf(t, "set not listed", "%s", name)
-	return nil
 }

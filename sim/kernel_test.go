@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/proxier/dataplane/conformance"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -207,12 +208,12 @@ func TestIPSetKernelDetails(t *testing.T) {
 	err = k.Apply([]dataplane.SetChange{{Set: "IPS", Add: []string{"10.0.0.1", "10.0.0.2", "bogus", "10.0.0.3"}}})
 	require.ErrorIs(t, err, syscall.EINVAL)
 	require.Contains(t, err.Error(), "ipset add IPS bogus")
-	got := entriesOf(t, k, "IPS")
+	got := conformance.Entries(t, k, "IPS")
 	require.Equal(t, []string{"10.0.0.1", "10.0.0.2"}, got)
 
 	// Forms the kernel accepts beyond kube-proxy's own, and ones it refuses.
 	require.NoError(t, k.Apply([]dataplane.SetChange{{Set: "PORTS", Add: []string{"tcp:30080"}}}))
-	got = entriesOf(t, k, "PORTS")
+	got = conformance.Entries(t, k, "PORTS")
 	require.Equal(t, []string{"30080"}, got)
 	require.NoError(t, k.CreateSet(dataplane.Set{Name: "NETS", Type: dataplane.HashNet}))
 	require.ErrorIs(t, k.Apply([]dataplane.SetChange{{Set: "NETS", Add: []string{"0.0.0.0/0"}}}), syscall.EINVAL, "hash:net refuses /0")
@@ -220,7 +221,7 @@ func TestIPSetKernelDetails(t *testing.T) {
 
 	// Within one change, deletions come first: an entry named in both stays.
 	require.NoError(t, k.Apply([]dataplane.SetChange{{Set: "IPS", Add: []string{"10.0.0.1"}, Del: []string{"10.0.0.1"}}}))
-	got = entriesOf(t, k, "IPS")
+	got = conformance.Entries(t, k, "IPS")
 	require.Contains(t, got, "10.0.0.1")
 }
 
@@ -365,7 +366,7 @@ func TestFaults(t *testing.T) {
 		require.NoError(t, k.Apply([]dataplane.SetChange{{Set: "KUBE-CLUSTER-IP", Add: []string{"10.96.0.1,tcp:80", "10.96.0.2,tcp:80", "10.96.0.3,tcp:80"}}}))
 		err := k.Apply([]dataplane.SetChange{{Set: "KUBE-CLUSTER-IP", Del: []string{"10.96.0.1,tcp:80", "10.96.0.2,tcp:80", "10.96.0.3,tcp:80"}}})
 		require.ErrorIs(t, err, syscall.EIO)
-		got := entriesOf(t, k, "KUBE-CLUSTER-IP")
+		got := conformance.Entries(t, k, "KUBE-CLUSTER-IP")
 		require.Equal(t, []string{"10.96.0.2,tcp:80", "10.96.0.3,tcp:80"}, got, "the prefix before the fault applied")
 
 		k.ClearFaults()
@@ -556,18 +557,4 @@ func TestConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 200)
 	require.Equal(t, int64(200), k.Ops()[dataplane.OpIPVSServiceAdd])
-}
-
-// entriesOf lists a set's entries as Sets reads them.
-func entriesOf(t *testing.T, k *sim.Kernel, name string) []string {
-	t.Helper()
-	sets, err := k.Sets()
-	require.NoError(t, err)
-	for _, s := range sets {
-		if s.Name == name {
-			return s.Entries
-		}
-	}
-	require.Failf(t, "set not listed", "%s", name)
-	return nil
 }

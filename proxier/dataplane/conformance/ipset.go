@@ -220,6 +220,14 @@ func runSetCase(t *testing.T, ipset dataplane.IPSet, tc setCase) {
 	require.False(t, still, "a destroyed set is not listed")
 }
 
+// Entries lists a set's entries as Sets reads them; the set must be listed.
+func Entries(t *testing.T, ipset dataplane.IPSet, name string) []string {
+	t.Helper()
+	es, ok := entries(t, ipset, name)
+	require.True(t, ok, "set %s not listed", name)
+	return es
+}
+
 // entries lists a set's entries as Sets reads them, and whether it is listed.
 func entries(t *testing.T, ipset dataplane.IPSet, name string) ([]string, bool) {
 	t.Helper()

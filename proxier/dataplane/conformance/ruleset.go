@@ -76,17 +76,28 @@ func savedRules(t *testing.T, ipt dataplane.IPTables, f dataplane.Family, table 
 	require.NoError(t, err)
 	rules := map[string][]string{}
 	for _, l := range strings.Split(string(out), "\n") {
-		rest, ok := strings.CutPrefix(l, "-A ")
+		chain, text, canon, ok := ruleLine(t, f, "-A ", l)
 		if !ok {
 			continue
 		}
-		chain, text, _ := strings.Cut(rest, " ")
-		canon, err := dataplane.CanonicalRuleText(f, text)
-		require.NoError(t, err)
 		require.Equal(t, canon, text, "%s %s: a saved rule not in the form iptables-save prints", f, table)
 		rules[chain] = append(rules[chain], text)
 	}
 	return rules
+}
+
+// ruleLine reads a line "CMD CHAIN RULE": the chain, the rule as written and
+// in canonical form; ok is false for a line of another command.
+func ruleLine(t *testing.T, f dataplane.Family, cmd, line string) (chain, text, canon string, ok bool) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(line, cmd)
+	if !ok {
+		return "", "", "", false
+	}
+	chain, text, _ = strings.Cut(rest, " ")
+	canon, err := dataplane.CanonicalRuleText(f, text)
+	require.NoError(t, err)
+	return chain, text, canon, true
 }
 
 // runRulesets restores kube-proxy's whole ruleset and reads it back: every
@@ -133,14 +144,9 @@ func jumpRules(t *testing.T, f dataplane.Family, payload []byte) map[string]map[
 			table = l[1:]
 			out[table] = map[string][]string{}
 		}
-		rest, ok := strings.CutPrefix(l, "-I ")
-		if !ok {
-			continue
+		if chain, _, canon, ok := ruleLine(t, f, "-I ", l); ok {
+			out[table][chain] = append(out[table][chain], canon)
 		}
-		chain, text, _ := strings.Cut(rest, " ")
-		canon, err := dataplane.CanonicalRuleText(f, text)
-		require.NoError(t, err)
-		out[table][chain] = append(out[table][chain], canon)
 	}
 	return out
 }

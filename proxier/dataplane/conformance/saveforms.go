@@ -45,7 +45,6 @@ var SaveForms = []SaveForm{
 	{Family: dataplane.IPv4, In: `-p tcp --destination-port 80 --source-port 1000:2000 -j RETURN`, Saved: `-p tcp -m tcp --sport 1000:2000 --dport 80 -j RETURN`},
 	{Family: dataplane.IPv4, In: `-p udp -m comment --comment x --sport 53 -j RETURN`, Saved: `-p udp -m comment --comment x -m udp --sport 53 -j RETURN`},
 	{Family: dataplane.IPv4, In: `-p tcp -m tcp -m comment --comment x --dport 80 -j RETURN`, Saved: `-p tcp -m tcp --dport 80 -m comment --comment x -j RETURN`},
-	{Family: dataplane.IPv4, In: `-p sctp --dport 80 -j RETURN`, Saved: `-p sctp -m sctp --dport 80 -j RETURN`},
 	{Family: dataplane.IPv4, In: `-p tcp ! --syn -j RETURN`, Saved: `-p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -j RETURN`},
 	{Family: dataplane.IPv4, In: `-m multiport -p tcp --dports 80,443 -j RETURN`, Saved: `-p tcp -m multiport --dports 80,443 -j RETURN`},
 	{Family: dataplane.IPv4, In: `-p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KPSIM-FORM dst -j RETURN`,
