@@ -1,0 +1,155 @@
+package testbed_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/results"
+)
+
+// The bars a real kernel must clear at 5,000 ClusterIP services with 3
+// endpoints each (testdata/e2e-scale.yaml). kube-proxy v1.37.1 on the same
+// VM kind: first sync 255 s, no-change sync 13.4 s, 10 changes 16.7 s,
+// restart 145 s.
+const (
+	barFirst    = 17 * time.Second
+	barChanges  = 50 * time.Millisecond
+	barPeriodic = time.Second
+	barRestart  = 2 * time.Second
+)
+
+// The sim, priced by a profile calibrated on this kernel in this boot,
+// should predict every phase that does kernel work within this band.
+const ratioLow, ratioHigh = 0.75, 1.25
+
+// TestE2EScale is the figures of the "done when", in one boot:
+// this kernel is calibrated, the scale scenario runs on it and on the sim
+// priced by that profile, and it prints each figure against its bar and
+// each phase's modeled/measured ratio. Times are reported, not held (the
+// machine is shared); a full sync with no change and a restart onto the
+// state its predecessor left must write nothing.
+func TestE2EScale(t *testing.T) {
+	bin := e2eKpsim(t)
+	profile := filepath.Join(t.TempDir(), "calibrated.json")
+	where := os.Getenv("KPSIM_E2E_WHERE")
+	if where == "" {
+		where = "the end-to-end test's machine"
+	}
+	start := time.Now()
+	out, err := exec.Command(bin, "calibrate", "--name", "calibrated-e2e", "--where", where, "--entries", "5000", "-o", profile).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Logf("kpsim calibrate (%s):\n%s", time.Since(start).Round(time.Second), out)
+	p, err := os.ReadFile(profile)
+	require.NoError(t, err)
+	fmt.Printf("CALIBRATED-PROFILE-BEGIN\n%sCALIBRATED-PROFILE-END\n", p)
+
+	const scenario = "testdata/e2e-scale.yaml"
+	measured := kpsimRun(t, bin, scenario)
+	modeled := kpsimRun(t, bin, scenario, "backend=sim", "sim.profile="+profile)
+	require.Equal(t, results.Measured, measured.Basis)
+	require.Equal(t, results.Modeled, modeled.Basis)
+
+	k := kindsOf(t, measured)
+	figure := func(name string, d, bar time.Duration, extra string) {
+		verdict := "within"
+		if d > bar {
+			verdict = "OVER"
+		}
+		fmt.Printf("FIGURE %-34s %10s  bar %-6s %s%s\n", name, d.Round(time.Millisecond), bar, verdict, extra)
+	}
+	figure("first sync", seconds(k.first.Seconds), barFirst, "")
+	for _, c := range k.changes {
+		figure(fmt.Sprintf("sync after changes (#%d)", c.Seq), seconds(c.Seconds), barChanges, fmt.Sprintf(", %d writes", c.Ops.Writes()))
+	}
+	figure("periodic full sync, no change", seconds(k.periodic.Seconds), barPeriodic, fmt.Sprintf(", %d writes", k.periodic.Ops.Writes()))
+	figure("restart onto matching state", seconds(k.restart.Seconds), barRestart, fmt.Sprintf(", %d writes", k.restart.Ops.Writes()))
+	fmt.Printf("FIGURE %-34s %10s  from the restart step to the new proxier's first sync\n", "restart: handlers", k.handlerWait.Round(time.Millisecond))
+	require.Zero(t, k.periodic.Ops.Writes(), "a periodic full sync with no change: %s", k.periodic.Ops)
+	require.Zero(t, k.restart.Ops.Writes(), "a restart onto matching state: %s", k.restart.Ops)
+
+	// Phase by phase, over the syncs both runs made alike.
+	s := kindsOf(t, modeled)
+	pairs := [][2]results.Sync{{s.first, k.first}, {s.periodic, k.periodic}, {s.restart, k.restart}}
+	sum := map[string][2]float64{}
+	kernelWork := map[string]bool{}
+	var names []string
+	for _, pair := range pairs {
+		for i, sy := range pair {
+			for _, ph := range sy.Phases {
+				v := sum[ph.Name]
+				v[i] += ph.Seconds
+				sum[ph.Name] = v
+				if i == 1 && ph.Ops != (dataplane.Ops{}) {
+					kernelWork[ph.Name] = true
+				}
+				if !slices.Contains(names, ph.Name) {
+					names = append(names, ph.Name)
+				}
+			}
+		}
+	}
+	sort.Strings(names)
+	fmt.Println("RATIO modeled (sim, this boot's profile) / measured (kernel), summed over the first sync, the periodic full sync and the restart's first sync")
+	fmt.Printf("RATIO %-22s %12s %12s %8s\n", "phase", "modeled s", "measured s", "ratio")
+	var total [2]float64
+	for _, n := range names {
+		v := sum[n]
+		total[0] += v[0]
+		total[1] += v[1]
+		ratio, note := "-", ""
+		if v[1] > 0 {
+			r := v[0] / v[1]
+			ratio = fmt.Sprintf("%.2f", r)
+			if kernelWork[n] && (r < ratioLow || r > ratioHigh) {
+				note = fmt.Sprintf("  outside %.2f-%.2f", ratioLow, ratioHigh)
+			}
+		}
+		if !kernelWork[n] {
+			note += "  (no kernel work)"
+		}
+		fmt.Printf("RATIO %-22s %12.4f %12.4f %8s%s\n", n, v[0], v[1], ratio, note)
+	}
+	require.Positive(t, total[1])
+	fmt.Printf("RATIO %-22s %12.4f %12.4f %8.2f\n", "sync (total)", total[0], total[1], total[0]/total[1])
+}
+
+// syncKinds are the syncs of a scale run the figures are about.
+type syncKinds struct {
+	first, periodic, restart results.Sync
+	changes                  []results.Sync // of the first proxier, after its first sync, that wrote
+	handlerWait              time.Duration
+}
+
+func kindsOf(t *testing.T, f *results.File) syncKinds {
+	t.Helper()
+	var k syncKinds
+	var haveFirst, havePeriodic, haveRestart bool
+	for _, s := range f.Syncs {
+		switch {
+		case s.Proxier == 0 && s.Trigger == proxier.TriggerInitial && !haveFirst:
+			k.first, haveFirst = s, true
+		case s.Proxier == 0 && s.Trigger == proxier.TriggerPeriodic && !havePeriodic:
+			k.periodic, havePeriodic = s, true
+		case s.Proxier == 0 && s.Trigger == proxier.TriggerChanges && s.Ops.Writes() > 0:
+			k.changes = append(k.changes, s)
+		case s.Proxier == 1 && s.Trigger == proxier.TriggerInitial && !haveRestart:
+			k.restart, haveRestart = s, true
+		}
+	}
+	require.True(t, haveFirst && havePeriodic && haveRestart, "a first sync, a periodic full sync and a restart's first sync")
+	require.NotEmpty(t, k.changes, "a sync that applied the EndpointSlice changes")
+	k.handlerWait = k.restart.Start.Sub(stepStart(t, f, "restart-proxier"))
+	return k
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
