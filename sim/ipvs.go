@@ -10,13 +10,17 @@ import (
 
 type ipvsService struct {
 	vs dataplane.VirtualServer
-	// order is the kernel's destination list: insertion order, which is
-	// what listing returns and what round-robin walks.
+	// order is the kernel's destination list, newest first (the kernel adds
+	// a destination at the list's head): what listing returns and what
+	// round-robin walks.
 	order []*ipvsDest
 	// index finds destinations of large services; most services have a
 	// handful, which a scan of order finds faster than a map is built.
 	index map[netip.AddrPort]*ipvsDest
-	next  int // round-robin position in order
+	// next is where round-robin looks first: the position after the
+	// destination it took last, or 0 before it took any (the kernel keeps
+	// a pointer to the last one taken, starting at the list's head).
+	next int
 }
 
 // indexFrom is the destination count from which a service keeps an index.
@@ -35,7 +39,12 @@ func (s *ipvsService) find(ap netip.AddrPort) *ipvsDest {
 }
 
 func (s *ipvsService) add(d *ipvsDest) {
-	s.order = append(s.order, d)
+	s.order = slices.Insert(s.order, 0, d)
+	// Round-robin's last pick moved down one; at 0 it looks at the list's
+	// head next, which is now d, as after the list's last entry.
+	if s.next > 0 {
+		s.next++
+	}
 	switch {
 	case s.index != nil:
 		s.index[d.ap] = d
@@ -50,8 +59,14 @@ func (s *ipvsService) add(d *ipvsDest) {
 func (s *ipvsService) remove(d *ipvsDest) {
 	i := slices.Index(s.order, d)
 	s.order = slices.Delete(s.order, i, i+1)
+	// Had round-robin taken d last, the kernel moves its pointer back one
+	// entry, so it looks next at what followed d: position i, as for any
+	// other pick before or at i.
 	if s.next > i {
 		s.next--
+	}
+	if s.next >= len(s.order) {
+		s.next = 0
 	}
 	if s.index != nil {
 		delete(s.index, d.ap)
@@ -202,7 +217,7 @@ func (k *Kernel) DeleteService(key dataplane.ServiceKey) error {
 }
 
 // Destinations lists a service's real servers in the kernel's list order
-// (the order they were added), with their connection counters.
+// (newest first), with their connection counters.
 func (k *Kernel) Destinations(key dataplane.ServiceKey) ([]dataplane.RealServer, error) {
 	k.lock()
 	defer k.unlock()

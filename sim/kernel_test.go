@@ -149,15 +149,15 @@ func TestIPVSKernelDetails(t *testing.T) {
 	dests, err := k.Destinations(svc.ServiceKey)
 	require.NoError(t, err)
 	require.Equal(t, []dataplane.RealServer{
-		{Address: dst.Addr(), Port: 8080, Weight: 1, ActiveConns: 3, InactiveConns: 7},
 		{Address: netip.MustParseAddr("10.244.0.6"), Port: 8080, Weight: 1},
-	}, dests, "insertion order with connection counters")
+		{Address: dst.Addr(), Port: 8080, Weight: 1, ActiveConns: 3, InactiveConns: 7},
+	}, dests, "newest first, with connection counters")
 
 	require.NoError(t, k.DeleteDestination(svc.ServiceKey, rs(dst.String(), 0)))
 	require.NoError(t, k.AddDestination(svc.ServiceKey, rs(dst.String(), 1)))
 	dests, err = k.Destinations(svc.ServiceKey)
 	require.NoError(t, err)
-	require.Zero(t, dests[1].ActiveConns+dests[1].InactiveConns, "deleting a destination drops its counters")
+	require.Zero(t, dests[0].ActiveConns+dests[0].InactiveConns, "deleting a destination drops its counters")
 }
 
 // TestLargeService crosses the size from which destinations are indexed.
@@ -185,7 +185,7 @@ func TestLargeService(t *testing.T) {
 			if i == 1 {
 				r.Weight = 0
 			}
-			kept = append(kept, r)
+			kept = append([]dataplane.RealServer{r}, kept...) // newest first
 		}
 	}
 	require.Equal(t, kept, got)
@@ -476,6 +476,39 @@ func TestProbeRoundRobin(t *testing.T) {
 	for _, ep := range eps {
 		require.Equal(t, 2, counts[netip.MustParseAddrPort(ep)], "round-robin spreads new flows evenly")
 	}
+}
+
+// TestProbeRoundRobinOrder: the rr scheduler as the kernel runs it. Its
+// list is newest first and it starts at the list's head, so the first flow
+// goes to the endpoint added last (the VM's smoke run pinned its UDP probe
+// to the third of three endpoints); a deleted destination hands its turn
+// to the one that followed it; a new one is taken when the walk next passes
+// the head.
+func TestProbeRoundRobinOrder(t *testing.T) {
+	k := newKernel(t, sim.Options{})
+	_, err := k.EnsureDummy("kube-ipvs0")
+	require.NoError(t, err)
+	require.NoError(t, k.AddAddress("kube-ipvs0", netip.MustParsePrefix("10.96.0.10/32")))
+	svc := vs("10.96.0.10", 80, dataplane.TCP)
+	require.NoError(t, k.AddService(svc))
+	ep := func(i int) netip.AddrPort { return netip.MustParseAddrPort(fmt.Sprintf("10.244.1.%d:80", i)) }
+	for i := 1; i <= 3; i++ {
+		require.NoError(t, k.AddDestination(svc.ServiceKey, rs(ep(i).String(), 1)))
+	}
+	next := func() netip.AddrPort {
+		var picked netip.AddrPort
+		ok, _ := k.Probe(netip.MustParseAddrPort("10.244.9.9:40000"), netip.MustParseAddrPort("10.96.0.10:80"), dataplane.TCP,
+			func(ap netip.AddrPort) bool { picked = ap; return true })
+		require.True(t, ok)
+		return picked
+	}
+	require.Equal(t, ep(3), next(), "the endpoint added last")
+	require.Equal(t, ep(2), next())
+	require.NoError(t, k.DeleteDestination(svc.ServiceKey, rs(ep(2).String(), 1)))
+	require.NoError(t, k.AddDestination(svc.ServiceKey, rs(ep(4).String(), 1)))
+	require.Equal(t, ep(1), next(), "what followed the deleted one")
+	require.Equal(t, ep(4), next(), "the new one, at the head")
+	require.Equal(t, ep(3), next())
 }
 
 func TestLoadProfile(t *testing.T) {

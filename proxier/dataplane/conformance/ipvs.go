@@ -40,9 +40,8 @@ func findService(t *testing.T, ipvs dataplane.IPVS, k dataplane.ServiceKey) (dat
 	return dataplane.VirtualServer{}, false
 }
 
-// destinationsByAddr lists destinations keyed by address and port (the
-// kernel's list order is its own business). The one virtual server's read
-// and the whole table's must agree.
+// destinationsByAddr lists destinations keyed by address and port. The one
+// virtual server's read and the whole table's must agree.
 func destinationsByAddr(t *testing.T, ipvs dataplane.IPVS, k dataplane.ServiceKey) map[netip.AddrPort]int {
 	t.Helper()
 	list, err := ipvs.Destinations(k)
@@ -168,5 +167,40 @@ func runIPVS(t *testing.T, newDataplane func(t *testing.T) dataplane.Dataplane) 
 				require.Empty(t, destinationsByAddr(t, ipvs, k), "a re-created service must not inherit destinations")
 			})
 		}
+	})
+
+	// The kernel adds a destination at its list's head, and the rr scheduler
+	// starts from the head: a service's first connection goes to the
+	// endpoint added last. The sim's probe model takes them in this order,
+	// so a UDP flow lands on the same endpoint on both kernels.
+	t.Run("destinations list newest first", func(t *testing.T) {
+		ipvs := newDataplane(t).IPVS
+		vs := virtualServer("10.96.0.10", 53, dataplane.UDP)
+		k := vs.ServiceKey
+		require.NoError(t, ipvs.AddService(vs))
+		a, b, c, d := realServer("10.244.0.1", 53, 1), realServer("10.244.0.2", 53, 1),
+			realServer("10.244.0.3", 53, 1), realServer("10.244.0.4", 53, 1)
+		for _, r := range []dataplane.RealServer{a, b, c} {
+			require.NoError(t, ipvs.AddDestination(k, r))
+		}
+		order := func() []netip.AddrPort {
+			list, err := ipvs.Destinations(k)
+			require.NoError(t, err)
+			vs, ok := findService(t, ipvs, k)
+			require.True(t, ok)
+			var out, whole []netip.AddrPort
+			for _, r := range list {
+				out = append(out, r.AddrPort())
+			}
+			for _, r := range vs.Destinations {
+				whole = append(whole, r.AddrPort())
+			}
+			require.Equal(t, out, whole, "Destinations and Services list in different orders")
+			return out
+		}
+		require.Equal(t, []netip.AddrPort{c.AddrPort(), b.AddrPort(), a.AddrPort()}, order())
+		require.NoError(t, ipvs.DeleteDestination(k, b))
+		require.NoError(t, ipvs.AddDestination(k, d))
+		require.Equal(t, []netip.AddrPort{d.AddrPort(), c.AddrPort(), a.AddrPort()}, order())
 	})
 }
