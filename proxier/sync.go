@@ -19,6 +19,7 @@ type syncRun struct {
 	jumpsOK     bool
 	vsDeletes   []dataplane.ServiceKey
 	computed    time.Duration // the current phase's own work, priced on a modeled clock
+	units       dataplane.Work // the current phase's own work, in units
 }
 
 func (s *syncRun) fail(err error) {
@@ -46,10 +47,10 @@ func (s *syncRun) phase(name string, f func()) {
 	}
 	c0 := p.clock.Now()
 	t0 := time.Now()
-	s.computed = 0
+	s.computed, s.units = 0, dataplane.Work{}
 	f()
 	wall := time.Since(t0)
-	ph := results.Phase{Name: name, Wall: wall.Seconds(), Ops: p.counter.Ops().Sub(before)}
+	ph := results.Phase{Name: name, Wall: wall.Seconds(), Ops: p.counter.Ops().Sub(before), Work: s.units}
 	switch {
 	case clocked:
 		d := p.clock.Since(c0)
@@ -78,6 +79,7 @@ func (s *syncRun) phase(name string, f func()) {
 // clock it is priced and the clock moves by its price, so that a sync of
 // 10,000 services takes the time the proxier's logic would, not zero.
 func (s *syncRun) work(w dataplane.Work) {
+	s.units.Add(w)
 	if m := s.p.dp.Model; m != nil {
 		s.computed += m.Compute(w)
 	}

@@ -148,6 +148,11 @@ type Phase struct {
 	Parts
 	Wall float64       `json:"wallSeconds"`
 	Ops  dataplane.Ops `json:"ops"`
+	// Work is the proxier's own work in the phase, in the units a cost
+	// profile prices it by, whatever the backend: on the modeled clock it
+	// is what ProxierSeconds prices, on a real kernel what calibrate fits
+	// the prices on.
+	Work dataplane.Work `json:"work,omitzero"`
 }
 
 // Parts splits a modeled duration into the kernel's part, priced from the

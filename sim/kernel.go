@@ -179,7 +179,7 @@ func (k *Kernel) Compute(w dataplane.Work) time.Duration {
 	if c == nil {
 		return 0
 	}
-	d := k.work.price(w)
+	d := k.work.Price(w)
 	c.Spend(d)
 	return d
 }

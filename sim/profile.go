@@ -63,7 +63,8 @@ type ProxierCost struct {
 	Source      string  `json:"source"`
 }
 
-func (c ProxierCost) price(w dataplane.Work) time.Duration {
+// Price is what the units of work w cost.
+func (c ProxierCost) Price(w dataplane.Work) time.Duration {
 	return seconds(float64(w.Syncs)*c.PerSync + float64(w.Derived)*c.PerDerived + float64(w.Ports)*c.PerPort +
 		float64(w.Endpoints)*c.PerEndpoint + float64(w.Entries)*c.PerEntry)
 }

@@ -166,6 +166,22 @@ func (c *calibration) once(what string, f func() error) (float64, error) {
 	return d, nil
 }
 
+// typical times n calls of f and returns the median, in seconds: for a read
+// whose first call pays for what the ones after it reuse.
+func (c *calibration) typical(what string, n int, f func() error) (float64, error) {
+	times := make([]float64, 0, n)
+	for i := 0; i < n; i++ {
+		clk := c.newClock()
+		if err := f(); err != nil {
+			return 0, fmt.Errorf("calibrate %s (%d of %d): %w", what, i+1, n, err)
+		}
+		times = append(times, clk().Seconds())
+	}
+	d := median(times)
+	fmt.Fprintf(c.log, "%-44s n=%-6d %10.1f us median\n", what, n, d*1e6)
+	return d, nil
+}
+
 // fit returns the fixed and per-item parts of a cost measured at two sizes.
 func fit(small, large float64, nSmall, nLarge int) (fixed, perItem float64) {
 	perItem = (large - small) / float64(nLarge-nSmall)
@@ -185,10 +201,46 @@ func calibrationAddr(base byte, i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{198, base, byte(i / 250 % 256), byte(i%250 + 1)})
 }
 
-func setEntries(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s,tcp:%d", calibrationAddr(18, i), 1000+i%30000)
+// The sets a calibration's entries go to, shaped like kube-proxy's at a
+// cluster of ClusterIP services: each service puts its address in a
+// hash:ip set (KUBE-IPVS-IPS) and address,proto:port in a hash:ip,port set
+// (KUBE-CLUSTER-IP), and one in three an endpoint's hairpin in a
+// hash:ip,port,ip set (KUBE-LOOP-BACK). The types cost differently to add
+// (the VM's ipset restore: about 330 us per hash:ip,port entry, a third of
+// that on average over kube-proxy's mix), so the mix is kube-proxy's.
+var calibrationSets = []struct {
+	suffix string
+	typ    dataplane.SetType
+}{{"IPS", dataplane.HashIP}, {"0", dataplane.HashIPPort}, {"LOOP", dataplane.HashIPPortIP}}
+
+// setChanges spreads n entries over calibrationSets (the first under the
+// name of set 0, created with the other timed creates), service by
+// service, as additions or deletions.
+func setChanges(n int, name func(suffix string) string, del bool) []dataplane.SetChange {
+	lists := make([][]string, len(calibrationSets))
+	for svc, count := 0, 0; count < n; svc++ {
+		a := calibrationAddr(18, svc)
+		ep := calibrationAddr(19, svc)
+		for j, e := range []string{a.String(), fmt.Sprintf("%s,tcp:80", a), fmt.Sprintf("%s,tcp:8080,%s", ep, ep)} {
+			if count == n || (j == 2 && svc%3 != 0) {
+				continue
+			}
+			lists[j] = append(lists[j], e)
+			count++
+		}
+	}
+	var out []dataplane.SetChange
+	for j, l := range lists {
+		if len(l) == 0 {
+			continue
+		}
+		ch := dataplane.SetChange{Set: name(calibrationSets[j].suffix)}
+		if del {
+			ch.Del = l
+		} else {
+			ch.Add = l
+		}
+		out = append(out, ch)
 	}
 	return out
 }
@@ -213,17 +265,25 @@ func (c *calibration) ipset(s dataplane.IPSetStrategy) error {
 		return err
 	}
 	const small = 10
-	entries := setEntries(n)
-	apply := func(what string, ch dataplane.SetChange) (float64, error) {
-		return c.once(fmt.Sprintf("ipset %s %s x%d", s, what, len(ch.Add)+len(ch.Del)), func() error {
-			return ips.Apply([]dataplane.SetChange{ch})
+	byName := func(suffix string) string { return "KPSIM-CAL-" + suffix }
+	for _, cs := range calibrationSets {
+		if cs.suffix == "0" {
+			continue // created above, timed
+		}
+		if err := ips.CreateSet(dataplane.Set{Name: byName(cs.suffix), Type: cs.typ, Family: dataplane.IPv4, MaxElem: 262144}); err != nil {
+			return fmt.Errorf("calibrate: ipset create %s: %w", byName(cs.suffix), err)
+		}
+	}
+	apply := func(what string, entries int, del bool) (float64, error) {
+		return c.once(fmt.Sprintf("ipset %s %s x%d", s, what, entries), func() error {
+			return ips.Apply(setChanges(entries, byName, del))
 		})
 	}
-	addSmall, err := apply("add", dataplane.SetChange{Set: name(0), Add: entries[:small]})
+	addSmall, err := apply("add", small, false)
 	if err != nil {
 		return err
 	}
-	delSmall, err := apply("del", dataplane.SetChange{Set: name(0), Del: entries[:small]})
+	delSmall, err := apply("del", small, true)
 	if err != nil {
 		return err
 	}
@@ -231,7 +291,7 @@ func (c *calibration) ipset(s dataplane.IPSetStrategy) error {
 	// priced once, from the restore strategy's dataplane, on an empty set
 	// and on a full one.
 	listSet := func(want int) (float64, error) {
-		return c.once(fmt.Sprintf("ipset-list (%d entries)", want), func() error {
+		return c.typical(fmt.Sprintf("ipset-list (%d entries)", want), 5, func() error {
 			sets, err := ips.Sets()
 			if err != nil {
 				return err
@@ -252,7 +312,7 @@ func (c *calibration) ipset(s dataplane.IPSetStrategy) error {
 			return err
 		}
 	}
-	addLarge, err := apply("add", dataplane.SetChange{Set: name(0), Add: entries})
+	addLarge, err := apply("add", n, false)
 	if err != nil {
 		return err
 	}
@@ -261,12 +321,14 @@ func (c *calibration) ipset(s dataplane.IPSetStrategy) error {
 			return err
 		}
 	}
-	delLarge, err := apply("del", dataplane.SetChange{Set: name(0), Del: entries})
+	delLarge, err := apply("del", n, true)
 	if err != nil {
 		return err
 	}
-	if err := ips.DestroySet(name(0)); err != nil {
-		return fmt.Errorf("calibrate: ipset destroy %s: %w", name(0), err)
+	for _, cs := range calibrationSets {
+		if err := ips.DestroySet(byName(cs.suffix)); err != nil {
+			return fmt.Errorf("calibrate: ipset destroy %s: %w", byName(cs.suffix), err)
+		}
 	}
 	batchAdd, entryAdd := fit(addSmall, addLarge, small, n)
 	batchDel, entryDel := fit(delSmall, delLarge, small, n)
@@ -275,7 +337,7 @@ func (c *calibration) ipset(s dataplane.IPSetStrategy) error {
 		cost.PerBatch = (batchAdd + batchDel) / 2
 	}
 	c.p.IPSet[s] = cost
-	c.notes = append(c.notes, fmt.Sprintf("ipset %s: %s per entry (add and del, fitted over batches of %d and %d)%s, %s per create/destroy",
+	c.notes = append(c.notes, fmt.Sprintf("ipset %s: %s per entry (add and del, fitted over batches of %d and %d, kube-proxy's mix of hash:ip, hash:ip,port and hash:ip,port,ip)%s, %s per create/destroy",
 		s, dur(cost.PerEntry), small, n, batchNote(cost.PerBatch), dur(cost.PerCommand)))
 	if s == dataplane.IPSetRestore {
 		call, perEntry := fit(listEmpty, listFull, 0, n)
@@ -343,7 +405,7 @@ func (c *calibration) ipvs() error {
 		return dataplane.RealServer{Address: calibrationAddr(18, i/destsPerService), Port: uint16(8080 + i%destsPerService), Weight: w}
 	}
 	listAll := func(what string, want int) (float64, error) {
-		return c.once(fmt.Sprintf("ipvs-list (%s)", what), func() error {
+		return c.typical(fmt.Sprintf("ipvs-list (%s)", what), 3, func() error {
 			got, err := v.Services()
 			items := len(got)
 			for _, s := range got {
@@ -452,7 +514,7 @@ func (c *calibration) addresses() error {
 	if err != nil {
 		return err
 	}
-	list, err := c.each(fmt.Sprintf("address-list (%d addresses)", n), 10, func(int) error {
+	list, err := c.typical(fmt.Sprintf("address-list (%d addresses)", n), 10, func() error {
 		_, err := l.Addresses(link, dataplane.IPv4)
 		return err
 	})
@@ -463,7 +525,7 @@ func (c *calibration) addresses() error {
 	if err != nil {
 		return err
 	}
-	listEmpty, err := c.each("address-list (no addresses)", 10, func(int) error {
+	listEmpty, err := c.typical("address-list (no addresses)", 10, func() error {
 		_, err := l.Addresses(link, dataplane.IPv4)
 		return err
 	})

@@ -110,6 +110,44 @@ func TestFitWork(t *testing.T) {
 	require.Error(t, err, "no sample to fit")
 }
 
+// TestFitPhases: phases priced exactly give the unit prices back; the
+// per-sync price is what the units leave of whole syncs, which also spend
+// time in phases without units.
+func TestFitPhases(t *testing.T) {
+	want := sim.ProxierCost{PerSync: 300e-6, PerDerived: 25e-6, PerPort: 4e-6, PerEndpoint: 0, PerEntry: 1e-6}
+	var syncs, phases []workSample
+	for _, w := range [][3]dataplane.Work{ // apply-changes, ipvs-services, ipset-entries
+		{{Derived: 1000, Endpoints: 3000}, {Ports: 1000, Endpoints: 3000}, {Entries: 2500}},
+		{{}, {Ports: 2000, Endpoints: 6000}, {Entries: 7600}},
+		{{Derived: 4000, Endpoints: 12000}, {Ports: 8000, Endpoints: 24000}, {Entries: 30000}},
+		{{Derived: 10, Endpoints: 30}, {Ports: 13, Endpoints: 40}, {Entries: 30}},
+		{{}, {}, {}},
+	} {
+		total := want.PerSync // spent in phases without units
+		var all dataplane.Work
+		for _, pw := range w {
+			d := want.Price(pw).Seconds()
+			total += d
+			all.Add(pw)
+			if pw != (dataplane.Work{}) {
+				phases = append(phases, workSample{phase: "p", work: pw, seconds: d})
+			}
+		}
+		all.Syncs = 1
+		syncs = append(syncs, workSample{work: all, seconds: total})
+	}
+	got, unpriced, err := fitPhases(syncs, phases)
+	require.NoError(t, err)
+	require.InDelta(t, want.PerDerived, got.PerDerived, 1e-12)
+	require.InDelta(t, want.PerPort, got.PerPort, 1e-12)
+	require.InDelta(t, want.PerEntry, got.PerEntry, 1e-12)
+	require.InDelta(t, want.PerSync, got.PerSync, 1e-12)
+	require.Greater(t, unpriced, 0.0)
+
+	_, _, err = fitPhases(nil, phases)
+	require.Error(t, err, "no whole sync")
+}
+
 // TestProxierWork measures the proxier at small sizes: every kind of sync
 // is timed, and the profile gets a proxier section that says how.
 func TestProxierWork(t *testing.T) {

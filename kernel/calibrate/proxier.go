@@ -21,14 +21,17 @@ import (
 )
 
 // The proxier's own work has no kernel to measure: on a modeled clock the
-// sim prices it per unit (dataplane.Work: per sync, service port visited,
-// endpoint visited, ipset entry compared), and this prices the units on the
-// machine calibrate runs on. The proxier syncs against a dataplane.Replay,
-// which answers reads with what a kernel held and takes writes without
-// effect, so that a sync's wall time is the proxier's alone; the kinds of
-// sync kpsim's scenarios are made of, at two sizes, give units in different
-// proportions, and a least-squares fit of wall time on units (relative
-// errors, no negative price) gives the profile's "proxier" section.
+// sim prices it per unit (dataplane.Work: per sync, service port derived,
+// virtual server visited, endpoint visited, ipset entry compared), and this
+// prices the units on the machine calibrate runs on. The proxier syncs
+// against a dataplane.Replay, which answers reads with what a kernel held
+// and takes writes without effect, so that a sync's wall time is the
+// proxier's alone; the kinds of sync kpsim's scenarios are made of, at two
+// sizes, give units in different proportions. The sim charges each unit in
+// the phase that does the work, so the prices are fitted phase by phase:
+// each phase's wall time on the units it reported (least squares, relative
+// errors, no negative price), and the per-sync price is what is left of a
+// whole sync, the phases without units included (median over the kinds).
 
 // proxierRepeats is how often each kind of sync is measured; the median counts.
 const proxierRepeats = 3
@@ -36,36 +39,43 @@ const proxierRepeats = 3
 // changedSlices is how many EndpointSlices the changes case updates.
 const changedSlices = 10
 
-// workSample is one kind of sync: its units and its median wall time.
+// workSample is a phase of a kind of sync (or a whole sync, phase ""):
+// its units and its median wall time.
 type workSample struct {
-	name    string
-	work    dataplane.Work
-	seconds float64
+	name, phase string
+	work        dataplane.Work
+	seconds     float64
 }
 
 func (c *calibration) proxierWork() error {
-	var samples []workSample
+	var syncs, phases []workSample
 	for _, n := range c.opts.ProxierServices {
 		s, err := c.proxierCases(n)
 		if err != nil {
 			return fmt.Errorf("calibrate the proxier at %d services: %w", n, err)
 		}
-		samples = append(samples, s...)
+		for _, x := range s {
+			if x.phase == "" {
+				syncs = append(syncs, x)
+			} else {
+				phases = append(phases, x)
+			}
+		}
 	}
-	price, err := fitWork(samples)
+	price, unpriced, err := fitPhases(syncs, phases)
 	if err != nil {
 		return fmt.Errorf("calibrate the proxier: %w", err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Fitted by `kpsim calibrate` on %s: the proxier's syncs against a kernel that answers reads and takes writes without effect (dataplane.Replay), the median of %d of each kind: ", c.where(), proxierRepeats)
-	for i, s := range samples {
+	for i, s := range syncs {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s %s (%s)", s.name, dur(s.seconds), units(s.work))
+		fmt.Fprintf(&b, "%s %s (%s)", s.name, dur(s.seconds), unitsOf(s.work))
 	}
-	fmt.Fprintf(&b, ". Least squares on relative errors (fitWork): %s per sync, %s per service port derived, %s per virtual server visited, %s per endpoint, %s per entry.",
-		dur(price.PerSync), dur(price.PerDerived), dur(price.PerPort), dur(price.PerEndpoint), dur(price.PerEntry))
+	fmt.Fprintf(&b, ". Least squares on relative errors, phase by phase (fitPhases): %s per service port derived, %s per virtual server visited, %s per endpoint, %s per entry; %s per sync, what is left of a sync (median; %.0f%% of the syncs' time is in phases that report no units).",
+		dur(price.PerDerived), dur(price.PerPort), dur(price.PerEndpoint), dur(price.PerEntry), dur(price.PerSync), 100*unpriced)
 	price.Source = b.String()
 	c.p.Proxier = &price
 	return nil
@@ -92,7 +102,7 @@ func (c *calibration) proxierCases(services int) ([]workSample, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, first)
+		out = append(out, first...)
 		if endpoints != 3 {
 			continue
 		}
@@ -127,20 +137,24 @@ func (c *calibration) proxierCases(services int) ([]workSample, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, restart, changes, idle, periodic)
+		out = slices.Concat(out, restart, changes, idle, periodic)
 	}
 	return out, nil
 }
 
 // measure times one kind of sync proxierRepeats times, each on a proxier
-// fresh from prepare, and keeps the median.
-func (c *calibration) measure(name string, r *dataplane.Replay, prepare func() (*proxier.Proxier, error), sync func(*proxier.Proxier) results.Sync) (workSample, error) {
-	var times []float64
+// fresh from prepare, and keeps the median of the whole sync and of each
+// phase that reported work.
+func (c *calibration) measure(name string, r *dataplane.Replay, prepare func() (*proxier.Proxier, error), sync func(*proxier.Proxier) results.Sync) ([]workSample, error) {
+	var totals []float64
+	walls := map[string][]float64{}
+	units := map[string]dataplane.Work{}
+	var order []string
 	var work dataplane.Work
 	for range proxierRepeats {
 		p, err := prepare()
 		if err != nil {
-			return workSample{}, err
+			return nil, err
 		}
 		runtime.GC() // not the previous sync's garbage
 		r.Work()
@@ -148,18 +162,39 @@ func (c *calibration) measure(name string, r *dataplane.Replay, prepare func() (
 		rec := sync(p)
 		d := time.Since(start)
 		if err := syncErr(rec); err != nil {
-			return workSample{}, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		times = append(times, d.Seconds())
+		totals = append(totals, d.Seconds())
 		work = r.Work()
+		for _, ph := range rec.Phases {
+			if _, seen := units[ph.Name]; !seen {
+				order = append(order, ph.Name)
+			}
+			walls[ph.Name] = append(walls[ph.Name], ph.Wall)
+			units[ph.Name] = ph.Work
+		}
 	}
-	slices.Sort(times)
-	s := workSample{name: name, work: work, seconds: times[len(times)/2]}
-	fmt.Fprintf(c.log, "proxier %-40s %10.1f us (%s)\n", name, s.seconds*1e6, units(work))
-	return s, nil
+	out := []workSample{{name: name, work: work, seconds: median(totals)}}
+	fmt.Fprintf(c.log, "proxier %-40s %10.1f us (%s)\n", name, out[0].seconds*1e6, unitsOf(work))
+	for _, ph := range order {
+		s := workSample{name: name, phase: ph, work: units[ph], seconds: median(walls[ph])}
+		s.work.Syncs = 0 // priced from what is left of the sync
+		if s.work == (dataplane.Work{}) {
+			continue
+		}
+		out = append(out, s)
+		fmt.Fprintf(c.log, "proxier   %-38s %10.1f us (%s)\n", ph, s.seconds*1e6, unitsOf(s.work))
+	}
+	return out, nil
 }
 
-func units(w dataplane.Work) string {
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+func unitsOf(w dataplane.Work) string {
 	return fmt.Sprintf("%d syncs, %d ports derived, %d visited, %d endpoints, %d entries", w.Syncs, w.Derived, w.Ports, w.Endpoints, w.Entries)
 }
 
@@ -251,6 +286,33 @@ func movedEndpoint(s *discoveryv1.EndpointSlice, i int) *discoveryv1.EndpointSli
 		out.Endpoints[0].Addresses = []string{calibrationAddr(18, i).String()}
 	}
 	return out
+}
+
+// fitPhases prices the units: fitWork over the phases, then the per-sync
+// price as the median of what the fitted units leave of each whole sync
+// (never below 0). unpriced is the share of the syncs' time spent in phases
+// that report no units.
+func fitPhases(syncs, phases []workSample) (price sim.ProxierCost, unpriced float64, err error) {
+	price, err = fitWork(phases)
+	if err != nil {
+		return price, 0, err
+	}
+	var left []float64
+	var total, inPhases float64
+	for _, s := range syncs {
+		w := s.work
+		w.Syncs = 0
+		left = append(left, s.seconds-price.Price(w).Seconds())
+		total += s.seconds
+	}
+	for _, s := range phases {
+		inPhases += s.seconds
+	}
+	if len(left) == 0 || total <= 0 {
+		return price, 0, fmt.Errorf("no whole sync to price a sync by")
+	}
+	price.PerSync = max(0, median(left))
+	return price, max(0, 1-inPhases/total), nil
 }
 
 // fitWork prices the units of work from the samples: the least-squares

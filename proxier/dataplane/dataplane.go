@@ -297,7 +297,20 @@ type Model interface {
 // visited and per ipset entry compared. Deriving a port's wants costs a few
 // times a visit, so they are priced apart.
 type Work struct {
-	Syncs, Derived, Ports, Endpoints, Entries int
+	Syncs     int `json:"syncs,omitempty"`
+	Derived   int `json:"derived,omitempty"`
+	Ports     int `json:"ports,omitempty"`
+	Endpoints int `json:"endpoints,omitempty"`
+	Entries   int `json:"entries,omitempty"`
+}
+
+// Add adds o's units to w's.
+func (w *Work) Add(o Work) {
+	w.Syncs += o.Syncs
+	w.Derived += o.Derived
+	w.Ports += o.Ports
+	w.Endpoints += o.Endpoints
+	w.Entries += o.Entries
 }
 
 // Basis says whether a duration was measured on a kernel or includes modeled cost.

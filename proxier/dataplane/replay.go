@@ -75,11 +75,7 @@ func (r *Replay) Clocked() bool { return false }
 
 // Compute tallies the work; it moves no clock.
 func (r *Replay) Compute(w Work) time.Duration {
-	r.work.Syncs += w.Syncs
-	r.work.Derived += w.Derived
-	r.work.Ports += w.Ports
-	r.work.Endpoints += w.Endpoints
-	r.work.Entries += w.Entries
+	r.work.Add(w)
 	return 0
 }
 
