@@ -1,11 +1,18 @@
 package scenarios
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/netip"
 	"reflect"
+	"slices"
+	"strconv"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -25,6 +32,7 @@ type Step struct {
 	DeleteServices *DeleteServices `yaml:"deleteServices" json:"deleteServices,omitempty"`
 	RestartProxier *RestartProxier `yaml:"restartProxier" json:"restartProxier,omitempty"`
 	APIFault       *APIFault       `yaml:"apiFault" json:"apiFault,omitempty"`
+	KernelDrift    *KernelDrift    `yaml:"kernelDrift" json:"kernelDrift,omitempty"`
 	Probes         *ProbesSwitch   `yaml:"probes" json:"probes,omitempty"`
 	Sleep          *Sleep          `yaml:"sleep" json:"sleep,omitempty"`
 	Repeat         *Repeat         `yaml:"repeat" json:"repeat,omitempty"`
@@ -413,6 +421,84 @@ func (a *APIFault) run(x *run) error {
 	x.r.hub.setDelay(a.WatchDelay.D())
 	if a.DropWatch {
 		x.r.hub.dropAll()
+	}
+	return nil
+}
+
+// KernelDrift changes the kernel behind the proxier's back, as an admin or
+// another agent on the node would: it deletes the ClusterIP virtual servers
+// (delete: virtualServers) or the KUBE-CLUSTER-IP entries (delete:
+// clusterIPEntries) of Services services, the probed ones first, then
+// others drawn from the seed, every port and family. A proxier repairs the
+// kernel only when it next reads it back: kpsim's at its periodic full sync
+// (syncPeriod), kube-proxy's IPVS mode at any sync, and with no change to
+// the cluster at its periodic one. The probes' windows after this step are
+// the repair time.
+type KernelDrift struct {
+	Services int    `yaml:"services" json:"services"`
+	Delete   string `yaml:"delete" json:"delete"`
+}
+
+// What a kernelDrift step can delete.
+const (
+	driftVirtualServers   = "virtualServers"
+	driftClusterIPEntries = "clusterIPEntries"
+)
+
+func (a *KernelDrift) label() string {
+	return fmt.Sprintf("kernel drift: delete the %s of %d services", a.Delete, a.Services)
+}
+
+func (a *KernelDrift) check(c *stepCheck) {
+	c.v.intRange(c.args+".services", a.Services, 1, maxServices)
+	c.v.oneOf(c.args+".delete", a.Delete, []string{driftVirtualServers, driftClusterIPEntries})
+	if !c.st.created {
+		c.errf("", "kernelDrift before createCluster: there is nothing to delete yet")
+	}
+}
+
+func (a *KernelDrift) run(x *run) error {
+	keys := slices.Compact(x.probes.services())
+	if len(keys) < a.Services {
+		more, err := x.r.pick(Selector{Count: a.Services - len(keys)}, 0, keys)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, more...)
+	}
+	keys = keys[:min(len(keys), a.Services)]
+	var changes []dataplane.SetChange
+	for _, k := range keys {
+		ls := x.r.service(k)
+		if ls == nil {
+			continue // deleted meanwhile
+		}
+		for _, ip := range ls.svc.Spec.ClusterIPs {
+			addr, err := netip.ParseAddr(ip)
+			if err != nil || !slices.Contains(x.fams, dataplane.FamilyOf(addr)) {
+				continue
+			}
+			for _, p := range ls.svc.Spec.Ports {
+				proto := dataplane.Protocol(p.Protocol)
+				key := dataplane.ServiceKey{Address: addr, Port: uint16(p.Port), Protocol: proto}
+				switch a.Delete {
+				case driftVirtualServers:
+					if err := x.dp.IPVS.DeleteService(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						return fmt.Errorf("delete virtual server %s: %w", key, err)
+					}
+				case driftClusterIPEntries:
+					changes = append(changes, dataplane.SetChange{
+						Set: proxier.SetName("KUBE-CLUSTER-IP", dataplane.FamilyOf(addr)),
+						Del: []string{addr.String() + "," + proto.SetProto() + ":" + strconv.Itoa(int(p.Port))},
+					})
+				}
+			}
+		}
+	}
+	if len(changes) > 0 {
+		if err := x.dp.IPSet.Apply(changes); err != nil {
+			return fmt.Errorf("delete KUBE-CLUSTER-IP entries: %w", err)
+		}
 	}
 	return nil
 }
