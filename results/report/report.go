@@ -455,7 +455,7 @@ pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.85em; 
 <body>
 <h1>{{.Title}}</h1>
 <p class="note">Runs:{{range .Runs}} <span style="color:{{.Color}}">&#9632;</span> {{.Label}}{{end}}.
-Durations are <span class="basis modeled">modeled</span> on the in-memory kernel (proxier time measured, kernel time from the cost profile) and <span class="basis measured">measured</span> on a real kernel; kernel operations are <span class="basis counted">counted</span>.</p>
+Durations are <span class="basis modeled">modeled</span> on the in-memory kernel (kernel time from the cost profile; the proxier's own time priced by it too on the modeled clock, measured at a time scale above 0) and <span class="basis measured">measured</span> on a real kernel; kernel operations are <span class="basis counted">counted</span>.</p>
 
 <h2 id="environment">Scenario and environment</h2>
 <table>
