@@ -15,8 +15,14 @@ build: $(KPSIM)
 $(KPSIM): FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kpsim
 
+# actionlint checks every workflow in .github/workflows. It is pinned in
+# tools/go.mod (a module of its own, so that a linter's dependencies never
+# move kpsim's) and built from source by `go tool`.
+ACTIONLINT := $(GO) tool -modfile=tools/go.mod actionlint
+
 test:
 	$(GO) vet ./...
+	$(ACTIONLINT)
 	$(GO) test ./...
 
 # Runs a scenario (default: smoke, on the in-memory kernel: no root needed),
