@@ -288,7 +288,7 @@ func (s *Switch) decodeNode(d *decoder, n *yaml.Node, path string) error {
 	}
 	var b bool
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return d.errAt(n, path, "must be on or off, got %s", describe(n))
+		return d.errAt(n, path, "must be on or off, got %s", Describe(n))
 	}
 	if err := n.Decode(&b); err != nil {
 		return d.errAt(n, path, "must be on or off: %v", err)
@@ -315,7 +315,7 @@ func (d *Duration) decodeNode(dec *decoder, n *yaml.Node, path string) error {
 		return nil
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\", got %s", describe(n))
+		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\", got %s", Describe(n))
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
@@ -381,7 +381,7 @@ func (s *Step) decodeNode(d *decoder, n *yaml.Node, path string) error {
 		}}
 		n = m
 	case n.Kind != yaml.MappingNode:
-		return d.errAt(n, path, "a step must be a step name or a one-key mapping such as \"sleep: 2s\", got %s", describe(n))
+		return d.errAt(n, path, "a step must be a step name or a one-key mapping such as \"sleep: 2s\", got %s", Describe(n))
 	}
 	if len(n.Content) != 2 {
 		return d.errAt(n, path, "a step has exactly one kind (one key), got %d", len(n.Content)/2)

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/sweep"
+)
+
+// kpsimRun runs a command line in this process and returns its output.
+func kpsimRun(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func writeSpec(t *testing.T, spec string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "spec.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(spec), 0o644))
+	return p
+}
+
+func TestSweepSubcommandsHelp(t *testing.T) {
+	for _, sub := range []string{"plan", "run", "merge"} {
+		out, errb, code := kpsimRun(t, "sweep", sub, "--help")
+		require.Equal(t, 0, code, errb)
+		require.Contains(t, out, "Usage:\n  kpsim sweep "+sub+" ")
+		require.Contains(t, out, "Examples:\n  ")
+		require.NotContains(t, out, "[flags]")
+	}
+	_, errb, code := kpsimRun(t, "sweep", "bogus")
+	require.Equal(t, 2, code)
+	require.Contains(t, errb, `unknown sweep command "bogus": want plan, run or merge`)
+}
+
+const planSpec = `
+name: formats
+scenarios:
+  - scenario: smoke
+    axes:
+      cluster.services: [10, 20]
+proxiers: [kpsim, kube-proxy@v1.37.1]
+`
+
+// TestSweepPlanFormats: the plan, the matrix on one line for
+// $GITHUB_OUTPUT, and the names; the left-out cells noted on stderr.
+func TestSweepPlanFormats(t *testing.T) {
+	spec := writeSpec(t, planSpec)
+	out, errb, code := kpsimRun(t, "sweep", "plan", spec, "--format", "names")
+	require.Equal(t, 0, code, errb)
+	names := strings.Fields(out)
+	require.Len(t, names, 2)
+	require.Contains(t, errb, "sweep formats: 2 cells to run")
+	require.Contains(t, errb, "note: left out 2 cells: kube-proxy releases run only on the kernel backend, not on the sim: smoke_services-10_kube-proxy-v1.37.1_sim_")
+
+	out, errb, code = kpsimRun(t, "sweep", "plan", spec, "--format", "matrix")
+	require.Equal(t, 0, code, errb)
+	require.Equal(t, 1, strings.Count(out, "\n"), "one line, for $GITHUB_OUTPUT")
+	var m sweep.Matrix
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	require.Equal(t, []sweep.MatrixEntry{
+		{Cell: names[0], Scenario: "smoke", Proxier: "kpsim", Backend: "sim"},
+		{Cell: names[1], Scenario: "smoke", Proxier: "kpsim", Backend: "sim"},
+	}, m.Include)
+
+	planPath := filepath.Join(t.TempDir(), "plan.json")
+	out, errb, code = kpsimRun(t, "sweep", "plan", spec, "-o", planPath)
+	require.Equal(t, 0, code, errb)
+	require.Equal(t, "plan: "+planPath+"\n", out)
+	p, err := sweep.ReadPlan(planPath)
+	require.NoError(t, err)
+	require.Len(t, p.Cells, 2)
+	require.Len(t, p.LeftOut, 2)
+	require.Equal(t, buildInfo(), p.Kpsim)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sweep", "plan", spec, "--format", "yaml"}, `--format "yaml": want json, matrix or names`},
+		{[]string{"sweep", "plan", writeSpec(t, "name: x\nscenarios:\n  - scenario: smoke\n    axes: {seed: [1, 1]}\n")}, "spec.yaml:4: scenarios[0].axes.seed[1]: 1 is listed twice"},
+		{[]string{"sweep", "plan"}, "want one sweep spec, got 0 arguments"},
+	} {
+		_, errb, code := kpsimRun(t, tc.args...)
+		require.Equal(t, 2, code, errb)
+		require.Contains(t, errb, tc.want)
+	}
+}
+
+// TestSweepRunAndMerge runs the cells of a small sweep as `make sweep`
+// does, one `kpsim sweep run` each, and merges them: the cells that ran
+// are ok, the kernel cells this machine cannot run failed and say why, the
+// cell that never ran is missing; a record from another build is refused
+// unless --allow-mixed.
+func TestSweepRunAndMerge(t *testing.T) {
+	t.Setenv("KPSIM_TEST_MAIN", "1") // the runs are this test binary as kpsim (see TestMain)
+	spec := writeSpec(t, `
+name: runs
+scenarios:
+  - scenario: smoke
+    axes:
+      cluster.services: [10, 20, 30]
+backends: [sim, kernel]
+kernels: [0.0.0-not-this-one]
+runs: 2
+`)
+	out := t.TempDir()
+	stdout, errb, code := kpsimRun(t, "sweep", "plan", spec, "-o", filepath.Join(out, "plan.json"))
+	require.Equal(t, 0, code, errb)
+	p, err := sweep.ReadPlan(filepath.Join(out, "plan.json"))
+	require.NoError(t, err)
+	require.Len(t, p.Cells, 6, stdout)
+	cells := filepath.Join(out, "cells")
+	require.NoError(t, os.Mkdir(cells, 0o755)) // outside the working directory, kpsim creates no directory
+	for _, c := range p.Cells {
+		if c.Axes[0].Value == "30" && c.Backend == sweep.BackendSim {
+			continue // never runs: missing
+		}
+		stdout, errb, code := kpsimRun(t, "sweep", "run", spec, c.Name, "-o", cells)
+		if c.Backend == sweep.BackendKernel {
+			require.Equal(t, 3, code, errb)
+			require.Contains(t, errb, "runs on kernel 0.0.0-not-this-one and this machine runs")
+			continue
+		}
+		require.Equal(t, 0, code, errb)
+		require.Contains(t, stdout, "cell: "+c.Name+": 2 runs in ")
+		require.Contains(t, errb, "kpsim sweep run: "+c.Name+": run 2 of 2: kpsim run -s smoke -o ")
+		require.Contains(t, errb, "--set cluster.services="+c.Axes[0].Value+" --set backend=sim")
+		rec, err := sweep.ReadRecord(filepath.Join(cells, c.Name, sweep.RecordFile))
+		require.NoError(t, err)
+		require.Equal(t, sweep.StatusOK, rec.Status)
+		require.Equal(t, []sweep.RunRecord{{File: "run-1.json"}, {File: "run-2.json"}}, rec.Runs)
+		f, err := results.Read(filepath.Join(cells, c.Name, "run-1.json"))
+		require.NoError(t, err)
+		require.Equal(t, c.Axes[0].Value, results.Settings(f)["cluster.services"])
+	}
+	_, errb, code = kpsimRun(t, "sweep", "run", spec, "smoke_services-10_kpsim_sim_00000000", "-o", cells)
+	require.Equal(t, 2, code)
+	require.Contains(t, errb, "sweep runs has no cell smoke_services-10_kpsim_sim_00000000; its cells: smoke_services-10_kpsim_sim_")
+
+	stdout, errb, code = kpsimRun(t, "sweep", "merge", out)
+	require.Equal(t, 0, code, errb)
+	require.Contains(t, stdout, "sweep runs: 6 cells: 2 ok, 3 failed, 1 missing\nindex: "+filepath.Join(out, "index.json"))
+	ix, err := sweep.Load(filepath.Join(out, "index.json"))
+	require.NoError(t, err)
+	require.Len(t, ix.Files, 2)
+	for _, c := range ix.Index.Cells {
+		switch {
+		case c.Backend == sweep.BackendKernel:
+			require.Equal(t, sweep.StatusFailed, c.Status)
+			require.Contains(t, c.Error, "runs on kernel 0.0.0-not-this-one")
+			require.Contains(t, stdout, c.Name)
+		case c.Axes[0].Value == "30":
+			require.Equal(t, sweep.StatusMissing, c.Status)
+		default:
+			require.Equal(t, sweep.StatusOK, c.Status)
+			require.Len(t, ix.Files[c.Name], 2)
+		}
+	}
+
+	// A cell run by another build.
+	recPath := filepath.Join(cells, p.Cells[0].Name, sweep.RecordFile)
+	rec, err := sweep.ReadRecord(recPath)
+	require.NoError(t, err)
+	rec.Kpsim.Commit = "another"
+	require.NoError(t, sweep.WriteRecord(recPath, rec))
+	_, errb, code = kpsimRun(t, "sweep", "merge", out)
+	require.Equal(t, 2, code)
+	require.Contains(t, errb, "the sweep was planned and run by different kpsim builds")
+	require.Contains(t, errb, "pass --allow-mixed to merge them anyway")
+	stdout, errb, code = kpsimRun(t, "sweep", "merge", out, "--allow-mixed")
+	require.Equal(t, 0, code, errb)
+	require.Contains(t, stdout, "note: merged although different kpsim builds planned and ran the cells")
+}
