@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kpsim/kpsim/results/compare"
+	"github.com/kpsim/kpsim/results/report"
 	"github.com/kpsim/kpsim/results/sweep"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sweeps"
@@ -171,4 +173,84 @@ func cellNames(p *sweep.Plan) string {
 		return strings.Join(names[:8], ", ") + fmt.Sprintf(" and %d more ('kpsim sweep plan --format names' lists them)", len(names)-8)
 	}
 	return strings.Join(names, ", ")
+}
+
+// sweepIndex reports whether path is a sweep index, which 'kpsim report'
+// and 'kpsim compare' read in place of results files.
+func sweepIndex(path string) bool {
+	kind, err := sweep.KindOf(path)
+	return err == nil && kind == sweep.KindIndex
+}
+
+// loadIndex loads a sweep index and its results files; a bad one is bad input.
+func loadIndex(path string) (*sweep.Loaded, error) {
+	l, err := sweep.Load(path)
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	return l, nil
+}
+
+// reportSweep is 'kpsim report' of a sweep index.
+func reportSweep(cmd *cobra.Command, paths []string, dest, format string) error {
+	if len(paths) > 1 {
+		return badUsage("a sweep index is reported on its own, not with other files: %s", strings.Join(paths, " "))
+	}
+	if dest != "" {
+		if err := checkOutput("--output", dest); err != nil {
+			return err
+		}
+	}
+	l, err := loadIndex(paths[0])
+	if err != nil {
+		return err
+	}
+	return writeReport(cmd, report.NewSweep(l), dest, format)
+}
+
+// compareSweeps is 'kpsim compare' of two sweep indexes: cell by cell,
+// each cell that ran in both as two sets of runs are compared, with the
+// same options and gate.
+func compareSweeps(cmd *cobra.Command, f compareFlags, basePaths, headPaths []string) error {
+	if len(basePaths) != 1 || len(headPaths) != 1 || !sweepIndex(basePaths[0]) || !sweepIndex(headPaths[0]) {
+		return badUsage("sweeps are compared one index against one: kpsim compare BASE/index.json HEAD/index.json")
+	}
+	if f.format == "benchstat" {
+		return usageError("--format benchstat: a sweep is compared as text or md")
+	}
+	base, err := loadIndex(basePaths[0])
+	if err != nil {
+		return err
+	}
+	head, err := loadIndex(headPaths[0])
+	if err != nil {
+		return err
+	}
+	o := f.o
+	o.MinDeltaSeconds = f.minDelta.Seconds()
+	sc := compare.CompareSweeps(base, head, basePaths[0], headPaths[0], o)
+	var b bytes.Buffer
+	if f.format == "md" {
+		err = sc.WriteMarkdown(&b, "kpsim compare: sweep "+head.Index.Sweep)
+	} else {
+		err = sc.WriteText(&b)
+	}
+	if err != nil {
+		return err
+	}
+	if f.out != "" {
+		if err := os.WriteFile(f.out, b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write comparison: %w", err)
+		}
+	} else if _, err := cmd.OutOrStdout().Write(b.Bytes()); err != nil {
+		return err
+	}
+	if refused := sc.Refused(); len(refused) > 0 {
+		return usageError("%d cells ran different settings in the two sweeps: %s\npass --allow-different to compare them anyway",
+			len(refused), strings.Join(refused, ", "))
+	}
+	if failing := sc.Failures(compare.Gate{Timing: f.latency == "gate", AllowChanges: f.allowOps}); len(failing) > 0 {
+		return verdict("%d cells regressed or changed: %s", len(failing), strings.Join(failing, ", "))
+	}
+	return nil
 }

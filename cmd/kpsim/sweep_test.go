@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -166,6 +167,27 @@ runs: 2
 			require.Len(t, ix.Files[c.Name], 2)
 		}
 	}
+
+	// The index is what report and compare read in place of results files.
+	index := filepath.Join(out, "index.json")
+	stdout, errb, code = kpsimRun(t, "report", index)
+	require.Equal(t, 0, code, errb)
+	require.Equal(t, "report: "+filepath.Join(out, "index.html")+"\n", stdout)
+	page, err := os.ReadFile(filepath.Join(out, "index.html"))
+	require.NoError(t, err)
+	require.Contains(t, string(page), "<h1>kpsim sweep: runs</h1>")
+	require.Contains(t, string(page), `id="sweep-smoke-cluster-services-disruption"`)
+	_, errb, code = kpsimRun(t, "report", index, filepath.Join(cells, p.Cells[0].Name, "run-1.json"))
+	require.Equal(t, 2, code)
+	require.Contains(t, errb, "a sweep index is reported on its own")
+
+	stdout, errb, code = kpsimRun(t, "compare", index, index)
+	require.Equal(t, 0, code, errb)
+	require.Regexp(t, regexp.QuoteMeta(p.Cells[0].Name)+`\s+ok\s+ok\s+no significant change in \d+ metrics`, stdout)
+	require.Contains(t, stdout, "WARNING: 4 of 6 cells were not compared (see why below)")
+	_, errb, code = kpsimRun(t, "compare", index, filepath.Join(cells, p.Cells[0].Name, "run-1.json"))
+	require.Equal(t, 2, code)
+	require.Contains(t, errb, "sweeps are compared one index against one")
 
 	// A cell run by another build.
 	recPath := filepath.Join(cells, p.Cells[0].Name, sweep.RecordFile)
