@@ -212,3 +212,33 @@ func TestScenarioRelativeToSpec(t *testing.T) {
 	require.Equal(t, "smoke", ScenarioPath(spec, p.Cells[1].Scenario))
 	require.True(t, strings.HasPrefix(p.Cells[0].Name, "mine_kpsim_sim_"), p.Cells[0].Name)
 }
+
+// TestShippedSweeps: every sweep shipped beside this package plans, and
+// restart-scale is the incident's scenario at three sizes in two modes.
+func TestShippedSweeps(t *testing.T) {
+	specs, err := filepath.Glob("*.yaml")
+	require.NoError(t, err)
+	require.Contains(t, specs, "restart-scale.yaml")
+	for _, spec := range specs {
+		t.Run(spec, func(t *testing.T) {
+			p, err := Load(spec, build)
+			require.NoError(t, err)
+			require.NotEmpty(t, p.Cells)
+			if spec != "restart-scale.yaml" {
+				return
+			}
+			var got []string
+			for _, c := range p.Cells {
+				got = append(got, strings.Join(append(c.Sets(), c.Scenario), " "))
+			}
+			require.Equal(t, []string{
+				"cluster.services=1000 proxier.initialSync=legacy dataplane.ipset=exec backend=sim restart-stale-ipsets",
+				"cluster.services=1000 backend=sim restart-stale-ipsets",
+				"cluster.services=2500 proxier.initialSync=legacy dataplane.ipset=exec backend=sim restart-stale-ipsets",
+				"cluster.services=2500 backend=sim restart-stale-ipsets",
+				"cluster.services=4500 proxier.initialSync=legacy dataplane.ipset=exec backend=sim restart-stale-ipsets",
+				"cluster.services=4500 backend=sim restart-stale-ipsets",
+			}, got)
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -202,4 +203,41 @@ runs: 2
 	stdout, errb, code = kpsimRun(t, "sweep", "merge", out, "--allow-mixed")
 	require.Equal(t, 0, code, errb)
 	require.Contains(t, stdout, "note: merged although different kpsim builds planned and ran the cells")
+}
+
+// actionlint lints one workflow file with the actionlint make test runs
+// (pinned in tools/go.mod), from the repository's root.
+func actionlint(t *testing.T, workflow []byte) (string, error) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "workflow.yml")
+	require.NoError(t, os.WriteFile(p, workflow, 0o644))
+	cmd := exec.Command("go", "tool", "-modfile=tools/go.mod", "actionlint", "-no-color", "-oneline", p)
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestSweepPlanInWorkflow: the matrix 'kpsim sweep plan' writes for the
+// shipped sweep is one actionlint accepts in the workflow that runs it:
+// sweep.yml with the plan written in where the cell job reads the plan
+// job's output, so that actionlint checks every matrix.* the job uses
+// against the keys the plan gives.
+func TestSweepPlanInWorkflow(t *testing.T) {
+	matrix, errb, code := kpsimRun(t, "sweep", "plan", filepath.Join("..", "..", "sweeps", "restart-scale.yaml"), "--format", "matrix")
+	require.Equal(t, 0, code, errb)
+	wf, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "sweep.yml"))
+	require.NoError(t, err)
+	const fromPlan = "matrix: ${{ fromJSON(needs.plan.outputs.matrix) }}"
+	require.Equal(t, 1, strings.Count(string(wf), fromPlan), "the cell job's matrix is the plan job's output")
+	withMatrix := func(m string) []byte {
+		return []byte(strings.Replace(string(wf), fromPlan, "matrix: "+strings.TrimSpace(m), 1))
+	}
+
+	out, err := actionlint(t, withMatrix(matrix))
+	require.NoError(t, err, "actionlint refuses sweep.yml with the plan's matrix:\n%s\nmatrix: %s", out, matrix)
+
+	// The check can fail: a matrix without a key the job reads.
+	out, err = actionlint(t, withMatrix(`{"include": [{"scenario": "smoke", "proxier": "kpsim", "backend": "sim", "kernel": ""}]}`))
+	require.Error(t, err)
+	require.Contains(t, out, `property "cell" is not defined`)
 }
