@@ -17,12 +17,14 @@ $(KPSIM): FORCE
 
 # actionlint checks every workflow in .github/workflows. It is pinned in
 # tools/go.mod (a module of its own, so that a linter's dependencies never
-# move kpsim's) and built from source by `go tool`.
+# move kpsim's) and built from source by `go tool`. The files are named:
+# by itself it looks for them in a git checkout only (not in an archive).
 ACTIONLINT := $(GO) tool -modfile=tools/go.mod actionlint
+WORKFLOWS  := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
 test:
 	$(GO) vet ./...
-	$(ACTIONLINT)
+	$(ACTIONLINT) $(WORKFLOWS)
 	$(GO) test ./...
 
 # Runs a scenario (default: smoke, on the in-memory kernel: no root needed),

@@ -221,6 +221,20 @@ func axisPositions(a sweep.Axis) (pos map[string]float64, numeric bool) {
 	return pos, true
 }
 
+// nonNegative keeps another ticker's ticks at 0 and above: the band below
+// zero holds the marks of cells without a result, not values.
+type nonNegative struct{ inner plot.Ticker }
+
+func (n nonNegative) Ticks(min, max float64) []plot.Tick {
+	var out []plot.Tick
+	for _, t := range n.inner.Ticks(min, max) {
+		if t.Value >= 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // valueTicks marks exactly the swept values on a numeric axis.
 type valueTicks []float64
 
@@ -313,33 +327,39 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 			}
 		}
 		c := colorOf(i)
-		if len(xys) > 0 {
-			if err := addLine(p, xys, c, false, true); err != nil {
-				return ch, err
-			}
+		label := all[i].label
+		if len(xys) == 0 {
+			label += " (no result)"
+		} else if err := addLine(p, xys, c, false, true); err != nil {
+			return ch, err
 		}
 		if err := addGlyphs(p, spread, draw.GlyphStyle{Color: withAlpha(c, 0x70), Radius: vg.Points(1.5), Shape: draw.RingGlyph{}}); err != nil {
 			return ch, err
 		}
-		ch.Legend = append(ch.Legend, legendItem{Label: all[i].label, Color: hexColor(c), Style: "line"})
+		ch.Legend = append(ch.Legend, legendItem{Label: label, Color: hexColor(c), Style: "line"})
 	}
 	p.Y.Min, p.Y.Max = 0, math.Max(top*1.1, 1e-9)
-	// Cells without results are crossed out on the axis, at their value:
-	// a gap in a line is never silent.
+	// Cells without results are crossed out at their value, below the
+	// zero line, where no value is drawn: a gap in a line is never silent,
+	// and never reads as a zero.
 	var crosses plotter.XYs
 	for _, s := range all {
 		for _, c := range s.cells {
 			if c.Status != sweep.StatusOK {
-				crosses = append(crosses, plotter.XY{X: pos[axisValue(c, a.Key)], Y: 0})
+				crosses = append(crosses, plotter.XY{X: pos[axisValue(c, a.Key)], Y: -p.Y.Max * 0.04})
 			}
 		}
+	}
+	if len(crosses) > 0 {
+		p.Y.Min = -p.Y.Max * 0.08
+		p.Y.Tick.Marker = nonNegative{p.Y.Tick.Marker}
 	}
 	if err := addCrosses(p, crosses); err != nil {
 		return ch, err
 	}
 	if len(noResult) > 0 {
 		ch.Legend = append(ch.Legend, legendItem{Label: fmt.Sprintf("no result (%d cells)", len(noResult)), Color: hexColor(failedColor), Style: "cross"})
-		ch.Caption += fmt.Sprintf(" Crosses on the axis mark the %d cells without a result: %s.", len(noResult), strings.Join(noResult, ", "))
+		ch.Caption += fmt.Sprintf(" Crosses below the zero line mark the %d cells without a result: %s.", len(noResult), strings.Join(noResult, ", "))
 	}
 	if numeric {
 		ticks := make(valueTicks, 0, len(a.Values))

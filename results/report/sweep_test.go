@@ -70,7 +70,7 @@ func TestSweepReportDrawsEveryFigureAgainstTheAxis(t *testing.T) {
 		require.Greater(t, f.svgShapes, 10)
 		require.Equal(t, []string{"exec", "netlink", "✕no result (2 cells)"}, f.legend)
 		failed, missing := l.Index.Cells[4].Name, l.Index.Cells[5].Name
-		require.Contains(t, f.caption, "Crosses on the axis mark the 2 cells without a result: "+failed+" (failed), "+missing+" (missing).")
+		require.Contains(t, f.caption, "Crosses below the zero line mark the 2 cells without a result: "+failed+" (failed), "+missing+" (missing).")
 	}
 	// The left-out cell is no line of the charts (it never meant to run),
 	// but it is a row of the table, as is every other cell.
@@ -95,7 +95,8 @@ func TestSweepReportDrawsEveryFigureAgainstTheAxis(t *testing.T) {
 }
 
 // TestSweepReportLines: lines are labelled by what tells them apart (here
-// the kernel), and an axis of words is drawn in the spec's order.
+// the kernel), a line without any result says so, and an axis of words is
+// drawn in the spec's order.
 func TestSweepReportLines(t *testing.T) {
 	l := sweepOf([]string{"exec", "restore"}, []string{""}, nil)
 	l.Index.Axes[0].Key = "dataplane.ipset"
@@ -106,7 +107,11 @@ func TestSweepReportLines(t *testing.T) {
 			c.Backend, c.Kernel = "kernel", k
 			old := c.Name
 			c.Name = sweep.CellName(&c.Cell)
-			l.Files[c.Name] = l.Files[old]
+			if k == "6.12.100+deb12-amd64" {
+				c.Status, c.Error = sweep.StatusFailed, "the cell runs on kernel "+k
+			} else {
+				l.Files[c.Name] = l.Files[old]
+			}
 			cells = append(cells, c)
 		}
 	}
@@ -114,10 +119,11 @@ func TestSweepReportLines(t *testing.T) {
 	var md bytes.Buffer
 	require.NoError(t, report.NewSweep(l).WriteMarkdown(&md))
 	require.Contains(t, md.String(), "| dataplane.ipset | kernel 6.1.0-56-amd64 | kernel 6.12.100+deb12-amd64 |\n|---:|---:|---:|\n| exec |")
+	require.Contains(t, md.String(), " | failed |\n| restore |")
 	var b bytes.Buffer
 	require.NoError(t, report.NewSweep(l).WriteHTML(&b))
 	figs, _ := parseReport(t, b.Bytes())
 	f := figs["sweep-synthetic-dataplane-ipset-kernel-writes"]
-	require.Equal(t, []string{"kernel 6.1.0-56-amd64", "kernel 6.12.100+deb12-amd64"}, f.legend)
+	require.Equal(t, []string{"kernel 6.1.0-56-amd64", "kernel 6.12.100+deb12-amd64 (no result)", "✕no result (2 cells)"}, f.legend)
 	require.True(t, strings.Index(b.String(), ">exec<") < strings.Index(b.String(), ">restore<"), "the words on the axis in the spec's order")
 }
