@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -240,4 +241,41 @@ func TestSweepPlanInWorkflow(t *testing.T) {
 	out, err = actionlint(t, withMatrix(`{"include": [{"scenario": "smoke", "proxier": "kpsim", "backend": "sim", "kernel": ""}]}`))
 	require.Error(t, err)
 	require.Contains(t, out, `property "cell" is not defined`)
+}
+
+// TestSweepRunInterrupted: SIGINT to 'kpsim sweep run' (a Ctrl-C, or a
+// cancelled job) stops the running 'kpsim run', which still writes its
+// results, marked interrupted, and the cell is recorded as failed.
+func TestSweepRunInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the simulator in real time: skipped with -short")
+	}
+	spec := writeSpec(t, `
+name: stopped
+scenarios:
+  - scenario: smoke
+    set:
+      cluster.services: 4
+      probes.services: 1
+      sim.timeScale: 1
+      "timeline[11].sleep": 10m
+runs: 2
+`)
+	names, errb, code := kpsimRun(t, "sweep", "plan", spec, "--format", "names")
+	require.Equal(t, 0, code, errb)
+	cell := strings.TrimSpace(names)
+	dir := t.TempDir()
+	cmd, log, done := startKpsim(t, false, "(13 steps)", "sweep", "run", spec, cell, "-o", dir)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 3, exitCode(t, cmd, done), log.String())
+	rec, err := sweep.ReadRecord(filepath.Join(dir, cell, sweep.RecordFile))
+	require.NoError(t, err)
+	require.Equal(t, sweep.StatusFailed, rec.Status)
+	require.Len(t, rec.Runs, 1, "no second run after the interruption")
+	require.Equal(t, "run-1.json", rec.Runs[0].File)
+	require.Contains(t, rec.Error, "run 1: kpsim run exited 3: interrupted")
+	f, err := results.Read(filepath.Join(dir, cell, "run-1.json"))
+	require.NoError(t, err)
+	require.True(t, f.Interrupted)
+	require.Equal(t, "interrupted: received SIGTERM", f.Error, "the one signal the child got is the one sweep run passed on")
 }
