@@ -163,9 +163,9 @@ func (d *decoder) list(n *yaml.Node, path string, each func(item *yaml.Node, pat
 	}
 }
 
-// strings decodes a list of distinct strings matching pattern (what says
+// words decodes a list of distinct strings matching pattern (what says
 // what the pattern wants).
-func (d *decoder) strings(n *yaml.Node, path string, pattern *regexp.Regexp, what string) []string {
+func (d *decoder) words(n *yaml.Node, path string, pattern *regexp.Regexp, what string) []string {
 	var out []string
 	d.list(n, path, func(c *yaml.Node, p string) {
 		s := d.str(c, p)
@@ -264,8 +264,12 @@ func Parse(file string, data []byte) (*Spec, error) {
 		return nil, err
 	}
 	d := &decoder{file: file, lines: map[string]int{}}
-	s := &Spec{File: file, lines: d.lines}
-	given := map[string]bool{}
+	s := &Spec{File: file, lines: d.lines, Proxiers: []string{results.ProxierKpsim}, Backends: []string{sweep.BackendSim}, Runs: 1}
+	empty := func(n *yaml.Node, p, what string) {
+		if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
+			d.errf(n, p, "empty: list at least one %s, or leave the field out", what)
+		}
+	}
 	d.fields(root, "", map[string]func(*yaml.Node, string){
 		"name": func(n *yaml.Node, p string) {
 			if s.Name = d.str(n, p); s.Name != "" && !sweepName.MatchString(s.Name) {
@@ -277,18 +281,17 @@ func Parse(file string, data []byte) (*Spec, error) {
 			d.list(n, p, func(c *yaml.Node, p string) { s.Scenarios = append(s.Scenarios, d.scenario(c, p)) })
 		},
 		"proxiers": func(n *yaml.Node, p string) {
-			given["proxiers"] = true
-			s.Proxiers = d.strings(n, p, proxierName, `a proxier: "kpsim", or a kube-proxy release such as "kube-proxy@v1.37.1"`)
+			s.Proxiers = d.words(n, p, proxierName, `a proxier: "kpsim", or a kube-proxy release such as "kube-proxy@v1.37.1"`)
+			empty(n, p, "proxier (kpsim's is the default)")
 		},
 		"backends": func(n *yaml.Node, p string) {
-			given["backends"] = true
-			s.Backends = d.strings(n, p, backendName, `a backend: "sim" or "kernel"`)
+			s.Backends = d.words(n, p, backendName, `a backend: "sim" or "kernel"`)
+			empty(n, p, "backend (the sim is the default)")
 		},
 		"kernels": func(n *yaml.Node, p string) {
-			s.Kernels = d.strings(n, p, kernelName, `a Debian kernel release such as "6.1.0-41-amd64" (uname -r)`)
+			s.Kernels = d.words(n, p, kernelName, `a Debian kernel release such as "6.1.0-41-amd64" (uname -r)`)
 		},
 		"runs": func(n *yaml.Node, p string) {
-			given["runs"] = true
 			if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 				d.errf(n, p, "must be a whole number, got %s", scenarios.Describe(n))
 				return
@@ -309,21 +312,6 @@ func Parse(file string, data []byte) (*Spec, error) {
 		d.errf(root, "scenarios", "missing: list at least one scenario")
 	case len(s.Scenarios) == 0:
 		d.errf(at("scenarios"), "scenarios", "empty: list at least one scenario")
-	}
-	if !given["proxiers"] {
-		s.Proxiers = []string{results.ProxierKpsim}
-	}
-	if !given["backends"] {
-		s.Backends = []string{sweep.BackendSim}
-	}
-	if !given["runs"] {
-		s.Runs = 1
-	}
-	if given["proxiers"] && len(s.Proxiers) == 0 {
-		d.errf(at("proxiers"), "proxiers", "empty: list at least one proxier, or leave the field out for kpsim's")
-	}
-	if given["backends"] && len(s.Backends) == 0 {
-		d.errf(at("backends"), "backends", "empty: list at least one backend, or leave the field out for the sim")
 	}
 	kernel := slices.Contains(s.Backends, sweep.BackendKernel)
 	switch {

@@ -151,6 +151,7 @@ func TestParseErrors(t *testing.T) {
 		{"kernels without the kernel backend", "name: a\nscenarios: [{scenario: smoke}]\nkernels: [6.1.0-56-amd64]\n",
 			[]string{"x.yaml:3: kernels: kernels are for the kernel backend"}},
 		{"runs", "name: a\nscenarios: [{scenario: smoke}]\nruns: 0\n", []string{"x.yaml:3: runs: 0: want 1 to 100 runs per cell"}},
+		{"no proxier", "name: a\nscenarios: [{scenario: smoke}]\nproxiers: []\n", []string{"x.yaml:3: proxiers: empty: list at least one proxier (kpsim's is the default), or leave the field out"}},
 		{"alias", "name: a\nscenarios:\n  - scenario: smoke\n    set: {seed: &s 1}\n    modes: {m: {cluster.nodes: *s}}\n",
 			[]string{"x.yaml:5: scenarios[0].modes.m.cluster.nodes: YAML aliases are not supported"}},
 	} {
