@@ -100,19 +100,17 @@ func (r *SweepReport) measure(cell string, sf sweepFigure) (m measure, ok bool) 
 	return m, true
 }
 
-// dimension is one thing that tells cells apart other than the plotted axis.
-type dimension struct {
-	name string
-	of   func(c *sweep.IndexCell) string
-}
+// dimension is one thing that tells cells apart other than the plotted
+// axis: a cell's value of it, as a legend shows it.
+type dimension func(c *sweep.IndexCell) string
 
 // dimensions of the cells drawn against axis key: the mode, the proxier,
 // the backend and kernel, the other axes, the fixed overrides.
 func dimensions(cells []*sweep.IndexCell, key string) []dimension {
 	dims := []dimension{
-		{"mode", func(c *sweep.IndexCell) string { return c.Mode }},
-		{"proxier", func(c *sweep.IndexCell) string { return c.Proxier }},
-		{"backend", func(c *sweep.IndexCell) string { return strings.TrimSpace(c.Backend + " " + c.Kernel) }},
+		func(c *sweep.IndexCell) string { return c.Mode },
+		func(c *sweep.IndexCell) string { return c.Proxier },
+		func(c *sweep.IndexCell) string { return strings.TrimSpace(c.Backend + " " + c.Kernel) },
 	}
 	var others []string
 	for _, c := range cells {
@@ -123,16 +121,11 @@ func dimensions(cells []*sweep.IndexCell, key string) []dimension {
 		}
 	}
 	for _, k := range others {
-		dims = append(dims, dimension{k[strings.LastIndex(k, ".")+1:], func(c *sweep.IndexCell) string {
-			for _, a := range c.Axes {
-				if a.Key == k {
-					return k[strings.LastIndex(k, ".")+1:] + "=" + a.Value
-				}
-			}
-			return ""
-		}})
+		dims = append(dims, func(c *sweep.IndexCell) string {
+			return k[strings.LastIndex(k, ".")+1:] + "=" + axisValue(c, k)
+		})
 	}
-	return append(dims, dimension{"set", func(c *sweep.IndexCell) string { return strings.Join(c.Set, " ") }})
+	return append(dims, func(c *sweep.IndexCell) string { return strings.Join(c.Set, " ") })
 }
 
 // series is the cells of one line of an axis chart.
@@ -150,7 +143,7 @@ func seriesOf(cells []*sweep.IndexCell, key string) []series {
 	for _, d := range dims {
 		seen := map[string]bool{}
 		for _, c := range cells {
-			seen[d.of(c)] = true
+			seen[d(c)] = true
 		}
 		if len(seen) > 1 {
 			varying = append(varying, d)
@@ -161,10 +154,10 @@ func seriesOf(cells []*sweep.IndexCell, key string) []series {
 	for _, c := range cells {
 		var id, label []string
 		for _, d := range dims {
-			id = append(id, d.of(c))
+			id = append(id, d(c))
 		}
 		for _, d := range varying {
-			label = append(label, results.OrDash(d.of(c)))
+			label = append(label, results.OrDash(d(c)))
 		}
 		k := strings.Join(id, "\x00")
 		i, ok := index[k]
