@@ -205,7 +205,7 @@ func (s *Switch) decodeNode(d *decoder, n *yaml.Node, path string) error {
 	}
 	var b bool
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return d.errAt(n, path, "must be on or off, got %s", describe(n))
+		return d.errAt(n, path, "must be on or off, got %s", Describe(n))
 	}
 	if err := n.Decode(&b); err != nil {
 		return d.errAt(n, path, "must be on or off: %v", err)
@@ -232,7 +232,7 @@ func (d *Duration) decodeNode(dec *decoder, n *yaml.Node, path string) error {
 		return nil
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\", got %s", describe(n))
+		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\", got %s", Describe(n))
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {

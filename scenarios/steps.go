@@ -106,7 +106,7 @@ func (s *Step) decodeNode(d *decoder, n *yaml.Node, path string) error {
 		}}
 		n = m
 	case n.Kind != yaml.MappingNode:
-		return d.errAt(n, path, "a step must be a step name or a one-key mapping such as \"sleep: 2s\", got %s", describe(n))
+		return d.errAt(n, path, "a step must be a step name or a one-key mapping such as \"sleep: 2s\", got %s", Describe(n))
 	}
 	if len(n.Content) != 2 {
 		return d.errAt(n, path, "a step has exactly one kind (one key), got %d", len(n.Content)/2)
