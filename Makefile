@@ -8,15 +8,23 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 KPSIM    := bin/kpsim
 
-.PHONY: all build test scenario test-kernel compare parity clean FORCE
+.PHONY: all build test scenario test-kernel compare parity sweep sweep-plan sweep-cell sweep-merge clean FORCE
 all: build
 
 build: $(KPSIM)
 $(KPSIM): FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kpsim
 
+# actionlint checks every workflow in .github/workflows. It is pinned in
+# tools/go.mod (a module of its own, so that a linter's dependencies never
+# move kpsim's) and built from source by `go tool`. The files are named:
+# by itself it looks for them in a git checkout only (not in an archive).
+ACTIONLINT := $(GO) tool -modfile=tools/go.mod actionlint
+WORKFLOWS  := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
+
 test:
 	$(GO) vet ./...
+	$(ACTIONLINT) $(WORKFLOWS)
 	$(GO) test ./...
 
 # Runs a scenario (default: smoke, on the in-memory kernel: no root needed),
@@ -48,3 +56,31 @@ compare:
 PARITY_SEEDS ?= 100000-100499
 parity:
 	cd upstream/kube-proxy-v1.37 && $(GO) vet ./... && $(GO) test ./... && $(GO) run ./cmd/parity -seeds $(PARITY_SEEDS)
+
+# A sweep (README.md, Sweeps): make sweep SPEC=sweeps/restart-scale.yaml plans
+# the spec, runs its cells one after another, merges them and writes one
+# report, $(SWEEP_OUT)/report.html; it fails when a cell did. The workflow
+# sweep.yml runs the same targets, sweep-cell as one job per cell.
+SPEC      ?= sweeps/restart-scale.yaml
+SWEEP_OUT ?= $(OUT)/sweep/$(basename $(notdir $(SPEC)))
+CELL      ?=
+
+sweep-plan: build
+	@mkdir -p $(SWEEP_OUT)
+	$(KPSIM) sweep plan $(SPEC) -o $(SWEEP_OUT)/plan.json
+
+sweep-cell: build
+	@mkdir -p $(SWEEP_OUT)/cells
+	$(KPSIM) sweep run $(SPEC) $(CELL) -o $(SWEEP_OUT)/cells
+
+sweep-merge: build
+	$(KPSIM) sweep merge $(SWEEP_OUT) -o $(SWEEP_OUT)/index.json
+	$(KPSIM) report $(SWEEP_OUT)/index.json -o $(SWEEP_OUT)/report.html
+
+sweep: sweep-plan
+	@failed=0; \
+	for cell in $$($(KPSIM) sweep plan $(SPEC) --format names); do \
+		$(MAKE) --no-print-directory sweep-cell CELL=$$cell || failed=$$((failed + 1)); \
+	done; \
+	$(MAKE) --no-print-directory sweep-merge || exit 1; \
+	if [ $$failed -gt 0 ]; then echo "make sweep: $$failed cells failed: see $(SWEEP_OUT)/report.html"; exit 1; fi

@@ -244,14 +244,11 @@ func parseSlice(s *discoveryv1.EndpointSlice, f dataplane.Family, node string) (
 				terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 			}
 			if h := e.Hints; h != nil {
-				var zones, nodes []string
+				var zones []string
 				for _, z := range h.ForZones {
 					zones = append(zones, z.Name)
 				}
-				for _, n := range h.ForNodes {
-					nodes = append(nodes, n.Name)
-				}
-				ep.zoneHints, ep.nodeHints = hintSet(zones), hintSet(nodes)
+				ep.zoneHints, ep.nodeHints = hintSet(zones), hintSet(objects.NodeHints(h))
 			}
 			eps = append(eps, ep)
 		}

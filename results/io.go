@@ -9,42 +9,49 @@ import (
 	"strings"
 )
 
-// Write stores f as indented JSON at path. It writes a temporary file in the
-// same directory and renames it, so that a run interrupted while writing
-// never leaves a truncated results file behind for a report to trip over.
+// Write stores f as indented JSON at path (see WriteJSON).
 func Write(path string, f *File) error {
 	if f.SchemaVersion == 0 {
 		f.SchemaVersion = SchemaVersion
 	}
-	b, err := json.MarshalIndent(f, "", "  ")
+	return WriteJSON(path, "results", f)
+}
+
+// WriteJSON stores v as indented JSON at path; what names the document in
+// errors ("results"). It writes a temporary file in the same directory and
+// renames it, so that a run interrupted while writing never leaves a
+// truncated file behind for a reader to trip over.
+func WriteJSON(path, what string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode results %s: %w", path, err)
+		return fmt.Errorf("encode %s %s: %w", what, path, err)
 	}
 	b = append(b, '\n')
+	fail := func(err error) error { return fmt.Errorf("write %s %s: %w", what, path, err) }
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write results %s: %w", path, err)
+		return fail(err)
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
-		return fmt.Errorf("write results %s: %w", path, err)
+		return fail(err)
 	}
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write results %s: %w", path, err)
+		return fail(err)
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write results %s: %w", path, err)
+		return fail(err)
 	}
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write results %s: %w", path, err)
+		return fail(err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write results %s: %w", path, err)
+		return fail(err)
 	}
 	return nil
 }

@@ -53,7 +53,8 @@ type File struct {
 	Environment   Environment `json:"environment"`
 	Backend       string      `json:"backend"` // "sim" or "kernel"
 	// Basis of every duration in Syncs and Phases: Modeled for the sim
-	// (proxier time measured + kernel time from the cost profile), Measured
+	// (kernel time from the cost profile plus the proxier's own time, priced
+	// by the profile on the modeled clock and measured otherwise), Measured
 	// for the kernel backend.
 	Basis string `json:"basis"`
 	// Clock is ClockModeled or ClockWall: what Start, End and every other

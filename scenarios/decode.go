@@ -140,8 +140,8 @@ func joinPath(path, key string) string {
 	return path + "." + key
 }
 
-// describe names a node's type for error messages.
-func describe(n *yaml.Node) string {
+// Describe names a node's type for error messages ("the string \"x\"", "a list").
+func Describe(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
@@ -198,7 +198,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) error {
 		return d.decodeStruct(n, v.Addr().Interface(), path)
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			return d.errAt(n, path, "must be a list, got %s", describe(n))
+			return d.errAt(n, path, "must be a list, got %s", Describe(n))
 		}
 		var errs Errors
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -211,12 +211,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) error {
 		return errs.orNil()
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-			return d.errAt(n, path, "must be a string, got %s", describe(n))
+			return d.errAt(n, path, "must be a string, got %s", Describe(n))
 		}
 		v.SetString(n.Value)
 	case reflect.Int, reflect.Int64:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-			return d.errAt(n, path, "must be a whole number, got %s", describe(n))
+			return d.errAt(n, path, "must be a whole number, got %s", Describe(n))
 		}
 		var i int64
 		if err := n.Decode(&i); err != nil {
@@ -225,7 +225,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) error {
 		v.SetInt(i)
 	case reflect.Float64:
 		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
-			return d.errAt(n, path, "must be a number, got %s", describe(n))
+			return d.errAt(n, path, "must be a number, got %s", Describe(n))
 		}
 		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
 		if err != nil {
@@ -239,7 +239,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) error {
 		v.SetFloat(f)
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-			return d.errAt(n, path, "must be true or false, got %s", describe(n))
+			return d.errAt(n, path, "must be true or false, got %s", Describe(n))
 		}
 		var b bool
 		if err := n.Decode(&b); err != nil {
@@ -288,7 +288,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, out any, path string) error {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return d.errAt(n, path, "must be a mapping, got %s", describe(n))
+		return d.errAt(n, path, "must be a mapping, got %s", Describe(n))
 	}
 	byName, names := fields(v.Type())
 	seen := map[string]bool{}
@@ -296,7 +296,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, out any, path string) error {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-			errs = appendErr(errs, d.errAt(k, path, "keys must be field names, got %s", describe(k)))
+			errs = appendErr(errs, d.errAt(k, path, "keys must be field names, got %s", Describe(k)))
 			continue
 		}
 		fp := joinPath(path, k.Value)

@@ -204,7 +204,7 @@ func TestSetOverrides(t *testing.T) {
 			require.Equal(t, 9.0, s.Timeline[4].ChurnEndpoints.Rate)
 		}},
 		{"replace a step", []string{"timeline[3]={sleep: 2s}"}, func(t *testing.T, s *Scenario) {
-			require.Equal(t, 2*time.Second, s.Timeline[3].Sleep.D())
+			require.Equal(t, 2*time.Second, Duration(*s.Timeline[3].Sleep).D())
 		}},
 		{"last one wins", []string{"seed=1", "seed=2"}, func(t *testing.T, s *Scenario) {
 			require.Equal(t, int64(2), s.Seed)

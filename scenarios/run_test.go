@@ -510,3 +510,62 @@ func TestStopsAfterFailedSyncs(t *testing.T) {
 		})
 	}
 }
+
+const drift = `name: drift
+description: does the proxier repair the kernel when something else changes it?
+seed: 11
+cluster:
+  services: 30
+proxier:
+  minSyncPeriod: 100ms
+  syncPeriod: 5s
+probes:
+  interval: 100ms
+  services: 3
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced
+  - probes: on
+  - sleep: 1s
+  - kernelDrift: {services: 2, delete: virtualServers}
+  - sleep: 6s
+  - kernelDrift: {services: 2, delete: clusterIPEntries}
+  - sleep: 6s
+  - probes: off
+`
+
+// TestKernelDrift: virtual servers or KUBE-CLUSTER-IP entries deleted behind
+// the proxier's back break the probed services until its next periodic full
+// sync reads the kernel back and repairs it, within syncPeriod.
+func TestKernelDrift(t *testing.T) {
+	f := runScenario(t, "drift.yaml", []byte(drift), nil, func(x *run) { requireKernelMatchesAPI(t, x) })
+	require.Empty(t, f.Error)
+	vsDrift, entryDrift := f.Steps[5], f.Steps[7]
+	require.Equal(t, "kernel-drift", vsDrift.Kind)
+	outcomes := map[string]int{}
+	services := map[string]bool{}
+	for _, w := range f.Summary.Disruption.Windows {
+		require.False(t, w.Start.Before(vsDrift.Start), "a window before any drift: %+v", w)
+		require.LessOrEqual(t, w.End.Sub(w.Start), 5*time.Second+200*time.Millisecond, "repaired within syncPeriod: %+v", w)
+		services[w.Service] = true
+	}
+	for _, fl := range f.Probes.Failures {
+		outcomes[fl.Outcome]++
+		if fl.Time.Before(entryDrift.Start) {
+			require.Equal(t, sim.ProbeNoVirtualServer, fl.Outcome)
+		} else {
+			require.Equal(t, sim.ProbeRejected, fl.Outcome, "KUBE-IPVS-FILTER rejects a ClusterIP missing from KUBE-CLUSTER-IP")
+		}
+	}
+	require.Len(t, services, 2, "the two probed services drifted")
+	require.Positive(t, outcomes[sim.ProbeNoVirtualServer])
+	require.Positive(t, outcomes[sim.ProbeRejected])
+	var repairs int
+	for _, s := range f.Syncs {
+		if s.Trigger == "periodic" && s.Ops.Writes() > 0 {
+			repairs++
+		}
+	}
+	require.Equal(t, 2, repairs, "two periodic full syncs wrote: one repair per drift")
+}

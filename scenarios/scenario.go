@@ -7,7 +7,6 @@ package scenarios
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -183,88 +182,6 @@ func (s *Selector) decodeNode(d *decoder, n *yaml.Node, path string) error {
 	return d.decode(n, &s.Count, path)
 }
 
-// Step is one timeline entry: exactly one of the fields is set. In YAML a
-// step is a one-key mapping (`- sleep: 2s`) or, for steps without
-// arguments, a bare name (`- createCluster`).
-type Step struct {
-	CreateCluster  *CreateCluster `yaml:"createCluster" json:"createCluster,omitempty"`
-	StartProxier   *StartProxier  `yaml:"startProxier" json:"startProxier,omitempty"`
-	WaitSynced     *WaitSynced    `yaml:"waitSynced" json:"waitSynced,omitempty"`
-	ChurnEndpoints *Churn         `yaml:"churnEndpoints" json:"churnEndpoints,omitempty"`
-	AddServices    *ServiceRate   `yaml:"addServices" json:"addServices,omitempty"`
-	DeleteServices *ServiceRate   `yaml:"deleteServices" json:"deleteServices,omitempty"`
-	RestartProxier *StartProxier  `yaml:"restartProxier" json:"restartProxier,omitempty"`
-	APIFault       *APIFault      `yaml:"apiFault" json:"apiFault,omitempty"`
-	Probes         *Switch        `yaml:"probes" json:"probes,omitempty"`
-	Sleep          *Duration      `yaml:"sleep" json:"sleep,omitempty"`
-	Repeat         *Repeat        `yaml:"repeat" json:"repeat,omitempty"`
-}
-
-// CreateCluster creates the cluster's Services and EndpointSlices. Before
-// the proxier starts, they are what its informers list; afterwards they
-// arrive as watch events.
-type CreateCluster struct {
-	Rate float64 `yaml:"rate" json:"rate,omitempty"` // services per second; 0: at once
-}
-
-// StartProxier starts the proxier (startProxier) or stops it and starts a
-// new generation on the same kernel (restartProxier).
-type StartProxier struct {
-	// KnownAtFirstSync is the share of the initial list (Services and
-	// EndpointSlices, each kind on its own) that the new generation's
-	// handlers have passed on when its first sync runs; the rest, and what
-	// arrives behind it, reaches them after that sync. It matters to
-	// initialSync: legacy, whose first sync takes what it has not heard of
-	// for stale (the incident's first sync knew 1,636 of 4,533 services:
-	// 0.36); a proxier that waits for its handlers is not affected. Exact
-	// and repeatable on the modeled clock. Unset: the handlers keep up.
-	KnownAtFirstSync *float64 `yaml:"knownAtFirstSync" json:"knownAtFirstSync,omitempty"`
-	// SlowInitialList makes every informer event handler of the new
-	// generation take this long per event, in wall time, so handlers lag
-	// behind the informers' stores by however much the machine's timing
-	// decides. Wall clock only: on the modeled clock, use knownAtFirstSync.
-	SlowInitialList Duration `yaml:"slowInitialList" json:"slowInitialList,omitempty"`
-}
-
-// WaitSynced waits until every family's proxier has synced the API's current state.
-type WaitSynced struct {
-	Timeout Duration `yaml:"timeout" json:"timeout"`
-}
-
-// Churn is a rolling restart of a set of services' endpoints: on each
-// visit to a service, its terminating endpoint goes away, its oldest ready
-// endpoint becomes terminating and a new ready endpoint appears.
-type Churn struct {
-	// Rate is service visits per second; a visit updates each of the
-	// service's EndpointSlices once.
-	Rate     float64  `yaml:"rate" json:"rate"`
-	Duration Duration `yaml:"duration" json:"duration"`
-	// Share of the cluster's services churned (drawn from the seed), or Services.
-	Share    float64  `yaml:"share" json:"share,omitempty"`
-	Services Selector `yaml:"services" json:"services,omitempty"`
-}
-
-// ServiceRate adds or deletes Count services at Rate per second (0: at once).
-type ServiceRate struct {
-	Count int     `yaml:"count" json:"count"`
-	Rate  float64 `yaml:"rate" json:"rate,omitempty"`
-}
-
-// APIFault changes how the fake API delivers watch events from now on.
-type APIFault struct {
-	// WatchDelay delays every watch event by this much (0 restores prompt delivery).
-	WatchDelay Duration `yaml:"watchDelay" json:"watchDelay"`
-	// DropWatch ends every open watch with "resource version too old",
-	// which makes the informers relist.
-	DropWatch bool `yaml:"dropWatch" json:"dropWatch,omitempty"`
-}
-
-// Repeat runs Steps Times times.
-type Repeat struct {
-	Times int    `yaml:"times" json:"times"`
-	Steps []Step `yaml:"steps" json:"steps"`
-}
-
 // Switch is on or off; YAML accepts on/off and true/false.
 type Switch bool
 
@@ -288,7 +205,7 @@ func (s *Switch) decodeNode(d *decoder, n *yaml.Node, path string) error {
 	}
 	var b bool
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return d.errAt(n, path, "must be on or off, got %s", describe(n))
+		return d.errAt(n, path, "must be on or off, got %s", Describe(n))
 	}
 	if err := n.Decode(&b); err != nil {
 		return d.errAt(n, path, "must be on or off: %v", err)
@@ -315,7 +232,7 @@ func (d *Duration) decodeNode(dec *decoder, n *yaml.Node, path string) error {
 		return nil
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\", got %s", describe(n))
+		return dec.errAt(n, path, "must be a duration such as \"500ms\" or \"2m\", got %s", Describe(n))
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
@@ -326,99 +243,4 @@ func (d *Duration) decodeNode(dec *decoder, n *yaml.Node, path string) error {
 	}
 	*d = Duration(v)
 	return nil
-}
-
-// stepKind names the set field of a step, as the YAML key spells it.
-func (s *Step) kind() string {
-	switch {
-	case s.CreateCluster != nil:
-		return "createCluster"
-	case s.StartProxier != nil:
-		return "startProxier"
-	case s.WaitSynced != nil:
-		return "waitSynced"
-	case s.ChurnEndpoints != nil:
-		return "churnEndpoints"
-	case s.AddServices != nil:
-		return "addServices"
-	case s.DeleteServices != nil:
-		return "deleteServices"
-	case s.RestartProxier != nil:
-		return "restartProxier"
-	case s.APIFault != nil:
-		return "apiFault"
-	case s.Probes != nil:
-		return "probes"
-	case s.Sleep != nil:
-		return "sleep"
-	case s.Repeat != nil:
-		return "repeat"
-	}
-	return ""
-}
-
-// resultKind is the step's kind as results files spell it (kebab-case).
-func (s *Step) resultKind() string {
-	k := s.kind()
-	out := make([]byte, 0, len(k)+4)
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c >= 'A' && c <= 'Z' {
-			out = append(out, '-', c+'a'-'A')
-			continue
-		}
-		out = append(out, c)
-	}
-	return string(out)
-}
-
-func (s *Step) decodeNode(d *decoder, n *yaml.Node, path string) error {
-	switch {
-	case n.Kind == yaml.ScalarNode && n.Tag == "!!str":
-		// A bare step name: the same as "name:" with no value.
-		m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column, Content: []*yaml.Node{
-			n, {Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column},
-		}}
-		n = m
-	case n.Kind != yaml.MappingNode:
-		return d.errAt(n, path, "a step must be a step name or a one-key mapping such as \"sleep: 2s\", got %s", describe(n))
-	}
-	if len(n.Content) != 2 {
-		return d.errAt(n, path, "a step has exactly one kind (one key), got %d", len(n.Content)/2)
-	}
-	if err := d.decodeStruct(n, s, path); err != nil {
-		return err
-	}
-	if s.kind() == "" {
-		return d.errAt(n, path, "empty step")
-	}
-	return nil
-}
-
-// String returns the step's label for progress and results.
-func (s *Step) String() string {
-	switch {
-	case s.Sleep != nil:
-		return fmt.Sprintf("sleep %s", s.Sleep)
-	case s.Probes != nil:
-		if bool(*s.Probes) {
-			return "probes on"
-		}
-		return "probes off"
-	case s.ChurnEndpoints != nil:
-		return fmt.Sprintf("churn endpoints %.4g/s for %s", s.ChurnEndpoints.Rate, s.ChurnEndpoints.Duration)
-	case s.AddServices != nil:
-		return fmt.Sprintf("add %d services", s.AddServices.Count)
-	case s.DeleteServices != nil:
-		return fmt.Sprintf("delete %d services", s.DeleteServices.Count)
-	case s.RestartProxier != nil && s.RestartProxier.KnownAtFirstSync != nil:
-		return fmt.Sprintf("restart proxier (%.0f%% known at first sync)", 100**s.RestartProxier.KnownAtFirstSync)
-	case s.RestartProxier != nil && s.RestartProxier.SlowInitialList > 0:
-		return fmt.Sprintf("restart proxier (handlers %s/event)", s.RestartProxier.SlowInitialList)
-	case s.APIFault != nil:
-		return fmt.Sprintf("api fault (watch delay %s, drop %v)", s.APIFault.WatchDelay, s.APIFault.DropWatch)
-	case s.Repeat != nil:
-		return fmt.Sprintf("repeat %d times", s.Repeat.Times)
-	}
-	return s.resultKind()
 }

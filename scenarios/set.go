@@ -113,7 +113,7 @@ func (d *decoder) applySet(root *yaml.Node, kv string) error {
 			cur.Kind, cur.Tag = yaml.MappingNode, "!!map"
 		}
 		if cur.Kind != yaml.MappingNode {
-			return &Error{Set: kv, Path: parentPath(path), Msg: fmt.Sprintf("is %s, not a mapping", describe(cur))}
+			return &Error{Set: kv, Path: parentPath(path), Msg: fmt.Sprintf("is %s, not a mapping", Describe(cur))}
 		}
 		var next *yaml.Node
 		for j := 0; j+1 < len(cur.Content); j += 2 {

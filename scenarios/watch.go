@@ -46,11 +46,7 @@ func newWatchHub() *watchHub { return &watchHub{open: map[*delayedWatch]struct{}
 // install puts the hub in front of the clientset's own watch reactor.
 func (h *watchHub) install(cs *fake.Clientset) {
 	cs.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
-		var opts metav1.ListOptions
-		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
-			opts = wa.ListOptions
-		}
-		inner, err := cs.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		inner, err := trackerWatch(cs, action)
 		if err != nil {
 			return true, nil, err
 		}

@@ -41,11 +41,16 @@ on the modeled clock pair sync k with sync k and test the per-sync ratios
 4+ per side needed for significance at 0.05). Kernel operation counts, modeled
 kernel time and failed syncs are compared exactly.
 
+Two sweep indexes ('kpsim sweep merge') are compared cell by cell: each cell that
+ran in both as runs are compared, a cell whose head failed where its base ran is a
+regression, and every other cell is listed with what became of it.
+
 Exit status: 0 no regression, 1 regression or undeclared change in kernel
 operations, 2 bad input or runs that differ.`,
 		Example: `  kpsim compare out/base.json out/head.json
   kpsim compare base-*.json -- head-*.json --latency report
-  kpsim compare --base a1.json,a2.json --head b1.json,b2.json --format md -o cmp.md`,
+  kpsim compare --base a1.json,a2.json --head b1.json,b2.json --format md -o cmp.md
+  kpsim compare base/sweep/index.json head/sweep/index.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			files, err := compareArgs(cmd, args)
 			if err != nil {
@@ -116,6 +121,9 @@ func runCompare(cmd *cobra.Command, f compareFlags, files []string) error {
 		if err := checkOutput("--output", out); err != nil {
 			return err
 		}
+	}
+	if slices.ContainsFunc(append(slices.Clone(basePaths), headPaths...), sweepIndex) {
+		return compareSweeps(cmd, f, basePaths, headPaths)
 	}
 	base, err := readSummarized(basePaths)
 	if err != nil {

@@ -173,10 +173,18 @@ func TestCompareRealRuns(t *testing.T) {
 	b := runs("b", "proxier.ipset=netlink")
 	e := runs("exec", "proxier.ipset=exec")
 
-	args := append(append(append([]string{"compare", "--latency=gate"}, a...), "--"), b...)
+	// The same build twice: what is modeled or counted repeats exactly on
+	// the modeled clock, so none of it may be called a change. What is
+	// measured (process CPU, RSS) varies with the machine's load and is only
+	// reported here: a busy machine is not a regression.
+	args := append(append(append([]string{"compare", "--latency=report"}, a...), "--"), b...)
 	out, code := kpsim(args...)
 	require.Equal(t, 0, code, "same build:\n%s", out)
-	require.Contains(t, out, "no significant change")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "REGRESSED:") || strings.HasPrefix(line, "IMPROVED:") {
+			require.Contains(t, line, "measured", "same build, a modeled or counted figure changed:\n%s", out)
+		}
+	}
 
 	args = append(append(append([]string{"compare", "--latency=gate", "--allow-different"}, a...), "--"), e...)
 	out, code = kpsim(args...)

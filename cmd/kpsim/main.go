@@ -156,9 +156,13 @@ Exit status: 0 success, 1 a verdict said no (a regression, a difference),
 	return root
 }
 
-// markStart records in c's annotations when its RunE starts, so an error
-// can be told apart as bad usage (before) or a failure (after).
+// markStart records in c's annotations (and its subcommands') when its
+// RunE starts, so an error can be told apart as bad usage (before) or a
+// failure (after).
 func markStart(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		markStart(sub)
+	}
 	runE := c.RunE
 	if runE == nil {
 		return

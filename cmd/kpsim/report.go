@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,10 +23,15 @@ func newReportCommand() *cobra.Command {
 		Short: "turn results files into an HTML report (or a Markdown summary)",
 		Long: `Turn results files into one self-contained HTML page with charts, or Markdown tables
 for a pull-request comment. Several files are overlaid in one report, each labelled
-by what sets it apart (a setting, the backend, the file name).`,
+by what sets it apart (a setting, the backend, the file name).
+
+A sweep index ('kpsim sweep merge') is reported on its own: sync p99, disruption and
+kernel writes against each swept axis, one line per mode, proxier or kernel, and every
+cell with what became of it.`,
 		Example: `  kpsim report out/smoke.json                       # writes out/smoke.html
   kpsim report out/legacy.json out/fixed.json -o out/restart.html
-  kpsim report out/smoke.json --format md > comment.md`,
+  kpsim report out/smoke.json --format md > comment.md
+  kpsim report out/sweep/restart-scale/index.json -o out/sweep/restart-scale/report.html`,
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			return runReport(cmd, paths, out, format)
 		},
@@ -38,7 +45,6 @@ by what sets it apart (a setting, the backend, the file name).`,
 }
 
 func runReport(cmd *cobra.Command, paths []string, out, format string) error {
-	stdout := cmd.OutOrStdout()
 	if format != "html" && format != "md" {
 		return usageError("--format %q: want html or md", format)
 	}
@@ -48,6 +54,9 @@ func runReport(cmd *cobra.Command, paths []string, out, format string) error {
 	dest := out
 	if dest == "" && format == "html" {
 		dest = strings.TrimSuffix(paths[0], ".json") + ".html"
+	}
+	if slices.ContainsFunc(paths, sweepIndex) {
+		return reportSweep(cmd, paths, dest, format)
 	}
 	var err error
 	files := make([]*results.File, len(paths))
@@ -65,7 +74,18 @@ func runReport(cmd *cobra.Command, paths []string, out, format string) error {
 	if err != nil {
 		return err
 	}
+	return writeReport(cmd, r, dest, format)
+}
+
+// writeReport writes a report (of runs or of a sweep) to dest, or to
+// standard output when dest is "" or "-".
+func writeReport(cmd *cobra.Command, r interface {
+	WriteHTML(io.Writer) error
+	WriteMarkdown(io.Writer) error
+}, dest, format string) error {
+	stdout := cmd.OutOrStdout()
 	var b bytes.Buffer
+	var err error
 	if format == "md" {
 		err = r.WriteMarkdown(&b)
 	} else {

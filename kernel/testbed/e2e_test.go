@@ -243,7 +243,9 @@ func TestE2EHostUntouchedByRun(t *testing.T) {
 	require.Equal(t, before, netnstest.HostSnapshot(t), "after a completed kernel run")
 
 	out := filepath.Join(t.TempDir(), "interrupted.json")
-	cmd := exec.Command(bin, "run", "-s", scenario, "-o", out)
+	// The last sleep is long, so the interrupt lands mid-run whatever the
+	// machine's speed.
+	cmd := exec.Command(bin, "run", "-s", scenario, "-o", out, "--set", "timeline[7]={sleep: 10m}")
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
 	require.NoError(t, cmd.Start())

@@ -417,45 +417,9 @@ func (r *Report) labels() []string {
 	return out
 }
 
-var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title>
-<style>
-body { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif; color: #222; margin: 2em auto; max-width: 1000px; padding: 0 1em; line-height: 1.4; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; }
-h2 { font-size: 1.3em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
-h3 { font-size: 1.05em; margin: 0 0 0.3em; }
-table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.92em; }
-th, td { border: 1px solid #ddd; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f5f5f5; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.note { color: #666; font-size: 0.88em; }
-.basis { display: inline-block; font-size: 0.75em; border-radius: 3px; padding: 0 0.4em; margin-left: 0.3em; border: 1px solid; }
-.basis.modeled { color: #8a5a00; border-color: #e0b060; background: #fff6e0; }
-.basis.measured { color: #14602a; border-color: #7cc08a; background: #eaf7ed; }
-.basis.counted { color: #334e7a; border-color: #9ab0d6; background: #eef3fb; }
-figure { margin: 1.5em 0; padding: 0.8em; border: 1px solid #e4e4e4; border-radius: 4px; }
-figure svg { width: 100%; height: auto; display: block; }
-figure svg text { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif !important; }
-figcaption { color: #444; font-size: 0.92em; margin-top: 0.4em; }
-.nodata { padding: 2em 1em; text-align: center; color: #555; background: #fafafa; border: 1px dashed #ccc; }
-ul.legend { list-style: none; padding: 0; margin: 0.3em 0 0; display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; font-size: 0.88em; }
-ul.legend span { display: inline-block; width: 1.4em; height: 0.7em; margin-right: 0.35em; vertical-align: middle; }
-ul.legend span.line { height: 3px; }
-ul.legend span.dashed { height: 0; border-top: 3px dashed; background: none !important; }
-ul.legend span.cross { width: auto; height: auto; font-weight: bold; }
-.ok { color: #14602a; font-weight: bold; }
-.bad { color: #b00020; font-weight: bold; }
-pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
-</style>
-</head>
-<body>
-<h1>{{.Title}}</h1>
+var reportTemplate = template.Must(template.New("report").Parse(`{{template "head" .}}
 <p class="note">Runs:{{range .Runs}} <span style="color:{{.Color}}">&#9632;</span> {{.Label}}{{end}}.
-Durations are <span class="basis modeled">modeled</span> on the in-memory kernel (proxier time measured, kernel time from the cost profile) and <span class="basis measured">measured</span> on a real kernel; kernel operations are <span class="basis counted">counted</span>.</p>
+Durations are <span class="basis modeled">modeled</span> on the in-memory kernel (kernel time from the cost profile; the proxier's own time priced by it too on the modeled clock, measured at a time scale above 0) and <span class="basis measured">measured</span> on a real kernel; kernel operations are <span class="basis counted">counted</span>.</p>
 
 <h2 id="environment">Scenario and environment</h2>
 <table>
@@ -473,13 +437,7 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 {{end}}</table>
 
 <h2 id="charts">Charts</h2>
-{{range .Charts}}<figure class="chart" id="{{.ID}}">
-<h3>{{.Title}}</h3>
-{{if .NoData}}<div class="nodata">{{.NoData}}</div>{{else}}{{.SVGHTML}}
-{{if .Legend}}<ul class="legend">{{range .Legend}}<li>{{if eq .Style "cross"}}<span class="cross" style="color:{{.Color}}">&#10005;</span>{{else}}<span class="{{.Style}}" style="background:{{.Color}};border-color:{{.Color}}"></span>{{end}}{{.Label}}</li>{{end}}</ul>{{end}}{{end}}
-<figcaption>{{.Caption}}</figcaption>
-</figure>
-{{end}}
+{{range .Charts}}{{template "chart" .}}{{end}}
 
 <h2 id="phases">Phases</h2>
 <table>
@@ -518,5 +476,47 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 {{end}}</table>{{else}}<p class="nodata">No data: the run recorded no histograms (metrics were off).</p>{{end}}
 </body>
 </html>
-{{define "cell"}}{{.Text}}{{if .Basis}}<span class="basis {{.Basis}}">{{.Basis}}</span>{{end}}{{if .Note}}<div class="note">{{.Note}}</div>{{end}}{{end}}
+{{define "head"}}<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+{{template "style"}}</head>
+<body>
+<h1>{{.Title}}</h1>{{end}}{{define "style"}}<style>
+body { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif; color: #222; margin: 2em auto; max-width: 1000px; padding: 0 1em; line-height: 1.4; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.3em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
+h3 { font-size: 1.05em; margin: 0 0 0.3em; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.92em; }
+th, td { border: 1px solid #ddd; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f5f5f5; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #666; font-size: 0.88em; }
+.basis { display: inline-block; font-size: 0.75em; border-radius: 3px; padding: 0 0.4em; margin-left: 0.3em; border: 1px solid; }
+.basis.modeled { color: #8a5a00; border-color: #e0b060; background: #fff6e0; }
+.basis.measured { color: #14602a; border-color: #7cc08a; background: #eaf7ed; }
+.basis.counted { color: #334e7a; border-color: #9ab0d6; background: #eef3fb; }
+figure { margin: 1.5em 0; padding: 0.8em; border: 1px solid #e4e4e4; border-radius: 4px; }
+figure svg { width: 100%; height: auto; display: block; }
+figure svg text { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif !important; }
+figcaption { color: #444; font-size: 0.92em; margin-top: 0.4em; }
+.nodata { padding: 2em 1em; text-align: center; color: #555; background: #fafafa; border: 1px dashed #ccc; }
+ul.legend { list-style: none; padding: 0; margin: 0.3em 0 0; display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; font-size: 0.88em; }
+ul.legend span { display: inline-block; width: 1.4em; height: 0.7em; margin-right: 0.35em; vertical-align: middle; }
+ul.legend span.line { height: 3px; }
+ul.legend span.dashed { height: 0; border-top: 3px dashed; background: none !important; }
+ul.legend span.cross { width: auto; height: auto; font-weight: bold; }
+.ok { color: #14602a; font-weight: bold; }
+.bad { color: #b00020; font-weight: bold; }
+pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
+</style>
+{{end}}{{define "chart"}}<figure class="chart" id="{{.ID}}">
+<h3>{{.Title}}</h3>
+{{if .NoData}}<div class="nodata">{{.NoData}}</div>{{else}}{{.SVGHTML}}
+{{if .Legend}}<ul class="legend">{{range .Legend}}<li>{{if eq .Style "cross"}}<span class="cross" style="color:{{.Color}}">&#10005;</span>{{else}}<span class="{{.Style}}" style="background:{{.Color}};border-color:{{.Color}}"></span>{{end}}{{.Label}}</li>{{end}}</ul>{{end}}{{end}}
+<figcaption>{{.Caption}}</figcaption>
+</figure>
+{{end}}{{define "cell"}}{{.Text}}{{if .Basis}}<span class="basis {{.Basis}}">{{.Basis}}</span>{{end}}{{if .Note}}<div class="note">{{.Note}}</div>{{end}}{{end}}
 `))

@@ -303,9 +303,11 @@ func (a *anonymizer) slice(in *discoveryv1.EndpointSlice) *discoveryv1.EndpointS
 			for _, z := range ep.Hints.ForZones {
 				o.Hints.ForZones = append(o.Hints.ForZones, discoveryv1.ForZone{Name: a.name("zone", z.Name)})
 			}
-			for _, n := range ep.Hints.ForNodes {
-				o.Hints.ForNodes = append(o.Hints.ForNodes, discoveryv1.ForNode{Name: a.name("node", n.Name)})
+			var nodes []string
+			for _, n := range NodeHints(ep.Hints) {
+				nodes = append(nodes, a.name("node", n))
 			}
+			SetNodeHints(o.Hints, nodes)
 		}
 		out.Endpoints = append(out.Endpoints, o)
 	}

@@ -335,7 +335,7 @@ func (g *Random) spec(svc *v1.Service, ips []string, fams []v1.IPFamily) {
 	if g.chance(0.2) {
 		// Read by the EndpointSlice controller (it sets the hints), not by kube-proxy.
 		sp.TrafficDistribution = ptrTo(oneOf(g, v1.ServiceTrafficDistributionPreferClose,
-			v1.ServiceTrafficDistributionPreferSameZone, v1.ServiceTrafficDistributionPreferSameNode))
+			trafficDistributionPreferSameZone, trafficDistributionPreferSameNode))
 	}
 	externallyAccessible := sp.Type != v1.ServiceTypeClusterIP || len(sp.ExternalIPs) > 0
 	if externallyAccessible && g.chance(0.35) {
@@ -441,7 +441,7 @@ func (g *Random) endpoints(eps *discoveryv1.EndpointSlice) {
 				}
 			}
 			if h != 4 {
-				ep.Hints.ForNodes = append(ep.Hints.ForNodes, discoveryv1.ForNode{Name: oneOf(g, RandomNodes...)})
+				SetNodeHints(ep.Hints, append(NodeHints(ep.Hints), oneOf(g, RandomNodes...)))
 			}
 		}
 		if g.chance(0.04) {
@@ -456,3 +456,11 @@ func (g *Random) endpoints(eps *discoveryv1.EndpointSlice) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// The traffic distributions of Kubernetes 1.33 and later, spelled out: the
+// API constants do not exist in the older releases kpsim also builds
+// against (see hints.go).
+const (
+	trafficDistributionPreferSameZone = "PreferSameZone"
+	trafficDistributionPreferSameNode = "PreferSameNode"
+)

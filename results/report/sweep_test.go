@@ -1,0 +1,129 @@
+package report_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/report"
+	"github.com/kpsim/kpsim/results/resultstest"
+	"github.com/kpsim/kpsim/results/sweep"
+)
+
+// sweepOf is a loaded sweep of synthetic runs: a cell per services value
+// and mode (exec charges a process per ipset entry), with the status each
+// cell is given; the runs of an ok cell are made, the others have none.
+func sweepOf(values []string, modes []string, status map[string]string) *sweep.Loaded {
+	ix := &sweep.Index{Sweep: "synthetic-sweep", Axes: []sweep.Axis{{Scenario: "synthetic", Key: "cluster.services", Values: values}}}
+	l := &sweep.Loaded{Index: ix, Files: map[string][]*results.File{}}
+	for i, v := range values {
+		for _, m := range modes {
+			c := sweep.Cell{Scenario: "synthetic", Axes: []sweep.Setting{{Key: "cluster.services", Value: v}}, Mode: m,
+				Proxier: "kpsim", Backend: "sim", Runs: 2}
+			c.Name = sweep.CellName(&c)
+			st := status[v+"/"+m]
+			if st == "" {
+				st = sweep.StatusOK
+			}
+			ix.Cells = append(ix.Cells, sweep.IndexCell{Cell: c, Status: st, Error: map[bool]string{true: "", false: "because"}[st == sweep.StatusOK]})
+			if st != sweep.StatusOK {
+				continue
+			}
+			for run := range 2 {
+				l.Files[c.Name] = append(l.Files[c.Name], resultstest.File(resultstest.Options{Name: "synthetic", Seed: uint64(i + 1),
+					Run: uint64(run), Syncs: 6, Services: 100 * (i + 1), IPSetExec: m == "exec", Probes: true, Modeled: true}))
+			}
+		}
+	}
+	return l
+}
+
+// TestSweepReportDrawsEveryFigureAgainstTheAxis: one chart per figure
+// against the swept axis, one line per mode, the values those of the
+// table of figures; cells without results are crossed out and named, and
+// every cell, left out or not, is in the cells table.
+func TestSweepReportDrawsEveryFigureAgainstTheAxis(t *testing.T) {
+	l := sweepOf([]string{"100", "200", "300"}, []string{"exec", "netlink"},
+		map[string]string{"300/exec": sweep.StatusFailed, "300/netlink": sweep.StatusMissing})
+	left := sweep.Cell{Scenario: "synthetic", Axes: []sweep.Setting{{Key: "cluster.services", Value: "100"}}, Proxier: "kube-proxy@v1.37.1", Backend: "sim"}
+	left.Name = sweep.CellName(&left)
+	l.Index.Cells = append(l.Index.Cells, sweep.IndexCell{Cell: left, Status: sweep.StatusLeftOut, Error: "releases run only on the kernel backend"})
+
+	var b bytes.Buffer
+	require.NoError(t, report.NewSweep(l).WriteHTML(&b))
+	figs, doc := parseReport(t, b.Bytes())
+	require.Len(t, figs, 3)
+	for id, title := range map[string]string{
+		"sweep-synthetic-cluster-services-sync-p99":      "Sync p99 against cluster.services (synthetic, modeled)",
+		"sweep-synthetic-cluster-services-disruption":    "Disruption against cluster.services (synthetic, modeled)",
+		"sweep-synthetic-cluster-services-kernel-writes": "Kernel writes against cluster.services (synthetic, counted)",
+	} {
+		f, ok := figs[id]
+		require.True(t, ok, "no chart %s among %v", id, figs)
+		require.Equal(t, title, f.title)
+		require.Equal(t, title, f.svgTitle)
+		require.Empty(t, f.noData)
+		require.Greater(t, f.svgShapes, 10)
+		require.Equal(t, []string{"exec", "netlink", "✕no result (2 cells)"}, f.legend)
+		failed, missing := l.Index.Cells[4].Name, l.Index.Cells[5].Name
+		require.Contains(t, f.caption, "Crosses below the zero line mark the 2 cells without a result: "+failed+" (failed), "+missing+" (missing).")
+	}
+	// The left-out cell is no line of the charts (it never meant to run),
+	// but it is a row of the table, as is every other cell.
+	page := text(doc)
+	for _, c := range l.Index.Cells {
+		require.Contains(t, page, c.Name)
+	}
+	require.Contains(t, page, "left outreleases run only on the kernel backend")
+	require.Contains(t, page, "7 cells: 4 ok, 1 failed, 1 missing, 1 left out.")
+
+	var md bytes.Buffer
+	require.NoError(t, report.NewSweep(l).WriteMarkdown(&md))
+	f := l.Files[l.Index.Cells[0].Name][0]
+	g := l.Files[l.Index.Cells[1].Name][0]
+	require.Contains(t, md.String(), fmt.Sprintf("**Kernel writes against cluster.services** (synthetic)\n\n| cluster.services | exec | netlink |\n|---:|---:|---:|\n| 100 | %d | %d |\n",
+		f.Totals.Ops.Writes(), g.Totals.Ops.Writes()))
+	require.Contains(t, md.String(), "| 300 | failed | missing |")
+	require.Contains(t, md.String(), "- `"+left.Name+"`: left out: releases run only on the kernel backend")
+	// A modeled sync p99 is the median of the cell's runs.
+	p99 := results.NewDist([]float64{f.Summary.Sync.P99, l.Files[l.Index.Cells[0].Name][1].Summary.Sync.P99}).P50
+	require.Contains(t, md.String(), "| 100 | "+results.FormatSeconds(p99)+" |")
+}
+
+// TestSweepReportLines: lines are labelled by what tells them apart (here
+// the kernel), a line without any result says so, and an axis of words is
+// drawn in the spec's order.
+func TestSweepReportLines(t *testing.T) {
+	l := sweepOf([]string{"exec", "restore"}, []string{""}, nil)
+	l.Index.Axes[0].Key = "dataplane.ipset"
+	var cells []sweep.IndexCell
+	for _, k := range []string{"6.1.0-56-amd64", "6.12.100+deb12-amd64"} {
+		for _, c := range l.Index.Cells {
+			c.Axes = []sweep.Setting{{Key: "dataplane.ipset", Value: c.Axes[0].Value}}
+			c.Backend, c.Kernel = "kernel", k
+			old := c.Name
+			c.Name = sweep.CellName(&c.Cell)
+			if k == "6.12.100+deb12-amd64" {
+				c.Status, c.Error = sweep.StatusFailed, "the cell runs on kernel "+k
+			} else {
+				l.Files[c.Name] = l.Files[old]
+			}
+			cells = append(cells, c)
+		}
+	}
+	l.Index.Cells = cells
+	var md bytes.Buffer
+	require.NoError(t, report.NewSweep(l).WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| dataplane.ipset | kernel 6.1.0-56-amd64 | kernel 6.12.100+deb12-amd64 |\n|---:|---:|---:|\n| exec |")
+	require.Contains(t, md.String(), " | failed |\n| restore |")
+	var b bytes.Buffer
+	require.NoError(t, report.NewSweep(l).WriteHTML(&b))
+	figs, _ := parseReport(t, b.Bytes())
+	f := figs["sweep-synthetic-dataplane-ipset-kernel-writes"]
+	require.Equal(t, []string{"kernel 6.1.0-56-amd64", "kernel 6.12.100+deb12-amd64 (no result)", "✕no result (2 cells)"}, f.legend)
+	require.True(t, strings.Index(b.String(), ">exec<") < strings.Index(b.String(), ">restore<"), "the words on the axis in the spec's order")
+}
