@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -12,7 +12,8 @@ import (
 	"github.com/kpsim/kpsim/results"
 )
 
-// Set by the Makefile: go build -ldflags "-X main.version=... -X main.commit=...".
+// Set by Main from its main package, which the Makefile stamps:
+// go build -ldflags "-X main.version=... -X main.commit=...".
 var (
 	version = "dev"
 	commit  = ""

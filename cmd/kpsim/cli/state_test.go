@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -20,8 +20,8 @@ import (
 )
 
 const (
-	exampleDir     = "../../scenarios/objects/testdata/example"
-	exampleChanges = "../../scenarios/objects/testdata/example-changes.yaml"
+	exampleDir     = "../../../scenarios/objects/testdata/example"
+	exampleChanges = "../../../scenarios/objects/testdata/example-changes.yaml"
 )
 
 // vsLine is a virtual server in one line: "ADDR:PORT/PROTO SCHED[ FLAGS/TIMEOUT] -> DEST@WEIGHT ...".

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -121,7 +121,7 @@ func TestCompareCommand(t *testing.T) {
 // kpsim processes (whose CPU and RSS are their own) without building one.
 func TestMain(m *testing.M) {
 	if os.Getenv("KPSIM_TEST_MAIN") == "1" {
-		trap := trapSignals() // as main does
+		trap := trapSignals() // as Main does
 		os.Exit(execute(trap.context(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
