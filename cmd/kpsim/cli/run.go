@@ -90,6 +90,12 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	if err != nil {
 		return err
 	}
+	// Before the kernel backend re-executes kpsim: a proxier this binary
+	// does not have is refused at once, saying which binary has it.
+	impl, err := sc.Implementation()
+	if err != nil {
+		return usageError("%v", err)
+	}
 	path := o.out
 	if path == "" {
 		path = filepath.Join("out", fmt.Sprintf("%s-%s.json", sc.Name, time.Now().Format("20060102-150405")))
@@ -105,7 +111,11 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 
 	reg := prometheus.NewRegistry()
 	if o.metricsAddr != "" {
-		stop, err := serveMetrics(o.metricsAddr, reg, stderr)
+		var g prometheus.Gatherer = reg
+		if impl.Metrics != nil {
+			g = prometheus.Gatherers{reg, impl.Metrics}
+		}
+		stop, err := serveMetrics(o.metricsAddr, reg, g, stderr)
 		if err != nil {
 			return usageError("--metrics-addr: %v", err)
 		}
@@ -242,15 +252,16 @@ func (p *progress) finish() {
 	fmt.Fprintln(p.w)
 }
 
-// serveMetrics serves reg on addr until stop is called. It listens before
+// serveMetrics serves g (the run's registry reg, and the proxier
+// implementation's own) on addr until stop is called. It listens before
 // returning so that a taken port is reported before the run starts.
-func serveMetrics(addr string, reg *prometheus.Registry, stderr io.Writer) (stop func(), err error) {
+func serveMetrics(addr string, reg *prometheus.Registry, g prometheus.Gatherer, stderr io.Writer) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: reg}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Fprintf(stderr, "kpsim run: serving metrics on http://%s/metrics\n", ln.Addr())

@@ -221,3 +221,29 @@ func TestRunWritesState(t *testing.T) {
 	stdout.Reset()
 	require.Equal(t, 0, run([]string{"state", "--diff", state, state}, &stdout, &stderr), stderr.String())
 }
+
+// TestRunRefusesMissingImplementation: a kube-proxy release this binary
+// does not have is refused before anything runs (on the kernel backend,
+// before kpsim re-executes itself), naming the binary that has it; on the
+// sim backend a release is refused at validation.
+func TestRunRefusesMissingImplementation(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"backend=kernel", "proxier.implementation=kube-proxy@v1.30.3"},
+			"proxier.implementation kube-proxy@v1.30.3 is not in this kpsim binary, which has kpsim; a kube-proxy v1.30 release runs in the binary built from upstream/kube-proxy-v1.30: make bin/kpsim-kube-proxy-v1.30"},
+		{[]string{"proxier.implementation=kube-proxy@v1.37.1"},
+			"proxier.implementation: kube-proxy@v1.37.1 runs only on the kernel backend, not sim"},
+	} {
+		args := []string{"run", "-s", "smoke", "-o", out}
+		for _, s := range tc.sets {
+			args = append(args, "--set", s)
+		}
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 2, run(args, &stdout, &stderr), stderr.String())
+		require.Contains(t, stderr.String(), tc.want)
+		require.NoFileExists(t, out)
+	}
+}
