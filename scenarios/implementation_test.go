@@ -35,7 +35,6 @@ const restartLagging = `name: restart-lagging
 description: does a restart with lagging handlers break a release?
 seed: 3
 backend: kernel
-sim: {timeScale: 0.001}
 cluster:
   services: 50
 proxier:

@@ -120,9 +120,10 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	}
 	x.r = newReplay(s, x.now)
 	x.fams = x.r.fams
-	if !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil }) {
+	if !upstream(impl.Name) && !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil }) {
 		// API faults delay and relist in wall time, outside the replay's
-		// control: a timeline with one runs on the wall clock.
+		// control: a timeline with one runs on the wall clock. So does a
+		// release, which runs free, as kube-proxy runs (it has no stepper).
 		m := newModeledDriver(time.Now(), x.fams, func() int { w, _ := x.r.writeCount(); return w })
 		if o.Backend.UseClock(m.s) {
 			x.drv = m

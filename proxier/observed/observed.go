@@ -137,7 +137,11 @@ type Family struct {
 	changed  bool
 	triggers []trigger
 
-	// the sync's own (serialized by Sync)
+	// syncMu serializes the family's syncs as the release's own lock does:
+	// its runner and its first sync (OnServiceSynced, ...) call the sync
+	// function from different goroutines, and a record's reads of the
+	// metrics must bracket one run.
+	syncMu     sync.Mutex
 	seq        int
 	lastOps    dataplane.Ops
 	lastFailed bool
@@ -158,6 +162,7 @@ func newFamily(g *Generation, f dataplane.Family) *Family {
 // (Count it then).
 func (f *Family) Record(op string, record func(dp dataplane.Dataplane)) error {
 	if err := f.g.stopped(op); err != nil {
+		f.failed(err)
 		return err
 	}
 	if record != nil {
@@ -173,17 +178,29 @@ func (f *Family) Count(record func(dp dataplane.Dataplane)) {
 	record(f.mirror)
 }
 
+// Add counts n operations of kind op that no dataplane method issues
+// (dataplane.OpIPTablesCommand).
+func (f *Family) Add(op dataplane.Op, n int64) {
+	f.kmu.Lock()
+	defer f.kmu.Unlock()
+	f.counter.Add(op, n)
+}
+
 // Result notes the outcome of an operation the release issued: a failed
 // one is the error of its sync, should the sync fail.
 func (f *Family) Result(op string, err error) error {
 	if err != nil {
-		f.kmu.Lock()
-		if f.opErr == nil {
-			f.opErr = fmt.Errorf("%s: %w", op, err)
-		}
-		f.kmu.Unlock()
+		f.failed(fmt.Errorf("%s: %w", op, err))
 	}
 	return err
+}
+
+func (f *Family) failed(err error) {
+	f.kmu.Lock()
+	defer f.kmu.Unlock()
+	if f.opErr == nil {
+		f.opErr = err
+	}
 }
 
 // Sync runs one sync of the release (run: its sync function) and records
@@ -203,6 +220,8 @@ func (f *Family) Sync(run func() error) error {
 		g.unlabelled.Lock()
 		defer g.unlabelled.Unlock()
 	}
+	f.syncMu.Lock()
+	defer f.syncMu.Unlock()
 	before, err := f.readMetrics()
 	if err != nil {
 		return err // the release's registry cannot be read: nothing to record a sync with

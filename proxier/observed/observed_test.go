@@ -111,12 +111,15 @@ func TestSyncRecords(t *testing.T) {
 		g.sliceChanged(nil, slice("web", "web-1", "1", time.Now().Add(-time.Hour), "10.244.0.1", "10.244.0.2"), false)
 		require.NoError(t, f.Sync(func() error {
 			require.NoError(t, f.Record("add", func(dp dataplane.Dataplane) { _ = dp.IPVS.AddService(vs) }))
+			f.Add(dataplane.OpIPTablesCommand, 3)
 			return r.syncFunc(v4, 0.25, true, time.Now())()
 		}))
 		require.Len(t, recs, 1)
 		require.Equal(t, results.Sync{Proxier: 2, Family: v4, Seq: 1, Trigger: proxier.TriggerInitial, Full: true, Start: recs[0].Start,
 			Seconds: 0.25, Wall: 0.25, Ops: recs[0].Ops, Services: 2, Endpoints: 2}, recs[0])
 		require.Equal(t, int64(1), recs[0].Ops[dataplane.OpIPVSServiceAdd])
+		require.Equal(t, int64(3), recs[0].Ops[dataplane.OpIPTablesCommand])
+		require.Equal(t, int64(4), recs[0].Ops.Writes(), "iptables commands are writes")
 		require.Empty(t, recs[0].Programmed, "a change before the generation started is not its to program")
 
 		// A failed operation, and the release's sync does not finish.
@@ -183,15 +186,21 @@ func TestKilled(t *testing.T) {
 	counted := false
 	require.NoError(t, f.Record("ipset create", func(dataplane.Dataplane) { counted = true }))
 	require.True(t, counted)
-	cancel()
-	err := f.Record("ipset create KUBE-CLUSTER-IP", func(dataplane.Dataplane) { require.Fail(t, "counted after the kill") })
-	require.ErrorIs(t, err, syscall.ECANCELED)
-	require.ErrorContains(t, err, "ipset create KUBE-CLUSTER-IP: the proxier was stopped")
+	// Killed mid-sync: the sync's record says so.
+	require.NoError(t, f.Sync(func() error {
+		cancel()
+		err := f.Record("ipset create KUBE-CLUSTER-IP", func(dataplane.Dataplane) { require.Fail(t, "counted after the kill") })
+		require.ErrorIs(t, err, syscall.ECANCELED)
+		require.ErrorContains(t, err, "ipset create KUBE-CLUSTER-IP: the proxier was stopped")
+		return r.syncFunc(dataplane.IPv4, 0.01, false, time.Now())()
+	}))
+	require.Len(t, recs, 1)
+	require.Equal(t, "ipset create KUBE-CLUSTER-IP: the proxier was stopped: operation canceled", recs[0].Error)
 	ran := false
 	require.NoError(t, f.Sync(func() error { ran = true; return nil }))
-	require.False(t, ran)
+	require.False(t, ran, "no sync starts once the generation is killed")
 	g.Wait()
-	require.Empty(t, recs)
+	require.Len(t, recs, 1)
 }
 
 // TestPrefixed keeps a release's own metrics out of the Go runtime's.
