@@ -8,7 +8,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 KPSIM    := bin/kpsim
 
-.PHONY: all build test scenario test-kernel compare parity sweep sweep-plan sweep-cell sweep-merge clean FORCE
+.PHONY: all build test scenario test-kernel compare parity kube-proxy kube-proxy-test sweep sweep-plan sweep-cell sweep-merge clean FORCE
 all: build
 
 build: $(KPSIM)
@@ -84,3 +84,22 @@ sweep: sweep-plan
 	done; \
 	$(MAKE) --no-print-directory sweep-merge || exit 1; \
 	if [ $$failed -gt 0 ]; then echo "make sweep: $$failed cells failed: see $(SWEEP_OUT)/report.html"; exit 1; fi
+
+# kpsim binaries whose proxier implementations include a kube-proxy
+# release's own IPVS proxier: bin/kpsim-kube-proxy-v1.37 runs
+# proxier.implementation=kube-proxy@v1.37.1 (the release its nested module,
+# upstream/kube-proxy-v1.37, pins). A cold build of k8s.io/kubernetes takes
+# about 4 minutes and 3.4 GB of Go build cache per release; Go's build cache
+# ($$(go env GOCACHE)) keeps them, so a rebuild only links.
+KUBE_PROXY_RELEASES   ?= v1.30 v1.34 v1.37
+KUBE_PROXY_TAGS_v1.30 := kpsim_k8s_before_1_33
+kube-proxy: $(KUBE_PROXY_RELEASES:%=bin/kpsim-kube-proxy-%)
+bin/kpsim-kube-proxy-%: FORCE
+	cd upstream/kube-proxy-$* && $(GO) build -tags '$(KUBE_PROXY_TAGS_$*)' -ldflags '$(LDFLAGS)' -o ../../$@ ./cmd/kpsim
+
+# Vets every release module and the code they share (compiled against each
+# release), and runs their tests: each release on upstream's fakes through a
+# restart whose handlers lag.
+kube-proxy-test: $(KUBE_PROXY_RELEASES:%=kube-proxy-test-%)
+kube-proxy-test-%: FORCE
+	cd upstream/kube-proxy-$* && $(GO) vet -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && $(GO) test -tags '$(KUBE_PROXY_TAGS_$*)' ./...

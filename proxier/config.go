@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +35,11 @@ const (
 // names are a scenario's proxier section (scenarios/README.md); JSON uses
 // the same names, durations as Go duration strings ("1s") in both.
 type Config struct {
+	// Implementation is the proxier under test: ImplementationKpsim (this
+	// package), or a kube-proxy release's own IPVS proxier,
+	// "kube-proxy@v1.37.1", which runs in a kpsim binary built from a nested
+	// module under upstream/ (the scenarios package has the registry).
+	Implementation string `json:"implementation" yaml:"implementation"`
 	// NodeName is the node the proxier plays; a scenario names it in
 	// cluster.node, so it is not part of the proxier section.
 	NodeName string             `json:"nodeName,omitempty" yaml:"-"`
@@ -95,8 +101,22 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// ImplementationKpsim names this package's proxier as Config.Implementation
+// and results.File.Proxier do.
+const ImplementationKpsim = results.ProxierKpsim
+
+// KubeProxyImplementation names a kube-proxy release as
+// Config.Implementation does: "kube-proxy@" and its module version.
+func KubeProxyImplementation(version string) string { return "kube-proxy@" + version }
+
+// kubeProxyVersion is a release's module version: v1.37.1, v1.35.0-rc.1.
+var kubeProxyVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$`)
+
 // Defaults returns cfg with kube-proxy's defaults filled in where unset.
 func (cfg Config) Defaults() Config {
+	if cfg.Implementation == "" {
+		cfg.Implementation = ImplementationKpsim
+	}
 	if cfg.NodeName == "" {
 		cfg.NodeName = "node-1"
 	}
@@ -194,6 +214,9 @@ func (cfg Config) Validate() error {
 	var errs ConfigErrors
 	bad := func(field, format string, a ...any) {
 		errs = append(errs, FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
+	if v, ok := strings.CutPrefix(cfg.Implementation, KubeProxyImplementation("")); cfg.Implementation != ImplementationKpsim && (!ok || !kubeProxyVersion.MatchString(v)) {
+		bad("implementation", "%q is not %s or kube-proxy@VERSION (a release, e.g. kube-proxy@v1.37.1)", cfg.Implementation, ImplementationKpsim)
 	}
 	if cfg.NodeName == "" {
 		bad("nodeName", "must not be empty")

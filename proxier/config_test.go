@@ -53,3 +53,30 @@ func TestConfigJSON(t *testing.T) {
 	require.Equal(t, cfg, back)
 	require.ErrorContains(t, json.Unmarshal([]byte(`{"syncPeriod":"soon"}`), &back), "syncPeriod")
 }
+
+// TestConfigImplementation: kpsim's proxier unless a kube-proxy release is
+// named by its module version.
+func TestConfigImplementation(t *testing.T) {
+	require.Equal(t, ImplementationKpsim, Config{}.Defaults().Implementation)
+	for _, tc := range []struct {
+		impl string
+		ok   bool
+	}{
+		{"kpsim", true},
+		{"kube-proxy@v1.37.1", true},
+		{"kube-proxy@v1.35.0-rc.1", true},
+		{"kube-proxy", false},
+		{"kube-proxy@1.37.1", false},
+		{"kube-proxy@v1.37", false},
+		{"iptables", false},
+	} {
+		err := Config{Implementation: tc.impl}.Defaults().Validate()
+		if tc.ok {
+			require.NoError(t, err, tc.impl)
+			continue
+		}
+		var es ConfigErrors
+		require.ErrorAs(t, err, &es, tc.impl)
+		require.Equal(t, ConfigErrors{{"implementation", `"` + tc.impl + `" is not kpsim or kube-proxy@VERSION (a release, e.g. kube-proxy@v1.37.1)`}}, es)
+	}
+}

@@ -14,30 +14,50 @@ import (
 // behind its informers as in the incident: the informers' stores hold the
 // whole initial list, but the handlers have passed on only a share of it
 // when the first sync runs. A proxier that syncs once its stores are full
-// (initialSync: legacy) then takes what it has not heard of for stale. The
-// rest of the list, and whatever arrived behind it, reaches the handlers in
-// order once the first sync has run.
+// (kpsim's initialSync: legacy, kube-proxy before 1.31) then takes what it
+// has not heard of for stale. The rest of the list, and whatever arrived
+// behind it, reaches the handlers in order once the first sync has run.
 //
-// Held events are queued, not blocked on: an informer's later events must
-// not wait out of sight of the replay. Each kind has its own informer and
-// queue: a held Service holds back later Services, not EndpointSlices.
-// Which objects are known first is fixed by the replay's seeded list order
-// (installListOrder), so the same seed holds back the same objects.
+// Each kind has its own informer: a held Service holds back later
+// Services, not EndpointSlices. Which objects are known first is fixed by
+// the replay's seeded list order (installListOrder), so the same seed holds
+// back the same objects. An event is held in one of two ways:
+//
+//   - queued (kpsim's proxier): the handler returns at once and the event
+//     waits in a queue, so that an informer's later events never wait out
+//     of sight of the replay (the modeled clock must know of every event).
+//     A proxier that reads its informers' stores cannot tell.
+//   - blocked (a kube-proxy release, on the wall clock): the handler does
+//     not return until the event is released. A release that waits for its
+//     handler registrations (ResourceEventHandlerRegistration.HasSynced,
+//     kube-proxy 1.31 and the backports) must see them lag, and a queued
+//     event would count as handled. Such a release never syncs while its
+//     handlers lag, so blocked events are also released holdBackLimit
+//     after the first one was held: by then a release that syncs on its
+//     stores has synced, and one that waits for its handlers just syncs later.
 type holdBack struct {
 	limit map[string]int // per kind: initial events passed before holding
+	block bool
+	stop  <-chan struct{} // blocked events give up when the generation stops
 
-	mu     sync.Mutex
-	passed map[string]int
-	queue  map[string][]func() // held events per kind, in arrival order
-	open   bool                // the first sync has run: everything passes
-	synced bool
+	mu       sync.Mutex
+	passed   map[string]int
+	queue    map[string][]func() // queued events per kind, in arrival order
+	open     bool                // released: everything passes
+	synced   bool
+	released chan struct{} // closed on release: blocked events go on
+	timer    *time.Timer   // blocking: releases holdBackLimit after the first held event
 }
 
+// holdBackLimit is how long blocked events wait at most (see holdBack).
+var holdBackLimit = 5 * time.Second
+
 // newHoldBack passes share of each kind's count (rounded to the nearest
-// object) and holds the rest. Nodes are never held: the proxier's own Node
-// is one object, and kube-proxy reads it before it syncs.
-func newHoldBack(share float64, counts map[string]int) *holdBack {
-	h := &holdBack{limit: map[string]int{}, passed: map[string]int{}, queue: map[string][]func(){}}
+// object) and holds the rest, blocking (until release or stop) or queuing.
+// Nodes are never held: the proxier's own Node is one object, and
+// kube-proxy reads it before it syncs.
+func newHoldBack(share float64, counts map[string]int, block bool, stop <-chan struct{}) *holdBack {
+	h := &holdBack{limit: map[string]int{}, block: block, stop: stop, passed: map[string]int{}, queue: map[string][]func(){}, released: make(chan struct{})}
 	for kind, n := range counts {
 		if kind != "Node" {
 			h.limit[kind] = int(math.Round(share * float64(n)))
@@ -46,23 +66,39 @@ func newHoldBack(share float64, counts map[string]int) *holdBack {
 	return h
 }
 
-// hold queues deliver and reports true when the event must wait: an
-// initial event of a kind past its share, or any event behind a held one.
+// hold reports true when deliver must not be called now: an initial event
+// of a kind past its share, or any event behind a held one. Queuing, it
+// queues deliver; blocking, it waits until the events are released (then
+// false: deliver now) or the generation stops (true: it never hears it).
 func (h *holdBack) hold(kind string, initial bool, deliver func()) bool {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.open {
+		h.mu.Unlock()
 		return false
 	}
 	if len(h.queue[kind]) == 0 {
 		limit, limited := h.limit[kind]
 		if !initial || !limited || h.passed[kind] < limit {
 			h.passed[kind]++
+			h.mu.Unlock()
 			return false
 		}
 	}
-	h.queue[kind] = append(h.queue[kind], deliver)
-	return true
+	if !h.block {
+		h.queue[kind] = append(h.queue[kind], deliver)
+		h.mu.Unlock()
+		return true
+	}
+	if h.timer == nil {
+		h.timer = time.AfterFunc(holdBackLimit, h.release)
+	}
+	h.mu.Unlock()
+	select {
+	case <-h.released:
+		return false
+	case <-h.stop:
+		return true
+	}
 }
 
 // firstSyncDone reports, once, that the first sync has run.
@@ -74,17 +110,25 @@ func (h *holdBack) firstSyncDone() bool {
 	return first
 }
 
-// release delivers the held events, kind by kind in a fixed order and each
-// kind in arrival order, and lets everything pass.
+// release delivers the queued events, kind by kind in a fixed order and
+// each kind in arrival order, lets blocked ones go on, and lets everything
+// pass from now on.
 func (h *holdBack) release() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.open {
+		return
+	}
 	for _, kind := range slices.Sorted(maps.Keys(h.queue)) {
 		for _, deliver := range h.queue[kind] {
 			deliver()
 		}
 	}
 	h.queue, h.open = nil, true
+	close(h.released)
+	if h.timer != nil {
+		h.timer.Stop()
+	}
 }
 
 // handlers returns the Options.Handlers of a proxier generation: each

@@ -289,29 +289,9 @@ func (r *replay) expect(f dataplane.Family) expectation {
 	}
 	var e expectation
 	for _, ls := range r.services {
-		if objects.ServiceIgnored(ls.svc) != "" || !objects.ClusterIP(ls.svc, v1.IPFamily(f)).IsValid() {
-			continue
-		}
-		for _, sp := range ls.svc.Spec.Ports {
-			e.ports++
-			seen := map[netip.AddrPort]bool{}
-			for _, s := range ls.slices {
-				if reason, _ := objects.SliceIgnored(s); reason != "" || string(s.AddressType) != string(f) {
-					continue
-				}
-				for _, p := range objects.SlicePorts(s) {
-					if p.Name != sp.Name || p.Protocol != sp.Protocol {
-						continue
-					}
-					for i := range s.Endpoints {
-						if a, ok := objects.EndpointAddress(&s.Endpoints[i]); ok && dataplane.FamilyOf(a) == f {
-							seen[netip.AddrPortFrom(a, p.Port)] = true
-						}
-					}
-				}
-			}
-			e.endpoints += len(seen)
-		}
+		ports, endpoints := objects.Known(ls.svc, ls.slices, v1.IPFamily(f))
+		e.ports += ports
+		e.endpoints += endpoints
 	}
 	r.expected[f] = e
 	return e

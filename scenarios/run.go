@@ -43,6 +43,7 @@ type run struct {
 	r       *replay
 	dp      dataplane.Dataplane
 	cfg     proxier.Config
+	impl    Implementation
 	churn   *dataplane.Churn
 	metrics *proxier.Metrics
 	fams    []dataplane.Family
@@ -94,6 +95,10 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	if o.Backend == nil {
 		return nil, errors.New("run scenario: no backend")
 	}
+	impl, err := s.Implementation()
+	if err != nil {
+		return nil, fmt.Errorf("run scenario: %w", err)
+	}
 	reg := o.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -107,6 +112,7 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 		o:          o,
 		dp:         o.Backend.Dataplane(),
 		cfg:        s.proxierConfig(),
+		impl:       impl,
 		churn:      dataplane.NewChurn(),
 		metrics:    proxier.NewMetrics(reg),
 		syncNote:   make(chan struct{}),
@@ -115,9 +121,10 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	}
 	x.r = newReplay(s, x.now)
 	x.fams = x.r.fams
-	if !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil }) {
+	if !upstream(impl.Name) && !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil }) {
 		// API faults delay and relist in wall time, outside the replay's
-		// control: a timeline with one runs on the wall clock.
+		// control: a timeline with one runs on the wall clock. So does a
+		// release, which runs free, as kube-proxy runs (it has no stepper).
 		m := newModeledDriver(time.Now(), x.fams, func() int { w, _ := x.r.writeCount(); return w })
 		if o.Backend.UseClock(m.s) {
 			x.drv = m
@@ -131,7 +138,7 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 		Backend:       s.Backend,
 		Basis:         o.Backend.Basis(),
 		Clock:         x.drv.clockName(),
-		Proxier:       results.ProxierKpsim,
+		Proxier:       impl.Proxier,
 		Scenario:      scJSON,
 		Start:         x.now(),
 	}
@@ -294,8 +301,13 @@ func (x *run) startProxier(st *StartProxier) error {
 	dp, kill := dataplane.Stoppable(x.dp)
 	pr := &proxierRun{cancel: cancel, kill: kill, done: make(chan struct{})}
 	_, objects := x.r.writeCount()
-	if st.KnownAtFirstSync != nil && x.cfg.InitialSync == proxier.InitialSyncLegacy {
-		pr.hold = newHoldBack(*st.KnownAtFirstSync, x.r.kindCounts())
+	if share := st.KnownAtFirstSync; share != nil {
+		switch {
+		case upstream(x.impl.Name):
+			pr.hold = newHoldBack(*share, x.r.kindCounts(), true, ctx.Done())
+		case x.cfg.InitialSync == proxier.InitialSyncLegacy:
+			pr.hold = newHoldBack(*share, x.r.kindCounts(), false, nil)
+		}
 	}
 	x.drv.starting(objects)
 	opts := proxier.Options{
@@ -313,7 +325,7 @@ func (x *run) startProxier(st *StartProxier) error {
 	idx := x.generation
 	go func() {
 		defer close(pr.done)
-		err := proxier.Run(ctx, x.r.client, dp, x.cfg, opts)
+		err := x.impl.Run(ctx, x.r.client, dp, x.cfg, opts)
 		if ctx.Err() != nil {
 			return // stopped by the run
 		}
@@ -556,7 +568,11 @@ func (x *run) finish(f *results.File, reg *prometheus.Registry) {
 	if x.probes != nil {
 		f.Probes = x.probes.results()
 	}
-	if m, err := prom.Histograms(reg); err == nil {
+	var g prometheus.Gatherer = reg
+	if x.impl.Metrics != nil {
+		g = prometheus.Gatherers{reg, x.impl.Metrics}
+	}
+	if m, err := prom.Histograms(g); err == nil {
 		f.Metrics = m
 	} else if f.Error == "" {
 		f.Error = err.Error()

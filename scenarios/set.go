@@ -180,7 +180,7 @@ func ProxierOverrides(sets []string) (cfg proxier.Config, ipset dataplane.IPSetS
 	}
 	// Validated as a scenario validates them, with stand-ins for what the
 	// caller decides (node, families).
-	s := &Scenario{Proxier: doc.Proxier, Dataplane: doc.Dataplane}
+	s := &Scenario{Proxier: doc.Proxier, Dataplane: doc.Dataplane, Backend: "sim"} // kpsim state's kernel
 	families := s.Proxier.Families
 	if len(families) == 0 {
 		s.Proxier.Families = []dataplane.Family{dataplane.IPv4}

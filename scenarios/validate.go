@@ -129,6 +129,17 @@ func (s *Scenario) validateSections(v *validator) {
 			}
 		}
 	}
+	if impl := s.Proxier.Implementation; upstream(impl) {
+		if s.Backend != "kernel" {
+			v.errf("proxier.implementation", "%s runs only on the kernel backend, not %s: it programs the kernel of the network namespace it runs in, "+
+				"through its own netlink handle and ipvs, ipset and iptables utilities (the kernel backend runs in a namespace of its own)", impl, s.Backend)
+		}
+		for _, own := range []string{"initialSync", "gracefulTerminationRetry"} {
+			if v.d.present("proxier." + own) {
+				s.warnings = append(s.warnings, fmt.Sprintf("proxier.%s is a setting of kpsim's proxier: %s does what its own code does", own, impl))
+			}
+		}
+	}
 	var strategies []string
 	for _, st := range dataplane.IPSetStrategies {
 		strategies = append(strategies, string(st))

@@ -15,6 +15,11 @@ type Counter struct {
 // Ops returns the counts so far. Phases take differences of snapshots.
 func (c *Counter) Ops() Ops { return c.ops }
 
+// Add counts n operations of kind op issued by other means than the
+// counted Dataplane: a kube-proxy release's iptables commands, which no
+// Dataplane method issues.
+func (c *Counter) Add(op Op, n int64) { c.ops[op] += n }
+
 // Churn remembers what was deleted from the kernel so that adding it back is
 // counted as wasted work: the incident's signature is thousands of ipset
 // entries deleted by one sync and re-added by the next. One Churn is shared by

@@ -26,6 +26,10 @@ const (
 	OpAddressUnbind
 	OpIPTablesRestore      // one per payload
 	OpIPTablesRestoreBytes // payload bytes
+	// OpIPTablesCommand is one iptables command other than a restore or a
+	// save (-N, -C then -I, -D, ...): kpsim writes only by restore; a
+	// kube-proxy release ensures its chains and jumps one command at a time.
+	OpIPTablesCommand
 	OpSysctlWrite
 	OpConntrackDelete // one per entry deleted
 	// Reads.
@@ -42,7 +46,7 @@ var opNames = [numOps]string{
 	"ipvs-destination-add", "ipvs-destination-update", "ipvs-destination-delete",
 	"ipset-create", "ipset-destroy", "ipset-add", "ipset-del",
 	"link-create", "address-bind", "address-unbind",
-	"iptables-restore", "iptables-restore-bytes", "sysctl-write", "conntrack-delete",
+	"iptables-restore", "iptables-restore-bytes", "iptables-command", "sysctl-write", "conntrack-delete",
 	"ipvs-list", "ipvs-destination-list", "ipset-list", "address-list", "iptables-save",
 }
 

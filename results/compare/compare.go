@@ -194,9 +194,23 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 			len(base), len(head), o.Alpha))
 	}
 	all := append(slices.Clone(base), head...)
+	// A proxier that records no phases (a kube-proxy release) has nothing
+	// to hold against another's phases: its zeros are not a speed-up.
+	var unphased []string
+	for _, r := range runs {
+		if len(r.f.Syncs) > 0 && !slices.ContainsFunc(r.f.Syncs, func(s results.Sync) bool { return len(s.Phases) > 0 }) {
+			unphased = append(unphased, fmt.Sprintf("%s (%s)", r.label, r.f.Proxier))
+		}
+	}
+	if len(unphased) > 0 {
+		c.Notes = append(c.Notes, "phases not compared: not phased in "+strings.Join(unphased, ", "))
+	}
 	groups := map[string]*test{} // each distribution's test, by figure
 	var varying []string
 	for _, d := range Catalog(all) {
+		if len(unphased) > 0 && strings.HasPrefix(d.Group, "phase/") {
+			continue
+		}
 		if d.Class == results.Exact {
 			m := c.exact(d, base, head, keys)
 			if !math.IsNaN(m.P) {

@@ -565,3 +565,29 @@ func TestComparePairedNeedsAShiftThatCounts(t *testing.T) {
 	require.Equal(t, compare.NoChange, row.Verdict, "the typical sync moved by 2µs")
 	require.Empty(t, regressions(c, results.Timing))
 }
+
+// TestCompareUnphased: a kube-proxy release records no phases; compared
+// (with --allow-different) against kpsim's proxier, its phases are not
+// zeros that sped up but not compared, and the comparison says so.
+func TestCompareUnphased(t *testing.T) {
+	base := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 6})
+	head := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 6, Run: 2})
+	head.Proxier = "kube-proxy@v1.37.1"
+	for i := range head.Syncs {
+		head.Syncs[i].Phases = nil
+	}
+	results.Summarize(head)
+	o := compare.DefaultOptions()
+	o.AllowDifferent = true
+	c, err := compare.Compare([]*results.File{base}, []*results.File{head}, []string{"kpsim.json"}, []string{"kube-proxy.json"}, o)
+	require.NoError(t, err)
+	require.Contains(t, c.Warnings[0], "(proxier under test): kpsim in kpsim.json; kube-proxy@v1.37.1 in kube-proxy.json")
+	require.Contains(t, c.Notes, "phases not compared: not phased in kube-proxy.json (kube-proxy@v1.37.1)")
+	var names []string
+	for _, m := range c.Metrics {
+		names = append(names, m.Name)
+		require.NotContains(t, m.Name, "phase/")
+	}
+	require.Contains(t, names, "sync/p99")
+	require.Contains(t, names, "ops/writes")
+}

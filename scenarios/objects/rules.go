@@ -133,3 +133,35 @@ func EndpointAddress(ep *discoveryv1.Endpoint) (netip.Addr, bool) {
 	}
 	return a.Unmap(), true
 }
+
+// Known counts what a synced proxier of family f knows of one service and
+// its slices, as kube-proxy's sync metrics and kpsim's sync records count
+// it: the service ports of a service kube-proxy acts on that has a cluster
+// IP of f, and their endpoints (every address of f, ready or not, from the
+// slices of f it reads, deduplicated per port as the proxier merges slices).
+func Known(svc *v1.Service, slices []*discoveryv1.EndpointSlice, f v1.IPFamily) (ports, endpoints int) {
+	if ServiceIgnored(svc) != "" || !ClusterIP(svc, f).IsValid() {
+		return 0, 0
+	}
+	for _, sp := range svc.Spec.Ports {
+		ports++
+		seen := map[netip.AddrPort]bool{}
+		for _, s := range slices {
+			if reason, _ := SliceIgnored(s); reason != "" || string(s.AddressType) != string(f) {
+				continue
+			}
+			for _, p := range SlicePorts(s) {
+				if p.Name != sp.Name || p.Protocol != sp.Protocol {
+					continue
+				}
+				for i := range s.Endpoints {
+					if a, ok := EndpointAddress(&s.Endpoints[i]); ok && (a.Is4() == (f == v1.IPv4Protocol)) {
+						seen[netip.AddrPortFrom(a, p.Port)] = true
+					}
+				}
+			}
+		}
+		endpoints += len(seen)
+	}
+	return ports, endpoints
+}

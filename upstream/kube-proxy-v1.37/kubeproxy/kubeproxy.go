@@ -32,12 +32,12 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/metaproxier"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
-	utilnode "k8s.io/kubernetes/pkg/util/node"
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios/objects"
+	release "github.com/kpsim/kpsim/upstream/kube-proxy"
 )
 
 // Node is one node's kube-proxy in IPVS mode: a proxier per family over
@@ -111,9 +111,9 @@ func (n *Node) start(set *objects.Set) error {
 			node = x
 		}
 	}
-	n.nodeIPs = nodeIPs(node)
+	n.nodeIPs = release.NodeIPs(node)
 	n.topology, n.restart = map[string]string{}, false
-	kcfg := n.config()
+	kcfg := Configuration(n.cfg)
 	var providers []proxy.Provider
 	for _, f := range n.families {
 		fam := v1.IPFamily(f)
@@ -145,10 +145,11 @@ func (n *Node) start(set *objects.Set) error {
 	return nil
 }
 
-// config is kube-proxy's configuration for kpsim's settings, with kube-proxy's defaults elsewhere.
-func (n *Node) config() *kubeproxyconfig.KubeProxyConfiguration {
-	c := n.cfg
-	bit := int32(14)
+// Configuration is kube-proxy's configuration for kpsim's settings, with
+// kube-proxy's defaults elsewhere: what parity runs on upstream's fakes and
+// the kpsim binary of this module (cmd/kpsim) on the real kernel.
+func Configuration(c proxier.Config) *kubeproxyconfig.KubeProxyConfiguration {
+	bit := int32(14) // kube-proxy's default --iptables-masquerade-bit
 	return &kubeproxyconfig.KubeProxyConfiguration{
 		Mode:              kubeproxyconfig.ProxyModeIPVS,
 		IPTables:          kubeproxyconfig.KubeProxyIPTablesConfiguration{MasqueradeBit: &bit},
@@ -159,28 +160,6 @@ func (n *Node) config() *kubeproxyconfig.KubeProxyConfiguration {
 		MinSyncPeriod:     metav1.Duration{Duration: c.MinSyncPeriod},
 		ConfigSyncPeriod:  metav1.Duration{Duration: 15 * time.Minute},
 	}
-}
-
-// nodeIPs are kube-proxy's node IPs: per family the Node object's first
-// address of it (InternalIP before ExternalIP, upstream's GetNodeHostIPs),
-// else loopback, as its server's detectNodeIPs falls back.
-func nodeIPs(node *v1.Node) map[v1.IPFamily]net.IP {
-	out := map[v1.IPFamily]net.IP{v1.IPv4Protocol: net.IPv4(127, 0, 0, 1), v1.IPv6Protocol: net.IPv6loopback}
-	if node == nil {
-		return out
-	}
-	ips, err := utilnode.GetNodeHostIPs(node)
-	if err != nil {
-		return out
-	}
-	for _, ip := range ips {
-		if ip.To4() != nil {
-			out[v1.IPv4Protocol] = ip
-		} else {
-			out[v1.IPv6Protocol] = ip
-		}
-	}
-	return out
 }
 
 // First starts kube-proxy on the set and returns what it programmed.
@@ -246,7 +225,7 @@ func (n *Node) nodeChanged(node *v1.Node) {
 	if node.Name != n.cfg.NodeName {
 		return // kube-proxy's node informer selects its own node only
 	}
-	for f, ip := range nodeIPs(node) {
+	for f, ip := range release.NodeIPs(node) {
 		if !ip.Equal(n.nodeIPs[f]) {
 			n.restart = true
 		}

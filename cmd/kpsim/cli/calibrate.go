@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/kernel/calibrate"
+	"github.com/kpsim/kpsim/kernel/netns"
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+func init() { register("calibrate", newCalibrateCommand) }
+
+type calibrateFlags struct {
+	out, name, where, mode string
+	entries, execEntries   int
+}
+
+func newCalibrateCommand() *cobra.Command {
+	var o calibrateFlags
+	c := &cobra.Command{
+		Use:   "calibrate [-o FILE] [--name NAME] [--where TEXT] [--entries N] [--exec-entries N] [--iptables legacy|nft]",
+		Short: "measure this kernel's per-operation costs and write a cost profile for the sim (root)",
+		Long: `Measure, in a throwaway network namespace, what each kernel operation kube-proxy's IPVS
+mode issues costs on this machine: IPVS services and destinations, ipset entries by
+each strategy (exec, restore, netlink), addresses, iptables-restore, conntrack. Each
+cost is fitted from a small and a large batch. The result is a cost profile the sim
+reads (--set sim.profile=FILE), so the in-memory kernel predicts this node. Operations
+this kernel cannot do (IPVS on a kernel without it) are left out of the profile, and
+its source text says so. See docs/kernel-costs.md.`,
+		Example: `  sudo kpsim calibrate -o my-node.json
+  sudo kpsim calibrate --entries 5000 --iptables nft -o my-node.json
+  kpsim run -s restart-stale-ipsets --set sim.profile=my-node.json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCalibrate(cmd, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&o.out, "output", "o", "", "write the profile to `FILE` (default: standard output)")
+	f.StringVar(&o.name, "name", "calibrated", "profile `NAME`")
+	f.StringVar(&o.where, "where", "", "`TEXT` saying where this runs, for the profile's source text (default: the CPU model)")
+	f.IntVar(&o.entries, "entries", 1000, "set entries, IPVS services, addresses and conntrack flows per measurement, `N`")
+	f.IntVar(&o.execEntries, "exec-entries", 100, "`N` entries for the one-process-per-entry ipset strategy")
+	f.StringVar(&o.mode, "iptables", "", "iptables variant, `legacy|nft` (default: detected as kube-proxy does)")
+	completeValues(c, "iptables", "legacy", "nft")
+	completeFiles(c, "output", "json")
+	return c
+}
+
+func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if o.entries < 20 || o.execEntries < 20 {
+		return usageError("--entries and --exec-entries must be at least 20 (the fits need a small and a large batch)")
+	}
+	if o.out != "" {
+		if err := checkOutput("--output", o.out); err != nil {
+			return err
+		}
+	}
+	if !netns.Isolated() {
+		return reexecIsolated(append([]string{"calibrate"}, setFlags(cmd)...), stderr)
+	}
+	if err := netns.LoopbackUp(); err != nil {
+		return err
+	}
+	caps := kernel.Detect()
+	skip := map[string]string{}
+	if !caps.IPVS.OK {
+		skip["ipvs"] = "no IPVS: " + caps.IPVS.Detail
+	}
+	if !caps.Dummy.OK {
+		skip["dummy"] = "no dummy links: " + caps.Dummy.Detail
+	}
+	if !caps.Conntrack.OK {
+		skip["conntrack"] = "no conntrack: " + caps.Conntrack.Detail
+	}
+	if o.where == "" {
+		o.where = cpuModel()
+	}
+	open := func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
+		k, err := kernel.New(kernel.Options{IPSetStrategy: s, IPTablesMode: o.mode})
+		if err != nil {
+			return dataplane.Dataplane{}, nil, err
+		}
+		return k.Dataplane(), k.Close, nil
+	}
+	p, err := calibrate.Run(open, calibrate.Options{
+		Entries: o.entries, ExecEntries: o.execEntries, Name: o.name, Where: o.where, Skip: skip, Log: stderr,
+	})
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if o.out == "" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	if err := os.WriteFile(o.out, b, 0o644); err != nil {
+		return fmt.Errorf("write profile: %w", err)
+	}
+	fmt.Fprintf(stderr, "wrote %s\n", o.out)
+	return nil
+}
+
+// setFlags returns the flags given on the command line, to pass them on.
+func setFlags(cmd *cobra.Command) []string {
+	var out []string
+	cmd.Flags().Visit(func(f *pflag.Flag) { out = append(out, "--"+f.Name+"="+f.Value.String()) })
+	return out
+}
+
+// reexecIsolated runs `kpsim args...` again in a fresh network namespace
+// (netns.RunIsolated) and passes its exit status on: kernel work never
+// happens in the namespace kpsim was started in.
+func reexecIsolated(args []string, stderr io.Writer) error {
+	code, err := netns.RunIsolated(args, os.Stdin, os.Stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		// The child has said why; pass its status on without another message.
+		return &exitError{code: code, err: fmt.Errorf("isolated kpsim %s exited with status %d", args[0], code)}
+	}
+	return nil
+}
+
+// cpuModel names the machine for a profile's source text.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "an unnamed machine"
+	}
+	model, virt := "", ""
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "model name":
+			if model == "" {
+				model = strings.TrimSpace(v)
+			}
+		case "flags":
+			if strings.Contains(v, " hypervisor") {
+				virt = ", virtualised"
+			}
+		}
+	}
+	if model == "" {
+		model = "an unnamed CPU"
+	}
+	return model + virt
+}

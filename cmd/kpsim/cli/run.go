@@ -1,0 +1,324 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/scenarios/backend"
+)
+
+func init() { register("run", newRunCommand) }
+
+func newRunCommand() *cobra.Command {
+	var o runFlags
+	c := &cobra.Command{
+		Use:   "run [-s NAME|FILE] [-o FILE] [--set KEY=VALUE]... [--metrics-addr HOST:PORT] [--state FILE]",
+		Short: "run a scenario and write its results file",
+		Long: `Run a scenario (a shipped one by name, see 'kpsim scenarios', or a file) and write
+its results file: every sync phase by phase, every kernel operation, network
+programming latency and every failed probe. A summary is printed at the end;
+failed syncs are printed as they happen. Ctrl-C (SIGINT) or SIGTERM stops the
+run and still writes what was measured, marked interrupted (exit status 3); while
+the scenario is still loading it stops at once and writes nothing.
+
+The results file is written to --output, whose directory must exist unless it is
+under the working directory (the default, out/, is created).`,
+		Example: `  kpsim run -s smoke
+  kpsim run -s restart-stale-ipsets --set proxier.initialSync=legacy --set dataplane.ipset=exec -o out/legacy.json
+  kpsim run -s scale-10k --set cluster.services=2000 --metrics-addr 127.0.0.1:9099
+  sudo kpsim run -s smoke --set backend=kernel --state out/kernel-state.json`,
+		Args:        noArgs,
+		Annotations: map[string]string{interruptibleKey: "yes"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRun(cmd, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&o.scenario, "scenario", "s", "smoke", "the scenario to run, a shipped `NAME|FILE` (see 'kpsim scenarios') or a file")
+	f.StringVarP(&o.out, "output", "o", "", "results `FILE` (default out/<scenario>-<time>.json)")
+	f.StringArrayVar(&o.sets, "set", nil, "override a scenario field, `KEY=VALUE`, e.g. proxier.initialSync=legacy or cluster.services=500 (repeatable)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on `HOST:PORT` while the run lasts, e.g. 127.0.0.1:9100")
+	f.StringVar(&o.state, "state", "", "at the end of the run, read back what the dataplane holds and write it to `FILE` as a state dump (see 'kpsim state --diff')")
+	completeScenario(c, "scenario")
+	completeSetKeys(c)
+	return c
+}
+
+type runFlags struct {
+	scenario, out, metricsAddr, state string
+	sets                              []string
+}
+
+func runRun(cmd *cobra.Command, o runFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	// Signals interrupt from here on; the trap is released once the run
+	// has returned, so a second Ctrl-C while writing ends the process.
+	release := claimSignals(cmd)
+	defer release()
+	ctx := cmd.Context()
+	if o.out != "" {
+		if err := checkOutput("--output", o.out); err != nil {
+			return err
+		}
+	}
+	if o.state != "" {
+		if err := checkOutput("--state", o.state); err != nil {
+			return err
+		}
+	}
+	sc, err := loadInterruptible(ctx, o.scenario, o.sets, stderr)
+	if err != nil {
+		return err
+	}
+	// Before the kernel backend re-executes kpsim: a proxier this binary
+	// does not have is refused at once, saying which binary has it.
+	impl, err := sc.Implementation()
+	if err != nil {
+		return usageError("%v", err)
+	}
+	path := o.out
+	if path == "" {
+		path = filepath.Join("out", fmt.Sprintf("%s-%s.json", sc.Name, time.Now().Format("20060102-150405")))
+		if err := checkOutput("--output", path); err != nil {
+			return err
+		}
+	}
+	spec, err := sc.BackendSpec()
+	if err != nil {
+		return fmt.Errorf("backend %s: %w", sc.Backend, err)
+	}
+	node, err := backend.New(spec)
+	if errors.Is(err, backend.ErrIsolate) {
+		// Nothing of this process's run has started: the isolated child
+		// runs the whole command line, and its status is this one's.
+		return reexecIsolated(os.Args[1:], stderr)
+	}
+	if err != nil {
+		return fmt.Errorf("backend %s: %w", sc.Backend, err)
+	}
+	defer node.Close()
+
+	reg := prometheus.NewRegistry()
+	if o.metricsAddr != "" {
+		var g prometheus.Gatherer = reg
+		if impl.Metrics != nil {
+			g = prometheus.Gatherers{reg, impl.Metrics}
+		}
+		stop, err := serveMetrics(o.metricsAddr, reg, g, stderr)
+		if err != nil {
+			return usageError("--metrics-addr: %v", err)
+		}
+		defer stop()
+	}
+
+	opts := scenarios.RunOptions{Backend: node, Registry: reg}
+	bar := newProgress(stderr, sc.StepCount())
+	failures := newFailurePrinter(stderr, bar, time.Now)
+	opts.OnSync = failures.sync
+	if bar != nil {
+		opts.OnStep = bar.step
+		opts.OnSync = func(s results.Sync) {
+			bar.sync(s)
+			failures.sync(s)
+		}
+	} else {
+		fmt.Fprintf(stderr, "kpsim run: %s (%d steps) on the %s backend\n", sc.Name, sc.StepCount(), sc.Backend)
+	}
+	f, runErr := scenarios.Run(ctx, sc, opts)
+	release()
+	if bar != nil {
+		bar.finish()
+	}
+	failures.finish()
+	if f == nil {
+		return runErr
+	}
+	f.Kpsim = buildInfo()
+	f.Environment = environment()
+	if err := results.Write(path, f); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if o.state != "" {
+		// Read back from the kernel itself (the real one on the kernel
+		// backend), so a sim run and a kernel run diff with the same command.
+		st, err := state.Read(node.Dataplane(), sc.Proxier.Families)
+		if err == nil {
+			err = writeState(o.state, st, stdout)
+		}
+		if err != nil {
+			return errors.Join(runErr, fmt.Errorf("--state: %w", err))
+		}
+	}
+	if err := results.PrintSummary(stdout, f); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "results: %s\n", path)
+	return runErr
+}
+
+// loadInterruptible loads the scenario (building a large cluster takes
+// seconds) while watching ctx, so that a signal during loading ends the
+// command at once instead of after the load, or not at all.
+func loadInterruptible(ctx context.Context, name string, sets []string, stderr io.Writer) (*scenarios.Scenario, error) {
+	type loaded struct {
+		sc  *scenarios.Scenario
+		err error
+	}
+	fmt.Fprintf(stderr, "kpsim run: loading %s\n", name)
+	done := make(chan loaded, 1)
+	go func() {
+		sc, err := scenarios.Load(name, sets)
+		done <- loaded{sc, err}
+	}()
+	select {
+	case l := <-done:
+		if l.err != nil {
+			return nil, usageError("%v", l.err)
+		}
+		printWarnings(stderr, l.sc.Warnings())
+		return l.sc, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("interrupted while loading scenario %s (%v): nothing ran, no results file written", name, context.Cause(ctx))
+	}
+}
+
+// progress shows the timeline's steps and the syncs so far on a terminal.
+type progress struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	syncs atomic.Int64
+	mu    sync.Mutex
+	label string
+}
+
+// newProgress returns nil unless w is a terminal: logs and CI output stay clean.
+func newProgress(w io.Writer, steps int) *progress {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return &progress{w: w, bar: progressbar.NewOptions(steps,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionSetPredictTime(false),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+	)}
+}
+
+func (p *progress) describe() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bar.Describe(fmt.Sprintf("%-32s %5d syncs", p.label, p.syncs.Load()))
+}
+
+func (p *progress) step(done, _ int, label string) {
+	p.mu.Lock()
+	p.label = label
+	p.mu.Unlock()
+	_ = p.bar.Set(done)
+	p.describe()
+}
+
+func (p *progress) sync(results.Sync) {
+	p.syncs.Add(1)
+	p.describe()
+}
+
+// printLine prints a line above the bar: the bar is cleared first and drawn
+// again on its next update, so the line does not end up inside it.
+func (p *progress) printLine(line string) {
+	p.mu.Lock()
+	_ = p.bar.Clear()
+	fmt.Fprintln(p.w, line)
+	p.mu.Unlock()
+	p.describe()
+}
+
+func (p *progress) finish() {
+	_ = p.bar.Finish()
+	fmt.Fprintln(p.w)
+}
+
+// serveMetrics serves g (the run's registry reg, and the proxier
+// implementation's own) on addr until stop is called. It listens before
+// returning so that a taken port is reported before the run starts.
+func serveMetrics(addr string, reg *prometheus.Registry, g prometheus.Gatherer, stderr io.Writer) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(stderr, "kpsim run: serving metrics on http://%s/metrics\n", ln.Addr())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+// environment describes the machine the run happened on.
+func environment() results.Environment {
+	e := results.Environment{OS: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if name := osRelease(); name != "" {
+		e.OS += " (" + name + ")"
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		e.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:])
+	}
+	e.CPU = cpuName()
+	return e
+}
+
+func osRelease() string {
+	return firstField("/etc/os-release", "PRETTY_NAME=", "=")
+}
+
+func cpuName() string {
+	return firstField("/proc/cpuinfo", "model name", ":")
+}
+
+// firstField returns the value after sep on the first line of file starting with prefix.
+func firstField(file, prefix, sep string) string {
+	fh, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, prefix) {
+			if _, v, ok := strings.Cut(line, sep); ok {
+				return strings.Trim(strings.TrimSpace(v), `"`)
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,250 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/proxier/dataplane/state"
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios"
+)
+
+// lockedBuffer is a bytes.Buffer safe to read while a run writes to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestRunWritesResults(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "-s", "smoke", "-o", out, "--set", "cluster.services=8", "--set", "probes.services=2"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	require.Contains(t, stdout.String(), "kpsim smoke")
+	require.Contains(t, stdout.String(), "results: "+out)
+	require.Contains(t, stderr.String(), "kpsim run: smoke (13 steps) on the sim backend", "no progress bar when stderr is not a terminal")
+
+	f, err := results.Read(out)
+	require.NoError(t, err)
+	require.Equal(t, results.SchemaVersion, f.SchemaVersion)
+	require.Equal(t, version, f.Kpsim.Version)
+	require.NotEmpty(t, f.Kpsim.Commit)
+	require.Positive(t, f.Environment.CPUs)
+	require.Contains(t, f.Environment.Kernel, "Linux")
+	require.NotEmpty(t, f.Environment.GoVersion)
+	require.Equal(t, "sim", f.Backend)
+	require.False(t, f.Interrupted)
+	require.NotEmpty(t, f.Syncs)
+	var sc struct {
+		Name    string `json:"name"`
+		Cluster struct {
+			Services int `json:"services"`
+		} `json:"cluster"`
+		Dataplane struct {
+			IPSet string `json:"ipset"`
+		} `json:"dataplane"`
+	}
+	require.NoError(t, json.Unmarshal(f.Scenario, &sc))
+	require.Equal(t, "smoke", sc.Name)
+	require.Equal(t, 8, sc.Cluster.Services, "the scenario as run, overrides applied")
+	require.Equal(t, "restore", sc.Dataplane.IPSet, "the scenario as run, defaults filled")
+}
+
+func TestRunDefaultOutput(t *testing.T) {
+	dir := t.TempDir()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	require.NoError(t, os.Chdir(dir))
+	defer func() { require.NoError(t, os.Chdir(wd)) }()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "-s", "smoke", "--set", "cluster.services=4", "--set", "probes.services=1"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	m := regexp.MustCompile(`results: (out/smoke-\d{8}-\d{6}\.json)`).FindStringSubmatch(stdout.String())
+	require.NotNil(t, m, stdout.String())
+	_, err = results.Read(filepath.Join(dir, m[1]))
+	require.NoError(t, err)
+}
+
+func TestRunErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("name: x\ndescription: y\ntimeline:\n  - sleep: soon\n"), 0o644))
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "-s", bad}, 2, bad + `:4: timeline[0].sleep: must be a duration such as "500ms" or "2m": "soon"`},
+		{[]string{"run", "-s", "smoke", "--set", "proxier.ipset=fast"}, 2, `--set proxier.ipset=fast: proxier.ipset: "fast" is not one of exec, restore, netlink`},
+		{[]string{"run", "-s", "smoke", "--set", "proxier.ipset"}, 2, "--set proxier.ipset: must be key=value"},
+		{[]string{"run", "-s", "nope"}, 2, `scenario "nope": no such file, and not a shipped scenario`},
+		{[]string{"run", "-s", "smoke", "--set", "backend=vm"}, 2, `--set backend=vm: backend: "vm" is not one of sim, kernel`},
+		{[]string{"run", "-s", "smoke", "extra"}, 2, "unexpected arguments"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, tc.code, run(tc.args, &stdout, &stderr))
+			require.Contains(t, stderr.String(), tc.want)
+		})
+	}
+}
+
+// TestRunServesMetrics scrapes /metrics while a run is in its final sleep.
+func TestRunServesMetrics(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr lockedBuffer
+	done := make(chan int)
+	go func() {
+		done <- run([]string{"run", "-s", "smoke", "-o", out, "--metrics-addr", "127.0.0.1:0",
+			"--set", "cluster.services=4", "--set", "probes.services=1", "--set", "timeline[11].sleep=3s"}, &stdout, &stderr)
+	}()
+	addr := regexp.MustCompile(`serving metrics on (http://[0-9.:]+/metrics)`)
+	var body string
+	deadline := time.After(time.Minute)
+	for !strings.Contains(body, "kubeproxy_sync_proxy_rules_duration_seconds_bucket") {
+		select {
+		case code := <-done:
+			t.Fatalf("run ended (%d) before metrics were scraped: %s", code, stderr.String())
+		case <-deadline:
+			t.Fatalf("no metrics: %s", stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		m := addr.FindStringSubmatch(stderr.String())
+		if m == nil {
+			continue
+		}
+		resp, err := http.Get(m[1])
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		body = string(b)
+	}
+	require.Contains(t, body, `ip_family="IPv4"`)
+	require.Equal(t, 0, <-done, stderr.String())
+}
+
+func TestValidateCommand(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("name: x\ndescription: y\ncluster: {services: -1}\ntimeline: [createCluster]\n"), 0o644))
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "smoke", "scenarios/dual-stack.yaml"}, &stdout, &stderr), stderr.String())
+	require.Contains(t, stdout.String(), "smoke: ok: smoke, 20 services")
+	require.Contains(t, stdout.String(), "scenarios/dual-stack.yaml: ok: dual-stack")
+
+	stdout.Reset()
+	stderr.Reset()
+	require.Equal(t, 2, run([]string{"validate", bad, "smoke"}, &stdout, &stderr))
+	require.Contains(t, stdout.String(), bad+":3: cluster.services: must be between 0 and 50000, got -1\n")
+	require.Contains(t, stdout.String(), "smoke: ok")
+	require.Contains(t, stderr.String(), "1 of 2 scenarios invalid")
+
+	stdout.Reset()
+	require.Equal(t, 2, run([]string{"validate", "smoke", "--set", "cluster.services=x"}, &stdout, &stderr))
+	require.Contains(t, stdout.String(), `--set cluster.services=x: cluster.services: must be a whole number`)
+}
+
+func TestScenariosCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"scenarios"}, &stdout, &stderr), stderr.String())
+	list, err := scenarios.ShippedScenarios()
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Len(t, lines, len(list))
+	for i, s := range list {
+		require.True(t, strings.HasPrefix(lines[i], s.Name+" "), lines[i])
+		require.Contains(t, lines[i], s.Purpose)
+	}
+}
+
+func TestBuildInfoFallsBack(t *testing.T) {
+	b := buildInfo()
+	require.Equal(t, version, b.Version)
+	require.NotEmpty(t, b.Commit, "unknown rather than empty when neither -X nor VCS stamping gave one")
+}
+
+// TestRunWritesState checks --state: what the dataplane holds at the end of
+// the run, in the format `kpsim state --diff` reads.
+func TestRunWritesState(t *testing.T) {
+	dir := t.TempDir()
+	out, dump := filepath.Join(dir, "r.json"), filepath.Join(dir, "state.json")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "-s", "smoke", "-o", out, "--state", dump, "--set", "cluster.services=8", "--set", "probes.services=2"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+
+	st, err := state.ReadFile(dump)
+	require.NoError(t, err)
+	require.Len(t, st.IPSets, 17, "kube-proxy's 17 sets always exist")
+	require.NotEmpty(t, st.VirtualServers)
+	// Every address bound to kube-ipvs0 serves at least one virtual server,
+	// and every ClusterIP entry names one.
+	vsAddrs := map[string]bool{}
+	for _, vs := range st.VirtualServers {
+		vsAddrs[vs.Address] = true
+	}
+	require.NotEmpty(t, st.Addresses)
+	for _, a := range st.Addresses {
+		require.True(t, vsAddrs[strings.TrimSuffix(strings.TrimSuffix(a, "/32"), "/128")], "address %s has no virtual server", a)
+	}
+	for _, set := range st.IPSets {
+		if set.Name != "KUBE-CLUSTER-IP" {
+			continue
+		}
+		require.NotEmpty(t, set.Entries)
+		for _, e := range set.Entries {
+			require.True(t, vsAddrs[strings.Split(e, ",")[0]], "KUBE-CLUSTER-IP entry %s has no virtual server", e)
+		}
+	}
+
+	stdout.Reset()
+	require.Equal(t, 0, run([]string{"state", "--diff", dump, dump}, &stdout, &stderr), stderr.String())
+}
+
+// TestRunRefusesMissingImplementation: a kube-proxy release this binary
+// does not have is refused before anything runs (on the kernel backend,
+// before kpsim re-executes itself), naming the binary that has it; on the
+// sim backend a release is refused at validation.
+func TestRunRefusesMissingImplementation(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"backend=kernel", "proxier.implementation=kube-proxy@v1.30.3"},
+			"proxier.implementation kube-proxy@v1.30.3 is not in this kpsim binary, which has kpsim; a kube-proxy v1.30 release runs in the binary built from upstream/kube-proxy-v1.30: make bin/kpsim-kube-proxy-v1.30"},
+		{[]string{"proxier.implementation=kube-proxy@v1.37.1"},
+			"proxier.implementation: kube-proxy@v1.37.1 runs only on the kernel backend, not sim"},
+	} {
+		args := []string{"run", "-s", "smoke", "-o", out}
+		for _, s := range tc.sets {
+			args = append(args, "--set", s)
+		}
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 2, run(args, &stdout, &stderr), stderr.String())
+		require.Contains(t, stderr.String(), tc.want)
+		require.NoFileExists(t, out)
+	}
+}

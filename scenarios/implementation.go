@@ -1,0 +1,103 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
+)
+
+// Implementation is a proxier the harness can put under test: kpsim's own,
+// or a kube-proxy release, which a kpsim binary built from a nested module
+// under upstream/ registers (Register) before it runs the command line.
+// The same scenarios, probes, results and comparisons then apply to it.
+type Implementation struct {
+	// Name is what proxier.implementation asks for: "kpsim", "kube-proxy@v1.37.1".
+	Name string
+	// Proxier names the code in results (results.File.Proxier): Name, or
+	// more where the binary's code is not the release's own (a local
+	// replace of k8s.io/kubernetes says where it came from).
+	Proxier string
+	// Run runs one proxier generation until ctx is done, as proxier.Run
+	// does: informers on client, the kernel behind dp, the options'
+	// OnSync, Index and Handlers honoured.
+	Run func(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplane, cfg proxier.Config, opts proxier.Options) error
+	// Metrics, when set, is the registry the implementation exports its own
+	// metrics to (kube-proxy's legacy registry): a run records its
+	// histograms, and --metrics-addr serves it.
+	Metrics prometheus.Gatherer
+}
+
+// upstream reports code kpsim runs but did not write: a kube-proxy release.
+// It programs the kernel through its own netlink handle and utilities, in
+// the network namespace it runs in, so it runs only on the kernel backend
+// (whose run is re-executed in a namespace of its own). Its code decides
+// when its first sync may run, whatever proxier.initialSync says, so
+// handlers that lag (knownAtFirstSync) are blocked rather than queued: see
+// holdBack.
+func upstream(name string) bool { return name != proxier.ImplementationKpsim }
+
+var (
+	implMu          sync.Mutex
+	implementations = map[string]Implementation{
+		proxier.ImplementationKpsim: {Name: proxier.ImplementationKpsim, Proxier: proxier.ImplementationKpsim, Run: proxier.Run},
+	}
+)
+
+// Register adds an implementation to the binary; a nested module's main
+// calls it before the command line runs. Registering a name twice, or one
+// proxier.Config does not accept, is a programming error and panics.
+func Register(impl Implementation) {
+	if err := (proxier.Config{Implementation: impl.Name}).Defaults().Validate(); err != nil || impl.Run == nil {
+		panic(fmt.Sprintf("scenarios.Register(%q): not a valid implementation: %v", impl.Name, err))
+	}
+	if impl.Proxier == "" {
+		impl.Proxier = impl.Name
+	}
+	implMu.Lock()
+	defer implMu.Unlock()
+	if _, dup := implementations[impl.Name]; dup {
+		panic(fmt.Sprintf("scenarios.Register(%q): registered twice", impl.Name))
+	}
+	implementations[impl.Name] = impl
+}
+
+// Implementations lists the names this binary has, sorted.
+func Implementations() []string {
+	implMu.Lock()
+	defer implMu.Unlock()
+	var out []string
+	for n := range implementations {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Implementation is the scenario's proxier implementation, or why this
+// binary cannot run it: a kube-proxy release runs only in the binary built
+// from its nested module (upstream/kube-proxy-vMAJOR.MINOR).
+func (s *Scenario) Implementation() (Implementation, error) {
+	name := s.Proxier.Defaults().Implementation
+	implMu.Lock()
+	impl, ok := implementations[name]
+	implMu.Unlock()
+	if ok {
+		return impl, nil
+	}
+	msg := fmt.Sprintf("proxier.implementation %s is not in this kpsim binary, which has %s", name, strings.Join(Implementations(), ", "))
+	if v, ok := strings.CutPrefix(name, proxier.KubeProxyImplementation("")); ok {
+		if parts := strings.SplitN(v, ".", 3); len(parts) == 3 {
+			minor := parts[0] + "." + parts[1]
+			msg += fmt.Sprintf("; a kube-proxy %s release runs in the binary built from upstream/kube-proxy-%s: make bin/kpsim-kube-proxy-%s (its go.mod pins the patch release)", minor, minor, minor)
+		}
+	}
+	return Implementation{}, fmt.Errorf("%s", msg)
+}

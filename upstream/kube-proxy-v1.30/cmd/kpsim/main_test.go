@@ -1,0 +1,15 @@
+package main
+
+import (
+	"testing"
+
+	kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
+	"github.com/kpsim/kpsim/upstream/kube-proxy/kubeproxytest"
+)
+
+// TestRestartLagging: v1.30.3 predates the initial-sync fix (kubernetes PR
+// #126532, in 1.30 from v1.30.5): its first sync after a restart takes the
+// services its handlers have not passed on yet for stale.
+func TestRestartLagging(t *testing.T) {
+	kubeproxytest.RestartLagging(t, kubeproxy.Release{NewProxier: newProxier}, true)
+}

@@ -1,0 +1,306 @@
+// Package kubeproxy runs a kube-proxy release's own IPVS proxier as kpsim's
+// proxier under test, on the real kernel: built by its exported
+// constructor and wired as cmd/kube-proxy wires it (real ipvs, ipset,
+// iptables and sysctl utilities, its own netlink handle and conntrack, its
+// pkg/proxy/config Service, EndpointSlice and Node configs driven by
+// informers on the harness's fake clientset), so that the release's own
+// code decides everything, its initial sync included. Every kernel
+// operation is counted and every sync recorded from its own metrics
+// (package observed).
+//
+// This module is compiled against the release of the module that uses it:
+// each upstream/kube-proxy-vX.Y module pins one k8s.io/kubernetes release
+// and supplies what differs between releases (Release); the rest is here,
+// once. Its own go.mod requires the oldest release it supports; releases
+// before 1.33 build with the tag kpsim_k8s_before_1_33 (release_before_1_33.go).
+package kubeproxy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics/legacyregistry"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/proxy"
+	"k8s.io/kubernetes/pkg/proxy/ipvs"
+	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
+	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
+	"k8s.io/kubernetes/pkg/proxy/metaproxier"
+	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
+	utilnode "k8s.io/kubernetes/pkg/util/node"
+
+	"github.com/kpsim/kpsim/cmd/kpsim/cli"
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/proxier/observed"
+	"github.com/kpsim/kpsim/scenarios"
+)
+
+// Release is what differs between releases: the constructor's signature.
+type Release struct {
+	// NewProxier calls the release's ipvs.NewProxier for one family with
+	// the given utilities and kpsim's configuration, translated to
+	// kube-proxy's (its defaults elsewhere), as cmd/kube-proxy does.
+	NewProxier func(ctx context.Context, p Params) (*ipvs.Proxier, error)
+}
+
+// Params are one family's proxier's arguments.
+type Params struct {
+	Family   v1.IPFamily
+	Config   proxier.Config // kpsim's, defaulted
+	NodeIP   net.IP
+	IPTables utiliptables.Interface
+	IPVS     utilipvs.Interface
+	IPSet    utilipset.Interface
+	Sysctl   utilsysctl.Interface
+	Recorder events.EventRecorder
+}
+
+// MasqueradeBit is kube-proxy's default --iptables-masquerade-bit.
+const MasqueradeBit = 14
+
+// ExcludeCIDRs are the configuration's excludeCIDRs of the family, as
+// NewDualStackProxier hands each family's proxier its own.
+func (p Params) ExcludeCIDRs() []string { return p.ofFamily(p.Config.ExcludeCIDRs) }
+
+// ClusterCIDR is the family's cluster CIDR, for the local traffic
+// detector (kube-proxy detects local traffic by it), or "" for none.
+func (p Params) ClusterCIDR() string {
+	if cs := p.ofFamily(p.Config.ClusterCIDRs); len(cs) > 0 {
+		return cs[0]
+	}
+	return ""
+}
+
+func (p Params) ofFamily(cidrs []string) []string {
+	var out []string
+	for _, c := range cidrs {
+		if pf, err := netip.ParsePrefix(c); err == nil && pf.Addr().Is4() == (p.Family == v1.IPv4Protocol) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// configSyncPeriod is kube-proxy's default --config-sync-period: its
+// informers' resync.
+const configSyncPeriod = 15 * time.Minute
+
+// Main is a release module's main: kpsim's command line with the release
+// as a proxier implementation. version and commit name the binary (the
+// main package's, which the Makefile stamps).
+func (r Release) Main(version, commit string) {
+	scenarios.Register(r.Implementation())
+	cli.Main(version, commit)
+}
+
+// Implementation is the release as a proxier implementation of the
+// harness, on this node's kernel (RealKernel), named by the
+// k8s.io/kubernetes module the binary was built with (kube-proxy@v1.37.1):
+// what a scenario's proxier.implementation asks for. Where that module is
+// replaced by a directory (a local patch), results say so.
+//
+// kube-proxy narrates every sync through klog; kpsim records syncs
+// itself, so the narration goes to the file $KPSIM_KUBE_PROXY_LOG names
+// (at -v=$KPSIM_KUBE_PROXY_V, default 2), or nowhere.
+func (r Release) Implementation() scenarios.Implementation { return r.ImplementationOn(RealKernel) }
+
+// ImplementationOn is Implementation on another kernel (upstream's fakes,
+// in tests). kernel is called as each generation starts, in the network
+// namespace the run programs: kube-proxy makes its utilities as it starts.
+func (r Release) ImplementationOn(kernel func() Kernel) scenarios.Implementation {
+	quietKlog()
+	version, replaced := kubernetesModule()
+	impl := scenarios.Implementation{
+		Name: proxier.KubeProxyImplementation(version),
+		Run: func(ctx context.Context, client kubernetes.Interface, _ dataplane.Dataplane, cfg proxier.Config, opts proxier.Options) error {
+			return r.run(ctx, kernel(), client, cfg, opts)
+		},
+		Metrics: observed.Prefixed(legacyregistry.DefaultGatherer, "kubeproxy_"),
+	}
+	if replaced != "" {
+		impl.Proxier = fmt.Sprintf("%s (k8s.io/kubernetes replaced by %s)", impl.Name, replaced)
+	}
+	return impl
+}
+
+// quietKlog sends kube-proxy's klog narration to $KPSIM_KUBE_PROXY_LOG, or nowhere.
+func quietKlog() {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	var out io.Writer = io.Discard
+	if file := os.Getenv("KPSIM_KUBE_PROXY_LOG"); file != "" {
+		if f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			out = f // for the process's life, as kube-proxy's own log file
+			_ = fs.Set("v", cmp.Or(os.Getenv("KPSIM_KUBE_PROXY_V"), "2"))
+		}
+	}
+	klog.SetOutput(out)
+}
+
+// kubernetesModule is the k8s.io/kubernetes version the binary was built
+// with, and the directory that replaced it, if any.
+func kubernetesModule() (version, replaced string) {
+	version = "v0.0.0-unknown"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version, ""
+	}
+	for _, m := range bi.Deps {
+		if m.Path != "k8s.io/kubernetes" {
+			continue
+		}
+		version = m.Version
+		if m.Replace != nil {
+			if m.Replace.Version != "" {
+				return m.Replace.Version, ""
+			}
+			return version, m.Replace.Path
+		}
+	}
+	return version, ""
+}
+
+// Kernel is what a generation programs the node through: cmd/kube-proxy's
+// utilities on the real kernel (RealKernel), or upstream's fakes in tests.
+type Kernel struct {
+	IPVS     utilipvs.Interface
+	IPSet    utilipset.Interface
+	IPTables func(v1.IPFamily) utiliptables.Interface
+	Sysctl   utilsysctl.Interface
+	// Adopt replaces, in a new proxier, what its constructor wired to the
+	// node itself (the netlink handle, conntrack, the health server), for
+	// tests; nil on the real node.
+	Adopt func(*ipvs.Proxier, v1.IPFamily) error
+}
+
+// RealKernel is cmd/kube-proxy's: real utilities, in the network namespace
+// the process runs in (the kernel backend's own).
+func RealKernel() Kernel {
+	return Kernel{IPVS: utilipvs.New(), IPSet: newIPSet(), IPTables: newIPTables, Sysctl: utilsysctl.New()}
+}
+
+var registerMetrics sync.Once
+
+// run runs one generation, as kube-proxy's server runs: it reads its
+// Node (node IPs, as detectNodeIPs does), builds a proxier per family
+// (NewDualStackProxier's way, a meta proxier over both), registers it with
+// its configs on the informers, and runs until ctx is done. Killed, it
+// waits for a sync in progress, whose operations fail from then on.
+func (r Release) run(ctx context.Context, k Kernel, client kubernetes.Interface, cfg proxier.Config, opts proxier.Options) error {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("proxier config: %w", err)
+	}
+	registerMetrics.Do(registerReleaseMetrics)
+	g := observed.New(ctx, cfg, opts, legacyregistry.DefaultGatherer, labelledMetrics)
+	defer g.Wait()
+
+	node, err := client.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kube-proxy: get node %s: %w", cfg.NodeName, err)
+	}
+	ips := NodeIPs(node)
+	var providers []proxy.Provider
+	for _, f := range cfg.Families {
+		fam := g.Family(f)
+		family := v1.IPFamily(f)
+		p, err := r.NewProxier(ctx, Params{
+			Family:   family,
+			Config:   cfg,
+			NodeIP:   ips[family],
+			IPTables: countedIPTables{Interface: k.IPTables(family), f: fam, family: f},
+			IPVS:     countedIPVS{k.IPVS, fam},
+			IPSet:    countedIPSet{k.IPSet, fam},
+			Sysctl:   countedSysctl{k.Sysctl, fam},
+			Recorder: &events.FakeRecorder{},
+		})
+		if err != nil {
+			return fmt.Errorf("kube-proxy %s: ipvs.NewProxier: %w", f, err)
+		}
+		if k.Adopt != nil {
+			if err := k.Adopt(p, family); err != nil {
+				return err
+			}
+		}
+		if err := errors.Join(
+			observed.HookFunc(p, "syncRunner.fn", fam.Sync),
+			observed.WrapField(p, "netlinkHandle", func(h ipvs.NetLinkHandle) ipvs.NetLinkHandle { return countedNetlink{h, fam} }),
+		); err != nil {
+			return fmt.Errorf("kube-proxy %s: %w", f, err)
+		}
+		providers = append(providers, synced{p, fam})
+	}
+	provider := providers[0]
+	if len(providers) == 2 {
+		provider = metaproxier.NewMetaProxier(providers[0], providers[1])
+	}
+
+	factory := informers.NewSharedInformerFactory(client, configSyncPeriod)
+	runConfigs(ctx, g.Services(factory.Core().V1().Services()), g.EndpointSlices(factory.Discovery().V1().EndpointSlices()),
+		g.Nodes(factory.Core().V1().Nodes()), provider)
+	if err := g.Registered(); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	go provider.SyncLoop() // never returns (kube-proxy's loop takes no stop channel): killed, its syncs stop at the hook
+	<-ctx.Done()
+	return nil
+}
+
+// synced sends the calls that sync at once, outside the runner (the first
+// sync, when both initial lists are in), through the sync observer.
+type synced struct {
+	proxy.Provider
+	f *observed.Family
+}
+
+func (s synced) OnServiceSynced() {
+	_ = s.f.Sync(func() error { s.Provider.OnServiceSynced(); return nil })
+}
+
+func (s synced) OnEndpointSlicesSynced() {
+	_ = s.f.Sync(func() error { s.Provider.OnEndpointSlicesSynced(); return nil })
+}
+
+// NodeIPs are kube-proxy's node IPs: per family the Node's first address
+// of it (InternalIP before ExternalIP, upstream's GetNodeHostIPs), else
+// loopback, as its server's detectNodeIPs falls back without a Node.
+func NodeIPs(node *v1.Node) map[v1.IPFamily]net.IP {
+	out := map[v1.IPFamily]net.IP{v1.IPv4Protocol: net.IPv4(127, 0, 0, 1), v1.IPv6Protocol: net.IPv6loopback}
+	if node == nil {
+		return out
+	}
+	ips, err := utilnode.GetNodeHostIPs(node)
+	if err != nil {
+		return out
+	}
+	for _, ip := range ips {
+		if ip.To4() != nil {
+			out[v1.IPv4Protocol] = ip
+		} else {
+			out[v1.IPv6Protocol] = ip
+		}
+	}
+	return out
+}

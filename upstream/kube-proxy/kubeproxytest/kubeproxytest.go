@@ -1,0 +1,210 @@
+// Package kubeproxytest runs a kube-proxy release on upstream's fakes
+// (IPVS, ipset, iptables, sysctl, netlink, conntrack, the health server),
+// through a kpsim scenario, so that each release module's tests check, on
+// any machine, that its proxier is driven and measured as the kernel
+// backend drives it, and that its own initial sync decides what a restart
+// with lagging handlers does.
+package kubeproxytest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	sysctltest "k8s.io/component-helpers/node/util/sysctl/testing"
+	"k8s.io/kubernetes/pkg/proxy/conntrack"
+	"k8s.io/kubernetes/pkg/proxy/healthcheck"
+	"k8s.io/kubernetes/pkg/proxy/ipvs"
+	ipsettest "k8s.io/kubernetes/pkg/proxy/ipvs/ipset/testing"
+	netlinktest "k8s.io/kubernetes/pkg/proxy/ipvs/testing"
+	ipvstest "k8s.io/kubernetes/pkg/proxy/ipvs/util/testing"
+	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
+	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
+
+	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/proxier/observed"
+	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios"
+	kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
+)
+
+// Fakes are one node's kernel as upstream's fakes: every generation of a
+// run programs the same ones, as a restarted kube-proxy finds its node's
+// kernel as the last one left it.
+type Fakes struct {
+	IPVS     *ipvstest.FakeIPVS
+	IPSet    *ipsettest.FakeIPSet
+	IPTables map[v1.IPFamily]*iptablestest.FakeIPTables
+	Netlink  map[v1.IPFamily]*netlinktest.FakeNetlinkHandle
+}
+
+// NewFakes is an empty node whose eth0 has nodeIP.
+func NewFakes(nodeIP string) *Fakes {
+	f := &Fakes{IPVS: ipvstest.NewFake(), IPSet: ipsettest.NewFake(ipvs.MinIPSetCheckVersion),
+		IPTables: map[v1.IPFamily]*iptablestest.FakeIPTables{v1.IPv4Protocol: iptablestest.NewFake(), v1.IPv6Protocol: iptablestest.NewIPv6Fake()},
+		Netlink:  map[v1.IPFamily]*netlinktest.FakeNetlinkHandle{}}
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		nl := netlinktest.NewFakeNetlinkHandle(fam == v1.IPv6Protocol)
+		if fam == v1.IPv4Protocol {
+			_ = nl.SetLocalAddresses("eth0", nodeIP)
+			_ = nl.SetLocalAddresses("lo", "127.0.0.1")
+		}
+		f.Netlink[fam] = nl
+	}
+	return f
+}
+
+// Kernel is the fakes as the generation's kernel: what NewProxier wires
+// to the node itself is replaced before anything can use it.
+func (f *Fakes) Kernel() kubeproxy.Kernel {
+	return kubeproxy.Kernel{
+		IPVS:     f.IPVS,
+		IPSet:    f.IPSet,
+		IPTables: func(fam v1.IPFamily) utiliptables.Interface { return f.IPTables[fam] },
+		Sysctl:   sysctltest.NewFake(),
+		Adopt: func(p *ipvs.Proxier, fam v1.IPFamily) error {
+			nl := f.Netlink[fam]
+			return joinErrs(
+				observed.WrapField(p, "netlinkHandle", func(ipvs.NetLinkHandle) ipvs.NetLinkHandle { return nl }),
+				observed.WrapField(p, "conntrack", func(conntrack.Interface) conntrack.Interface { return conntrack.NewFake() }),
+				observed.WrapField(p, "serviceHealthServer", func(healthcheck.ServiceHealthServer) healthcheck.ServiceHealthServer {
+					return healthcheck.NewFakeServiceHealthServer()
+				}),
+			)
+		},
+	}
+}
+
+func joinErrs(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const services = 60
+
+// The implementation is registered once per test binary (-count=N runs a
+// test again); its kernel is the node of the test that runs.
+var (
+	registered sync.Once
+	node       struct {
+		sync.Mutex
+		fakes *Fakes
+		runs  int
+	}
+)
+
+// restart is a restart at 36% knowledge, as in the incident.
+var restart = fmt.Sprintf(`name: kube-proxy-restart
+description: does the release's first sync after a restart delete what its handlers have not passed on yet?
+seed: 5
+backend: kernel
+cluster:
+  services: %d
+  types: {nodePort: 0.2}
+  nodes: 3
+proxier:
+  minSyncPeriod: 10ms
+  syncPeriod: 1h
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced: {timeout: 1m}
+  - restartProxier: {knownAtFirstSync: 0.36}
+  - waitSynced: {timeout: 1m}
+`, services)
+
+// RestartLagging runs release r on fakes through a restart whose handlers
+// lag (knownAtFirstSync 0.36) and checks what it did: a release that syncs
+// on its informers' stores (racy) knows 36% of the services at its first
+// sync after the restart and deletes the rest from the kernel, which later
+// syncs put back; one that waits for its handlers knows them all and
+// deletes nothing. Every sync is recorded, counted and consistent with the
+// release's own histogram.
+func RestartLagging(t *testing.T, r kubeproxy.Release, racy bool) *results.File {
+	t.Helper()
+	node.Lock()
+	node.fakes = NewFakes(dataplane.DefaultNodeAddresses[dataplane.IPv4].Addr().String())
+	node.Unlock()
+	impl := r.ImplementationOn(func() kubeproxy.Kernel {
+		node.Lock()
+		defer node.Unlock()
+		return node.fakes.Kernel()
+	})
+	registered.Do(func() { scenarios.Register(impl) }) // once per test binary; the node is each run's
+	s, err := scenarios.Parse("restart.yaml", []byte(restart), []string{"proxier.implementation=" + impl.Name})
+	require.NoError(t, err)
+	// The in-memory kernel only stands in for the kernel backend the
+	// scenario names: the release programs the fakes, and nothing probes.
+	b, err := scenarios.NewSimBackend(s)
+	require.NoError(t, err)
+	f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
+	require.NoError(t, err)
+	require.Equal(t, impl.Name, f.Proxier)
+	for _, s := range f.Syncs {
+		t.Logf("proxier %d %s #%d %s: %d services, %.1fms, %v %s", s.Proxier, s.Family, s.Seq, s.Trigger, s.Services, s.Seconds*1e3, s.Ops, s.Error)
+		if s.Failed() {
+			// A sync the end of the run or the restart killed, and no other.
+			require.Contains(t, s.Error, "the proxier was stopped", "%+v", s)
+		}
+	}
+
+	var first [2]*results.Sync
+	for i := range f.Syncs {
+		s := &f.Syncs[i]
+		require.Empty(t, s.Phases, "a release's sync is not phased")
+		require.True(t, s.Full)
+		if first[s.Proxier] == nil {
+			first[s.Proxier] = s
+			require.Equal(t, "initial", s.Trigger)
+		}
+	}
+	require.NotNil(t, first[1], "no sync after the restart")
+	start := first[0].Ops
+	require.Equal(t, int64(1), start[dataplane.OpLinkCreate], "kube-ipvs0: %v", start)
+	require.GreaterOrEqual(t, start[dataplane.OpIPVSServiceAdd], int64(services), "%v", start)
+	require.GreaterOrEqual(t, start[dataplane.OpAddressBind], int64(services), "%v", start)
+	require.Positive(t, start[dataplane.OpIPSetCreate], "%v", start)
+	require.GreaterOrEqual(t, start[dataplane.OpIPSetAdd], int64(services), "%v", start)
+	require.Positive(t, start[dataplane.OpIPTablesRestore], "%v", start)
+	require.Positive(t, start[dataplane.OpIPTablesCommand], "%v", start)
+	require.Positive(t, start[dataplane.OpSysctlWrite], "the constructor's sysctls count with the first sync: %v", start)
+
+	after := first[1].Ops
+	if racy {
+		require.Equal(t, int(math.Round(0.36*services)), first[1].Services, "the first sync after the restart knew 36%% of the services")
+		require.Positive(t, after[dataplane.OpIPSetDel], "it deleted the entries of services it had not heard of: %v", after)
+		require.Positive(t, after[dataplane.OpIPVSServiceDelete], "%v", after)
+		require.Positive(t, after[dataplane.OpAddressUnbind], "%v", after)
+		require.Positive(t, f.Totals.Readded[dataplane.OpIPSetAdd], "later syncs put them back")
+	} else {
+		require.Equal(t, services, first[1].Services, "the first sync after the restart waited for every handler")
+		require.Zero(t, after[dataplane.OpIPSetDel]+after[dataplane.OpIPVSServiceDelete]+after[dataplane.OpAddressUnbind], "%v", after)
+		require.Zero(t, results.SumOps(f.Totals.Readded))
+	}
+
+	node.Lock()
+	node.runs++
+	firstRun := node.runs == 1
+	node.Unlock()
+	if !firstRun {
+		return f // kube-proxy's registry is the process's: a second run adds to the first one's histograms
+	}
+	var checked bool
+	for _, c := range results.CheckHistograms(f) {
+		if c.Name == results.MetricSyncDuration {
+			require.True(t, c.Consistent, "%+v", c)
+			require.NotEmpty(t, c.Samples, "checked against the syncs' durations")
+			checked = true
+		}
+	}
+	require.True(t, checked, "the release's sync-duration histogram is in the results")
+	return f
+}
