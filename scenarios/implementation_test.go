@@ -68,8 +68,7 @@ func TestUpstreamHandlersBlock(t *testing.T) {
 		t.Run(tc.impl, func(t *testing.T) {
 			s, err := Parse("r.yaml", []byte(restartLagging), []string{"proxier.implementation=" + tc.impl})
 			require.NoError(t, err)
-			b, err := NewSimBackend(s)
-			require.NoError(t, err)
+			b := simBackend(t, s)
 			f, err := s.run(context.Background(), RunOptions{Backend: b}, nil)
 			require.NoError(t, err)
 			require.Equal(t, tc.impl, f.Proxier)
@@ -136,9 +135,7 @@ func TestImplementationChecks(t *testing.T) {
 	require.ErrorContains(t, err, "proxier.implementation kube-proxy@v1.30.3 is not in this kpsim binary, which has "+
 		strings.Join([]string{"kpsim", fixedRelease, racyRelease}, ", "))
 	require.ErrorContains(t, err, "upstream/kube-proxy-v1.30: make bin/kpsim-kube-proxy-v1.30")
-	b, err := NewSimBackend(s)
-	require.NoError(t, err)
-	_, err = Run(context.Background(), s, RunOptions{Backend: b})
+	_, err = Run(context.Background(), s, RunOptions{Backend: simBackend(t, s)})
 	require.ErrorContains(t, err, "is not in this kpsim binary")
 
 	s, err = Parse("r.yaml", []byte(restartLagging), []string{"backend=sim"})

@@ -29,6 +29,7 @@ import (
 	"github.com/kpsim/kpsim/proxier/observed"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/scenarios/backend"
 	kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
 )
 
@@ -143,7 +144,9 @@ func RestartLagging(t *testing.T, r kubeproxy.Release, racy bool) *results.File 
 	require.NoError(t, err)
 	// The in-memory kernel only stands in for the kernel backend the
 	// scenario names: the release programs the fakes, and nothing probes.
-	b, err := scenarios.NewSimBackend(s)
+	spec, err := s.BackendSpec()
+	require.NoError(t, err)
+	b, err := backend.NewSim(spec)
 	require.NoError(t, err)
 	f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
 	require.NoError(t, err)
