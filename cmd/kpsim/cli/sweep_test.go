@@ -213,7 +213,7 @@ func actionlint(t *testing.T, workflow []byte) (string, error) {
 	p := filepath.Join(t.TempDir(), "workflow.yml")
 	require.NoError(t, os.WriteFile(p, workflow, 0o644))
 	cmd := exec.Command("go", "tool", "-modfile=tools/go.mod", "actionlint", "-no-color", "-oneline", p)
-	cmd.Dir = filepath.Join("..", "..")
+	cmd.Dir = filepath.Join("..", "..", "..")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -224,9 +224,9 @@ func actionlint(t *testing.T, workflow []byte) (string, error) {
 // job's output, so that actionlint checks every matrix.* the job uses
 // against the keys the plan gives.
 func TestSweepPlanInWorkflow(t *testing.T) {
-	matrix, errb, code := kpsimRun(t, "sweep", "plan", filepath.Join("..", "..", "sweeps", "restart-scale.yaml"), "--format", "matrix")
+	matrix, errb, code := kpsimRun(t, "sweep", "plan", filepath.Join("..", "..", "..", "sweeps", "restart-scale.yaml"), "--format", "matrix")
 	require.Equal(t, 0, code, errb)
-	wf, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "sweep.yml"))
+	wf, err := os.ReadFile(filepath.Join("..", "..", "..", ".github", "workflows", "sweep.yml"))
 	require.NoError(t, err)
 	const fromPlan = "matrix: ${{ fromJSON(needs.plan.outputs.matrix) }}"
 	require.Equal(t, 1, strings.Count(string(wf), fromPlan), "the cell job's matrix is the plan job's output")
