@@ -91,15 +91,18 @@ sweep: sweep-plan
 # upstream/kube-proxy-v1.37, pins). A cold build of k8s.io/kubernetes takes
 # about 4 minutes and 3.4 GB of Go build cache per release; Go's build cache
 # ($$(go env GOCACHE)) keeps them, so a rebuild only links.
+# KUBE_PROXY_BIN puts them elsewhere (make test-kernel: into the VM's tree).
 KUBE_PROXY_RELEASES   ?= v1.30 v1.34 v1.37
 KUBE_PROXY_TAGS_v1.30 := kpsim_k8s_before_1_33
-kube-proxy: $(KUBE_PROXY_RELEASES:%=bin/kpsim-kube-proxy-%)
-bin/kpsim-kube-proxy-%: FORCE
-	cd upstream/kube-proxy-$* && $(GO) build -tags '$(KUBE_PROXY_TAGS_$*)' -ldflags '$(LDFLAGS)' -o ../../$@ ./cmd/kpsim
+KUBE_PROXY_BIN        ?= bin
+kube-proxy: $(KUBE_PROXY_RELEASES:%=$(KUBE_PROXY_BIN)/kpsim-kube-proxy-%)
+$(KUBE_PROXY_BIN)/kpsim-kube-proxy-%: FORCE
+	cd upstream/kube-proxy-$* && $(GO) build -tags '$(KUBE_PROXY_TAGS_$*)' -ldflags '$(LDFLAGS)' -o $(abspath $@) ./cmd/kpsim
 
 # Vets every release module and the code they share (compiled against each
 # release), and runs their tests: each release on upstream's fakes through a
 # restart whose handlers lag.
 kube-proxy-test: $(KUBE_PROXY_RELEASES:%=kube-proxy-test-%)
 kube-proxy-test-%: FORCE
-	cd upstream/kube-proxy-$* && $(GO) vet -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && $(GO) test -tags '$(KUBE_PROXY_TAGS_$*)' ./...
+	cd upstream/kube-proxy-$* && $(GO) vet -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && \
+		$(GO) test -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/...

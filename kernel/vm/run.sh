@@ -6,8 +6,10 @@
 # Everything it downloads or builds is cached in .cache/kernel-vm/ (or
 # $KPSIM_VM_CACHE): the tools (apt), the kernel package (unpacked, not
 # installed), the initramfs base. VERSION and COMMIT (set by make) stamp the
-# kpsim built for the VM. Settings: KPSIM_VM_TIMEOUT (seconds, 1500),
-# KPSIM_VM_MEM (MiB, 1024), KPSIM_VM_SMP (2), KPSIM_VM_ONLY (comma-separated
+# kpsim binaries built for the VM. Settings: KPSIM_VM_TIMEOUT (seconds, 1500),
+# KPSIM_VM_MEM (MiB, 2048: the initramfs holds a kpsim binary per kube-proxy
+# release, about 80 MB each, and the kernel unpacks it into memory),
+# KPSIM_VM_SMP (2), KPSIM_VM_ONLY (comma-separated
 # step names to run, default all).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -52,7 +54,7 @@ fi
 LOG=$CACHE/vm.log
 boot=$(date +%s.%N)
 set +e
-timeout "$TIMEOUT" qemu-system-x86_64 "${accel[@]}" -m "${KPSIM_VM_MEM:-1024}" -smp "${KPSIM_VM_SMP:-2}" \
+timeout "$TIMEOUT" qemu-system-x86_64 "${accel[@]}" -m "${KPSIM_VM_MEM:-2048}" -smp "${KPSIM_VM_SMP:-2}" \
 	-nographic -no-reboot -nodefaults -serial stdio -net none \
 	-kernel "$CACHE/vmlinux" -initrd "$CACHE/initramfs.cpio" \
 	-append "console=ttyS0 panic=-1 quiet norandmaps kpsim.only=${KPSIM_VM_ONLY:-}" </dev/null | tee "$LOG"

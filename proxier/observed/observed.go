@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
@@ -345,8 +346,13 @@ func (g *Generation) sliceChanged(old, s *discoveryv1.EndpointSlice, deleted boo
 		f.triggers = slices.DeleteFunc(f.triggers, func(t trigger) bool { return t.service == svc })
 		return
 	}
-	if old != nil && old.ResourceVersion == s.ResourceVersion {
-		return // a resync: nothing changed
+	// kube-proxy keeps a trigger time only for a change to what it
+	// programs from (its endpoint slice cache's updatePending): not for a
+	// resync, nor for an update of the slice's metadata alone. Compared by
+	// content: the fake API stores objects without resource versions, so
+	// every update would look like a resync by version.
+	if old != nil && equality.Semantic.DeepEqual(old.Endpoints, s.Endpoints) && equality.Semantic.DeepEqual(old.Ports, s.Ports) {
+		return
 	}
 	at, err := time.Parse(time.RFC3339Nano, s.Annotations[v1.EndpointsLastChangeTriggerTime])
 	if err == nil && at.After(g.start) {

@@ -213,3 +213,31 @@ func TestPrefixed(t *testing.T) {
 	require.Len(t, mfs, 1)
 	require.Equal(t, results.MetricSyncDuration, mfs[0].GetName())
 }
+
+// TestSliceTriggers: a slice update keeps its trigger time when what
+// kube-proxy programs from changed, as its endpoint slice cache decides,
+// even when the API (the fake one) leaves resource versions empty; a
+// resync or a metadata-only update keeps none.
+func TestSliceTriggers(t *testing.T) {
+	r := newRelease(true)
+	cfg := proxier.Config{NodeName: "node-1", Families: []dataplane.Family{dataplane.IPv4}}
+	g := New(context.Background(), cfg, proxier.Options{}, r.reg, true)
+	triggers := func() int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.families[dataplane.IPv4].triggers)
+	}
+	t0 := time.Now().Add(time.Second)
+	a := slice("web", "web-1", "", t0, "10.244.0.1")
+	g.sliceChanged(nil, a, false)
+	require.Equal(t, 1, triggers(), "created")
+	g.sliceChanged(a, a, false)
+	require.Equal(t, 1, triggers(), "a resync")
+	b := slice("web", "web-1", "", t0.Add(time.Second), "10.244.0.1", "10.244.0.2")
+	g.sliceChanged(a, b, false)
+	require.Equal(t, 2, triggers(), "an endpoint added, with no resource version")
+	c := b.DeepCopy()
+	c.Labels["team"] = "x"
+	g.sliceChanged(b, c, false)
+	require.Equal(t, 2, triggers(), "metadata only")
+}

@@ -125,13 +125,20 @@ func (r Release) Implementation() scenarios.Implementation { return r.Implementa
 // ImplementationOn is Implementation on another kernel (upstream's fakes,
 // in tests). kernel is called as each generation starts, in the network
 // namespace the run programs: kube-proxy makes its utilities as it starts.
-func (r Release) ImplementationOn(kernel func() Kernel) scenarios.Implementation {
+func (r Release) ImplementationOn(kernel func() (Kernel, error)) scenarios.Implementation {
 	quietKlog()
 	version, replaced := kubernetesModule()
 	impl := scenarios.Implementation{
 		Name: proxier.KubeProxyImplementation(version),
 		Run: func(ctx context.Context, client kubernetes.Interface, _ dataplane.Dataplane, cfg proxier.Config, opts proxier.Options) error {
-			return r.run(ctx, kernel(), client, cfg, opts)
+			k, err := kernel()
+			if err != nil {
+				return err
+			}
+			if k.Close != nil {
+				defer k.Close()
+			}
+			return r.run(ctx, k, client, cfg, opts)
 		},
 		Metrics: observed.Prefixed(legacyregistry.DefaultGatherer, "kubeproxy_"),
 	}
@@ -191,12 +198,19 @@ type Kernel struct {
 	// node itself (the netlink handle, conntrack, the health server), for
 	// tests; nil on the real node.
 	Adopt func(*ipvs.Proxier, v1.IPFamily) error
+	// Close undoes what making the kernel did, when the generation ends; nil for nothing.
+	Close func()
 }
 
 // RealKernel is cmd/kube-proxy's: real utilities, in the network namespace
-// the process runs in (the kernel backend's own).
-func RealKernel() Kernel {
-	return Kernel{IPVS: utilipvs.New(), IPSet: newIPSet(), IPTables: newIPTables, Sysctl: utilsysctl.New()}
+// the process runs in (the kernel backend's own), with iptables commands
+// of the variant the kernel backend reads (iptablesVariant).
+func RealKernel() (Kernel, error) {
+	undo, err := iptablesVariant()
+	if err != nil {
+		return Kernel{}, err
+	}
+	return Kernel{IPVS: utilipvs.New(), IPSet: newIPSet(), IPTables: newIPTables, Sysctl: utilsysctl.New(), Close: undo}, nil
 }
 
 var registerMetrics sync.Once

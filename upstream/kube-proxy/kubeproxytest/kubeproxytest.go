@@ -134,10 +134,10 @@ func RestartLagging(t *testing.T, r kubeproxy.Release, racy bool) *results.File 
 	node.Lock()
 	node.fakes = NewFakes(dataplane.DefaultNodeAddresses[dataplane.IPv4].Addr().String())
 	node.Unlock()
-	impl := r.ImplementationOn(func() kubeproxy.Kernel {
+	impl := r.ImplementationOn(func() (kubeproxy.Kernel, error) {
 		node.Lock()
 		defer node.Unlock()
-		return node.fakes.Kernel()
+		return node.fakes.Kernel(), nil
 	})
 	registered.Do(func() { scenarios.Register(impl) }) // once per test binary; the node is each run's
 	s, err := scenarios.Parse("restart.yaml", []byte(restart), []string{"proxier.implementation=" + impl.Name})
