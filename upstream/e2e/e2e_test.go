@@ -133,7 +133,7 @@ func stepStart(t *testing.T, f *results.File, kind string) time.Time {
 func TestKubeProxyRestart(t *testing.T) {
 	dir := binDir(t)
 	out := outDir(t)
-	const scenario = "../../kernel/testdata/e2e-restart-stale.yaml"
+	const scenario = "../../kernel/testbed/testdata/e2e-restart-stale.yaml"
 	files := map[proxier]string{}
 	runs := map[proxier]*results.File{}
 	for _, p := range []proxier{kpsim, v1_30, v1_37} {
