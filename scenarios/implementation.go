@@ -82,15 +82,26 @@ func Implementations() []string {
 }
 
 // Implementation is the scenario's proxier implementation, or why this
-// binary cannot run it: a kube-proxy release runs only in the binary built
-// from its nested module (upstream/kube-proxy-vMAJOR.MINOR).
+// binary cannot run it (see HasImplementation).
 func (s *Scenario) Implementation() (Implementation, error) {
 	name := s.Proxier.Defaults().Implementation
+	if err := HasImplementation(name); err != nil {
+		return Implementation{}, err
+	}
 	implMu.Lock()
-	impl, ok := implementations[name]
+	defer implMu.Unlock()
+	return implementations[name], nil
+}
+
+// HasImplementation says why this binary cannot run the implementation
+// named, or nil: a kube-proxy release runs only in the binary built from
+// its nested module (upstream/kube-proxy-vMAJOR.MINOR).
+func HasImplementation(name string) error {
+	implMu.Lock()
+	_, ok := implementations[name]
 	implMu.Unlock()
 	if ok {
-		return impl, nil
+		return nil
 	}
 	msg := fmt.Sprintf("proxier.implementation %s is not in this kpsim binary, which has %s", name, strings.Join(Implementations(), ", "))
 	if v, ok := strings.CutPrefix(name, proxier.KubeProxyImplementation("")); ok {
@@ -99,5 +110,5 @@ func (s *Scenario) Implementation() (Implementation, error) {
 			msg += fmt.Sprintf("; a kube-proxy %s release runs in the binary built from upstream/kube-proxy-%s: make bin/kpsim-kube-proxy-%s (its go.mod pins the patch release)", minor, minor, minor)
 		}
 	}
-	return Implementation{}, fmt.Errorf("%s", msg)
+	return fmt.Errorf("%s", msg)
 }

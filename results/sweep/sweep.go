@@ -73,13 +73,17 @@ type Cell struct {
 }
 
 // Sets are the --set overrides a run of the cell passes, in the order
-// they apply: the scenario's, the axes', the mode's, then the backend.
+// they apply: the scenario's, the axes', the mode's, then the proxier
+// (a kube-proxy release's, which runs in the binary built for it) and the backend.
 func (c *Cell) Sets() []string {
 	out := slices.Clone(c.Set)
 	for _, a := range c.Axes {
 		out = append(out, a.String())
 	}
 	out = append(out, c.ModeSet...)
+	if c.Proxier != results.ProxierKpsim {
+		out = append(out, "proxier.implementation="+c.Proxier)
+	}
 	return append(out, "backend="+c.Backend)
 }
 

@@ -66,6 +66,15 @@ func TestCellKeyIgnoresOrder(t *testing.T) {
 	require.Equal(t, []string{"seed=1", "cluster.nodes=3", "backend=sim"}, a.Sets())
 }
 
+// TestCellSetsNameTheRelease: a kube-proxy cell's runs select the release;
+// a kpsim cell's runs leave the default.
+func TestCellSetsNameTheRelease(t *testing.T) {
+	c := Cell{Scenario: "smoke", Proxier: "kube-proxy@v1.37.1", Backend: BackendKernel, Kernel: "6.1.0-56-amd64"}
+	require.Equal(t, []string{"proxier.implementation=kube-proxy@v1.37.1", "backend=kernel"}, c.Sets())
+	c.Proxier = results.ProxierKpsim
+	require.Equal(t, []string{"backend=kernel"}, c.Sets())
+}
+
 func TestMatrix(t *testing.T) {
 	p := &Plan{Sweep: "s"}
 	_, err := p.Matrix()

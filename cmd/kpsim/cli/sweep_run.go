@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/sweep"
+	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sweeps"
 )
 
@@ -149,8 +149,8 @@ func clearCell(dir string) error {
 
 // cannotRun says why the cell cannot run on this machine, or "".
 func cannotRun(c *sweep.Cell) string {
-	if c.Proxier != results.ProxierKpsim {
-		return fmt.Sprintf("proxier %s: this kpsim runs only its own proxier (%s)", c.Proxier, results.ProxierKpsim)
+	if err := scenarios.HasImplementation(c.Proxier); err != nil {
+		return err.Error()
 	}
 	if c.Backend != sweep.BackendKernel {
 		return ""

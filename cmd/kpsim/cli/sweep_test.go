@@ -218,6 +218,34 @@ func actionlint(t *testing.T, workflow []byte) (string, error) {
 	return string(out), err
 }
 
+// TestSweepRunKubeProxyCell: a kube-proxy cell runs only in the binary
+// built for its release; any other kpsim records it failed and names that
+// binary.
+func TestSweepRunKubeProxyCell(t *testing.T) {
+	spec := writeSpec(t, `
+name: releases
+scenarios:
+  - scenario: smoke
+proxiers: [kube-proxy@v1.37.1]
+backends: [kernel]
+kernels: [6.1.0-56-amd64]
+`)
+	out := t.TempDir()
+	_, errb, code := kpsimRun(t, "sweep", "plan", spec, "-o", filepath.Join(out, "plan.json"))
+	require.Equal(t, 0, code, errb)
+	p, err := sweep.ReadPlan(filepath.Join(out, "plan.json"))
+	require.NoError(t, err)
+	require.Len(t, p.Cells, 1)
+	_, errb, code = kpsimRun(t, "sweep", "run", spec, p.Cells[0].Name, "-o", out)
+	require.Equal(t, 3, code, errb)
+	require.Contains(t, errb, "proxier.implementation kube-proxy@v1.37.1 is not in this kpsim binary")
+	require.Contains(t, errb, "make bin/kpsim-kube-proxy-v1.37")
+	rec, err := sweep.ReadRecord(filepath.Join(out, p.Cells[0].Name, sweep.RecordFile))
+	require.NoError(t, err)
+	require.Equal(t, sweep.StatusFailed, rec.Status)
+	require.Contains(t, rec.Error, "make bin/kpsim-kube-proxy-v1.37")
+}
+
 // TestSweepPlanInWorkflow: the matrix 'kpsim sweep plan' writes for the
 // shipped sweep is one actionlint accepts in the workflow that runs it:
 // sweep.yml with the plan written in where the cell job reads the plan
