@@ -618,3 +618,20 @@ func TestSharedLoadBalancerIPOutFilter(t *testing.T) {
 	e.sync(p)
 	require.Equal(t, 1, count())
 }
+
+// TestStoppedSyncIsNotFailed: a sync whose proxier is stopped part way (a
+// restart kills the process) is recorded as stopped, with where it stopped,
+// and does not count as a failure; a sync that fails on its own does.
+func TestStoppedSyncIsNotFailed(t *testing.T) {
+	e := newEnv(t, Config{})
+	dp, stop := dataplane.Stoppable(e.dp)
+	e.dp = dp
+	p := e.synced(e.proxier(dataplane.IPv4, 0))
+	p.OnServiceAdd(service("default", "s", "10.96.0.1"))
+	stop()
+	rec := p.Sync()
+	require.Contains(t, rec.Error, "the proxier was stopped")
+	require.True(t, rec.Stopped)
+	require.False(t, rec.Failed())
+	require.False(t, rec.Finished())
+}

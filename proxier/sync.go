@@ -18,7 +18,7 @@ type syncRun struct {
 	saved       map[string][]string // full syncs: our chains' rules as the kernel holds them
 	jumpsOK     bool
 	vsDeletes   []dataplane.ServiceKey
-	computed    time.Duration // the current phase's own work, priced on a modeled clock
+	computed    time.Duration  // the current phase's own work, priced on a modeled clock
 	units       dataplane.Work // the current phase's own work, in units
 }
 
@@ -118,6 +118,7 @@ func (p *Proxier) sync(trigger string) (results.Sync, time.Time) {
 	var again time.Time
 	if err := errors.Join(s.errs...); err != nil {
 		s.rec.Error = err.Error()
+		s.rec.Stopped = dataplane.Stopped(err)
 		// The model may be wrong about what the failed operations left
 		// behind: re-read the kernel on the next sync, soon.
 		p.needFull = true

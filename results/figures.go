@@ -239,7 +239,7 @@ func KernelSeconds(f *File) float64 {
 func syncSeconds(f *File) []SyncValue {
 	var out []SyncValue
 	for i := range f.Syncs {
-		if s := &f.Syncs[i]; !s.Failed() {
+		if s := &f.Syncs[i]; s.Finished() {
 			out = append(out, SyncValue{s.Key(), s.Seconds})
 		}
 	}
@@ -258,7 +258,7 @@ func phaseSeconds(f *File, name string) []SyncValue {
 	var out []SyncValue
 	for i := range f.Syncs {
 		s := &f.Syncs[i]
-		if s.Failed() {
+		if !s.Finished() {
 			continue
 		}
 		for _, p := range s.Phases {
@@ -276,16 +276,23 @@ func quantiles(d Dist) string {
 
 func syncsLine(f *File) (Line, bool) {
 	s := &f.Summary
-	switch {
-	case s.Syncs == 0:
+	if s.Syncs == 0 {
 		return Line{Text: "none"}, true
-	case s.FailedSyncs == 0:
-		return Line{Text: fmt.Sprintf("%d: %s", s.Syncs, quantiles(s.Sync)), Basis: f.Basis}, true
-	case s.FailedSyncs == s.Syncs:
-		return Line{Text: fmt.Sprintf("%d, %d failed", s.Syncs, s.FailedSyncs), Note: "none succeeded"}, true
 	}
-	return Line{Text: fmt.Sprintf("%d, %d failed: %s", s.Syncs, s.FailedSyncs, quantiles(s.Sync)), Basis: f.Basis,
-		Note: fmt.Sprintf("over the %d that succeeded", s.Sync.N)}, true
+	text := fmt.Sprint(s.Syncs)
+	if s.FailedSyncs > 0 {
+		text += fmt.Sprintf(", %d failed", s.FailedSyncs)
+	}
+	if s.StoppedSyncs > 0 {
+		text += fmt.Sprintf(", %d stopped by a restart or the run's end", s.StoppedSyncs)
+	}
+	switch s.Sync.N {
+	case 0:
+		return Line{Text: text, Note: "none finished"}, true
+	case s.Syncs:
+		return Line{Text: text + ": " + quantiles(s.Sync), Basis: f.Basis}, true
+	}
+	return Line{Text: text + ": " + quantiles(s.Sync), Basis: f.Basis, Note: fmt.Sprintf("over the %d that finished", s.Sync.N)}, true
 }
 
 // FirstFailure is the first failed sync of f, or nil.

@@ -97,22 +97,27 @@ func TestPrintSummaryPrintsTheTable(t *testing.T) {
 }
 
 // TestPrintSummaryShowsFailedSyncs: failed syncs are counted apart and the
-// first error is printed, whether some or all syncs failed.
+// first error is printed, whether some or all syncs failed; syncs cut short
+// by a restart are counted apart too, and are not failures.
 func TestPrintSummaryShowsFailedSyncs(t *testing.T) {
 	const full = "ipset add KUBE-CLUSTER-IP 10.96.0.10,tcp:80: set is full (maxelem 65536)"
 	tests := []struct {
-		name   string
-		failed []int // indexes of failed syncs
-		want   []string
-		absent []string
+		name    string
+		failed  []int // indexes of failed syncs
+		stopped []int // indexes of syncs stopped by a restart
+		want    []string
+		absent  []string
 	}{
 		{name: "none failed", want: []string{"syncs              6: p50"}, absent: []string{"failed"}},
 		{name: "some failed", failed: []int{2, 4},
-			want: []string{"syncs              6, 2 failed: p50", "over the 4 that succeeded",
+			want: []string{"syncs              6, 2 failed: p50", "over the 4 that finished",
 				"failed syncs       2 (counted): first: proxier 0 IPv4 #3: " + full}},
 		{name: "all failed", failed: []int{0, 1, 2, 3, 4, 5},
-			want:   []string{"syncs              6, 6 failed: none succeeded", "failed syncs       6 (counted): first: proxier 0 IPv4 #1: " + full},
+			want:   []string{"syncs              6, 6 failed: none finished", "failed syncs       6 (counted): first: proxier 0 IPv4 #1: " + full},
 			absent: []string{"slowest sync"}},
+		{name: "one stopped", stopped: []int{3},
+			want:   []string{"syncs              6, 1 stopped by a restart or the run's end: p50", "over the 5 that finished"},
+			absent: []string{"failed"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,7 +125,12 @@ func TestPrintSummaryShowsFailedSyncs(t *testing.T) {
 			for _, i := range tt.failed {
 				f.Syncs[i].Error = full
 			}
+			for _, i := range tt.stopped {
+				f.Syncs[i].Error, f.Syncs[i].Stopped = "ipvs-service-add 10.96.0.1:80/TCP: the proxier was stopped: operation canceled", true
+			}
 			results.Summarize(f)
+			require.Equal(t, len(tt.failed), f.Summary.FailedSyncs)
+			require.Equal(t, len(tt.stopped), f.Summary.StoppedSyncs)
 			var b bytes.Buffer
 			require.NoError(t, results.PrintSummary(&b, f))
 			for _, w := range tt.want {

@@ -137,10 +137,19 @@ type Sync struct {
 	// metric defines it (change made -> this sync finished).
 	Programmed []Programmed `json:"programmed,omitempty"`
 	Error      string       `json:"error,omitempty"`
+	// Stopped is set when the sync ended because its proxier was stopped
+	// (a restart killed it, or the run ended): cut short, not failed; Error
+	// says where it stopped.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
-// Failed reports whether the sync ended with an error.
-func (s *Sync) Failed() bool { return s.Error != "" }
+// Finished reports whether the sync ran to its end without an error: only
+// those say how long a sync takes.
+func (s *Sync) Finished() bool { return s.Error == "" }
+
+// Failed reports whether the sync ended with an error of its own, not cut
+// short by its proxier being stopped.
+func (s *Sync) Failed() bool { return s.Error != "" && !s.Stopped }
 
 // Phase is one named step of a sync.
 type Phase struct {
@@ -236,13 +245,14 @@ type Bucket struct {
 // stored so that a reader without kpsim can see the headline, and recomputed
 // by every reader that can.
 type Summary struct {
-	Syncs       int             `json:"syncs"`
-	FailedSyncs int             `json:"failedSyncs"`       // syncs that ended with an error
-	Sync        Dist            `json:"sync"`              // sync Seconds over the syncs that succeeded
-	Phases      map[string]Dist `json:"phases"`            // phase Seconds by phase name
-	Programming Dist            `json:"programming"`       // network programming latency
-	Slowest     *SlowestSync    `json:"slowest,omitempty"` // nil when there were no syncs
-	Disruption  Disruption      `json:"disruption"`
+	Syncs        int             `json:"syncs"`
+	FailedSyncs  int             `json:"failedSyncs"`            // syncs that ended with an error
+	StoppedSyncs int             `json:"stoppedSyncs,omitempty"` // syncs cut short by their proxier being stopped
+	Sync         Dist            `json:"sync"`                   // sync Seconds over the syncs that succeeded
+	Phases       map[string]Dist `json:"phases"`                 // phase Seconds by phase name
+	Programming  Dist            `json:"programming"`            // network programming latency
+	Slowest      *SlowestSync    `json:"slowest,omitempty"`      // nil when there were no syncs
+	Disruption   Disruption      `json:"disruption"`
 	// Reachable is, over the probed targets that succeeded at all, the time
 	// from each one's first attempt to its first success; Unreachable counts
 	// the targets that never succeeded.

@@ -16,10 +16,14 @@ func Summarize(f *File) {
 	phases := map[string][]float64{}
 	for i := range f.Syncs {
 		sy := &f.Syncs[i]
-		if sy.Failed() {
-			// A failed sync stopped part way: its duration says nothing about
-			// how long syncing takes, and it is counted apart.
-			s.FailedSyncs++
+		if !sy.Finished() {
+			// A failed or stopped sync ended part way: its duration says
+			// nothing about how long syncing takes, and it is counted apart.
+			if sy.Stopped {
+				s.StoppedSyncs++
+			} else {
+				s.FailedSyncs++
+			}
 			continue
 		}
 		syncs = append(syncs, sy.Seconds)

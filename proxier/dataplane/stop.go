@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync/atomic"
@@ -27,10 +28,20 @@ type guard struct{ stopped atomic.Bool }
 
 func (g *guard) err(op string) error {
 	if g.stopped.Load() {
-		return fmt.Errorf("%s: the proxier was stopped: %w", op, syscall.ECANCELED)
+		return StoppedError(op)
 	}
 	return nil
 }
+
+// StoppedError is the error of operation op issued after the proxier was
+// stopped; every proxier kpsim runs says it so.
+func StoppedError(op string) error {
+	return fmt.Errorf("%s: the proxier was stopped: %w", op, syscall.ECANCELED)
+}
+
+// Stopped reports whether err says the proxier was stopped mid-sync: the
+// sync was cut short (a restart, the run's end), it did not fail.
+func Stopped(err error) bool { return errors.Is(err, syscall.ECANCELED) }
 
 type guardedIPVS struct {
 	IPVS

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,7 +92,7 @@ func (g *Generation) stopped(op string) error {
 	if g.ctx.Err() == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: the proxier was stopped: %w", op, syscall.ECANCELED)
+	return dataplane.StoppedError(op)
 }
 
 // known counts the service ports and endpoints of family f the handlers
@@ -272,6 +271,7 @@ func (f *Family) Sync(run func() error) error {
 		default:
 			rec.Error = "the sync did not finish: " + metricLastSync + " did not move"
 		}
+		rec.Stopped = dataplane.Stopped(runErr) || dataplane.Stopped(opErr)
 	} else {
 		rec.Programmed = programmed(triggers, after.programmed-before.programmed, after.programmedSum-before.programmedSum, time.Now())
 	}

@@ -196,6 +196,8 @@ func TestKilled(t *testing.T) {
 	}))
 	require.Len(t, recs, 1)
 	require.Equal(t, "ipset create KUBE-CLUSTER-IP: the proxier was stopped: operation canceled", recs[0].Error)
+	require.True(t, recs[0].Stopped, "cut short by the kill, not failed")
+	require.False(t, recs[0].Failed())
 	ran := false
 	require.NoError(t, f.Sync(func() error { ran = true; return nil }))
 	require.False(t, ran, "no sync starts once the generation is killed")

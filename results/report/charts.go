@@ -537,7 +537,7 @@ func phaseBoxes(runs []*run, phases []string, basis string) (chart, error) {
 		enough = enough || r.File.Summary.Sync.N > 1
 		failed += r.File.Summary.FailedSyncs
 		for _, s := range r.File.Syncs {
-			if s.Failed() {
+			if !s.Finished() {
 				continue
 			}
 			for _, p := range s.Phases {
