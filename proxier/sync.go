@@ -18,7 +18,7 @@ type syncRun struct {
 	saved       map[string][]string // full syncs: our chains' rules as the kernel holds them
 	jumpsOK     bool
 	vsDeletes   []dataplane.ServiceKey
-	computed    time.Duration // the current phase's own work, priced on a modeled clock
+	computed    time.Duration  // the current phase's own work, priced on a modeled clock
 	units       dataplane.Work // the current phase's own work, in units
 }
 
