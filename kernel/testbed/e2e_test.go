@@ -173,7 +173,8 @@ func containsInt(xs []int, x int) bool {
 // on this kernel: the modeled and the measured disruption must name the
 // same services, and each service's windows must overlap in the timeline
 // (the same steps; the two runs' clocks differ, since the sim does not
-// sleep its modeled kernel time).
+// sleep its modeled kernel time); both kernels must end in the same state,
+// and have counted the same operations of every kind that counts objects.
 func TestE2ESmokeAgreement(t *testing.T) {
 	bin := e2eKpsim(t)
 	dir := t.TempDir()
@@ -201,7 +202,20 @@ func TestE2ESmokeAgreement(t *testing.T) {
 	require.Empty(t, state.Diff(a, b), "state of the sim (A) and of the kernel (B) after smoke")
 	simOps, kernOps := runOps(simRun), runOps(kernRun)
 	fmt.Printf("OPS smoke sim    %s\nOPS smoke kernel %s\n", simOps, kernOps)
-	require.Equal(t, simOps, kernOps, "kernel operations by kind over the run, sim vs kernel")
+	// An iptables-restore is one per sync whose rules changed, its bytes the
+	// whole ruleset: how many follows from how a step's API writes fall into
+	// syncs. On the modeled clock a step's writes land at one instant and in
+	// one sync; on the wall clock a sync may run between two of them, and if
+	// the rules it writes differ (a set the first deletions emptied drops
+	// its rules), it restores once more. Measured in the VM: 3 or 4 restores
+	// where the sim issues 2. Every other kind counts objects, the same
+	// whatever the batching, and the rules both kernels end with are the same
+	// (the state diff above).
+	for _, op := range []dataplane.Op{dataplane.OpIPTablesRestore, dataplane.OpIPTablesRestoreBytes} {
+		require.GreaterOrEqual(t, kernOps[op], simOps[op], "%s: the kernel restores at least what the sim does", op)
+		simOps[op], kernOps[op] = 0, 0
+	}
+	require.Equal(t, simOps, kernOps, "kernel operations by kind over the run, sim vs kernel, restores aside")
 }
 
 // runOps sums a run's kernel operations by kind over every sync.
