@@ -40,7 +40,7 @@ func TestFullSyncFollowsNodeAddresses(t *testing.T) {
 func TestFullSyncWithoutChangeRecomputesNothing(t *testing.T) {
 	k := emptyKernel(t)
 	p := nullProxier(t, k)
-	populateWith(p, 100, 3)
+	populateWith(p, 100, 3, 5)
 	require.Empty(t, p.SyncFull().Error)
 	first := k.Work()
 	require.Empty(t, p.SyncFull().Error)

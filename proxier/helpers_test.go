@@ -291,3 +291,29 @@ func ruleLines(t testing.TB, k *sim.Kernel, f dataplane.Family, table string) []
 	}
 	return lines
 }
+
+// emptyKernel is a kernel with nothing programmed that takes every write
+// without effect: a sync against it is the proxier's own work alone.
+func emptyKernel(t testing.TB) *dataplane.Replay {
+	t.Helper()
+	k, err := sim.New(sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := dataplane.Capture(k.Dataplane(), dataplane.IPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// nullProxier is a proxier on replay k whose handlers count as synced.
+func nullProxier(b testing.TB, k *dataplane.Replay) *Proxier {
+	p, err := New(Config{NodeName: testNode}, dataplane.IPv4, k.Dataplane(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	return p
+}

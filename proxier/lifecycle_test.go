@@ -268,13 +268,25 @@ func TestDualStack(t *testing.T) {
 }
 
 // populate tells p about n ClusterIP services with 3 endpoints each.
-func populate(p *Proxier, n int) {
+func populate(p *Proxier, n int) { populateWith(p, n, 3, 0) }
+
+// populateWith tells p about n services, each with the given number of
+// endpoints and, when nodePortEvery > 0, a node port on every
+// nodePortEvery-th.
+func populateWith(p *Proxier, n, endpoints, nodePortEvery int) {
 	for i := range n {
 		name := fmt.Sprintf("svc-%d", i)
 		ip := fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)
-		p.OnServiceAdd(service("default", name, ip))
-		p.OnEndpointSliceAdd(slice("default", name, name+"-1", 8080, v1.ProtocolTCP,
-			eps(fmt.Sprintf("10.1.%d.%d", i/250, i%250+1), fmt.Sprintf("10.2.%d.%d", i/250, i%250+1), fmt.Sprintf("10.3.%d.%d", i/250, i%250+1))...))
+		var opts []svcOpt
+		if nodePortEvery > 0 && i%nodePortEvery == 0 {
+			opts = append(opts, withNodePort(int32(30000+i%2000)))
+		}
+		p.OnServiceAdd(service("default", name, ip, opts...))
+		addrs := make([]string, endpoints)
+		for j := range addrs {
+			addrs[j] = fmt.Sprintf("10.%d.%d.%d", 1+j, i/250, i%250+1)
+		}
+		p.OnEndpointSliceAdd(slice("default", name, name+"-1", 8080, v1.ProtocolTCP, eps(addrs...)...))
 	}
 }
 
