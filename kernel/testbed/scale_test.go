@@ -110,6 +110,19 @@ func TestE2EScale(t *testing.T) {
 		}
 		return d
 	})
+	// Where a change sync's time goes: at 10 changes it is a few
+	// operations, and one process (ipset restore) can be half of it.
+	for i, k := range runs {
+		for _, c := range k.changes {
+			var parts []string
+			for _, ph := range c.Phases {
+				if ph.Seconds >= 0.0005 {
+					parts = append(parts, fmt.Sprintf("%s %.1fms %s", ph.Name, ph.Seconds*1e3, ph.Ops))
+				}
+			}
+			fmt.Printf("CHANGES run %d sync #%d %.1fms: %s\n", i+1, c.Seq, c.Seconds*1e3, strings.Join(parts, "; "))
+		}
+	}
 	for i, k := range runs {
 		require.Zero(t, k.periodic.Ops.Writes(), "run %d: a periodic full sync with no change: %s", i+1, k.periodic.Ops)
 		require.Zero(t, k.restart.Ops.Writes(), "run %d: a restart onto matching state: %s", i+1, k.restart.Ops)
