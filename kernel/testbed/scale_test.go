@@ -36,11 +36,12 @@ const (
 const ratioLow, ratioHigh = 0.75, 1.25
 
 // kernelRuns is how often the scale scenario runs on the kernel in the
-// step. A phase of a tenth of a second is worth a ratio only as a median:
-// the process's first sync overlaps the garbage collections of its
-// initial list (kubernetes' objects, decoded, copied into the informers'
-// caches) in some runs and not in others, and one collection of its
-// 80 MB heap costs its apply-changes as much again (docs/kernel-costs.md).
+// step. A phase of a tenth of a second is worth a ratio only over several
+// runs: one garbage collection of a run's 100 MB heap, falling in it or
+// not, can double it (docs/kernel-costs.md, The garbage collector). The
+// median keeps one run's luck out of every phase but the first sync's
+// apply-changes, which the collection of the initial list falls on in
+// most runs and which the sim does not model.
 const kernelRuns = 3
 
 // TestE2EScale is the figures of the "done when", in one boot:
