@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
@@ -186,7 +187,13 @@ func loadInterruptible(ctx context.Context, name string, sets []string, stderr i
 		sc  *scenarios.Scenario
 		err error
 	}
-	fmt.Fprintf(stderr, "kpsim run: loading %s\n", name)
+	// A kernel run's isolated child loads the scenario again, from the same
+	// command line: its parent has said so, and printed the warnings.
+	say := stderr
+	if netns.Isolated() {
+		say = io.Discard
+	}
+	fmt.Fprintf(say, "kpsim run: loading %s\n", name)
 	done := make(chan loaded, 1)
 	go func() {
 		sc, err := scenarios.Load(name, sets)
@@ -197,7 +204,7 @@ func loadInterruptible(ctx context.Context, name string, sets []string, stderr i
 		if l.err != nil {
 			return nil, usageError("%v", l.err)
 		}
-		printWarnings(stderr, l.sc.Warnings())
+		printWarnings(say, l.sc.Warnings())
 		return l.sc, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("interrupted while loading scenario %s (%v): nothing ran, no results file written", name, context.Cause(ctx))

@@ -217,3 +217,21 @@ func mustRead(t *testing.T, p string) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// TestIsolatedChildSaysItOnce: a kernel run re-executes its command line in
+// a namespace of its own; the child loads the scenario again but leaves
+// the loading line and the warnings to its parent.
+func TestIsolatedChildSaysItOnce(t *testing.T) {
+	load := func() string {
+		var stderr bytes.Buffer
+		_, err := loadInterruptible(t.Context(), "smoke", []string{"proxier.ipset=exec"}, &stderr)
+		require.NoError(t, err)
+		return stderr.String()
+	}
+	parent := load()
+	require.Contains(t, parent, "kpsim run: loading smoke")
+	require.Contains(t, parent, "warning: ")
+	// What RunIsolated hands its child: another namespace's inode.
+	t.Setenv("KPSIM_ISOLATED_FROM_NETNS", "1")
+	require.Empty(t, load())
+}
