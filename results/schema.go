@@ -246,9 +246,9 @@ type Bucket struct {
 // by every reader that can.
 type Summary struct {
 	Syncs        int             `json:"syncs"`
-	FailedSyncs  int             `json:"failedSyncs"`            // syncs that ended with an error
+	FailedSyncs  int             `json:"failedSyncs"`            // syncs that ended with an error of their own (Sync.Failed)
 	StoppedSyncs int             `json:"stoppedSyncs,omitempty"` // syncs cut short by their proxier being stopped
-	Sync         Dist            `json:"sync"`                   // sync Seconds over the syncs that succeeded
+	Sync         Dist            `json:"sync"`                   // sync Seconds over the syncs that finished (Sync.Finished)
 	Phases       map[string]Dist `json:"phases"`                 // phase Seconds by phase name
 	Programming  Dist            `json:"programming"`            // network programming latency
 	Slowest      *SlowestSync    `json:"slowest,omitempty"`      // nil when there were no syncs

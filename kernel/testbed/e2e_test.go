@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/kernel/kerneltest"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
@@ -28,15 +28,7 @@ const e2eBinEnv = "KPSIM_E2E_BIN"
 
 func e2eKpsim(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv(e2eBinEnv)
-	if bin == "" {
-		t.Skipf("set %s to a kpsim binary to run the end-to-end scenarios (make test-kernel does, inside its VM)", e2eBinEnv)
-	}
-	// Missing names root first: kernel runs create network namespaces.
-	if missing := kernel.Detect().Missing("kernel"); len(missing) > 0 {
-		t.Skipf("this kernel cannot run kernel scenarios: %s", strings.Join(missing, "; "))
-	}
-	return bin
+	return kerneltest.Bin(t, e2eBinEnv, "a kpsim binary to run the end-to-end scenarios")
 }
 
 // kpsimRun runs one scenario and returns its results file; sets are --set
@@ -106,21 +98,10 @@ func TestE2ERestartStale(t *testing.T) {
 	require.NotNil(t, legacy.Probes)
 	require.Positive(t, legacy.Summary.Disruption.FailedAttempts, "the legacy initial sync must break connections")
 	// Every failure happens after the restart began.
-	restart := stepStart(t, legacy, "restart-proxier")
+	restart := kerneltest.StepStart(t, legacy, "restart-proxier")
 	for _, f := range legacy.Probes.Failures {
 		require.False(t, f.Time.Before(restart), "failure at %s before the restart at %s", f.Time, restart)
 	}
-}
-
-func stepStart(t *testing.T, f *results.File, kind string) time.Time {
-	t.Helper()
-	for _, s := range f.Steps {
-		if s.Kind == kind {
-			return s.Start
-		}
-	}
-	require.Failf(t, "no step", "no %s step in the results", kind)
-	return time.Time{}
 }
 
 // stepOf returns the index of the step during which t fell.

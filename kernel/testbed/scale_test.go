@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/kernel/kerneltest"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
@@ -289,7 +290,7 @@ func kindsOf(t *testing.T, f *results.File) syncKinds {
 	}
 	require.True(t, haveFirst && havePeriodic && haveRestart, "a first sync, a periodic full sync and a restart's first sync")
 	require.NotEmpty(t, k.changes, "a sync that applied the EndpointSlice changes")
-	k.handlerWait = k.restart.Start.Sub(stepStart(t, f, "restart-proxier"))
+	k.handlerWait = k.restart.Start.Sub(kerneltest.StepStart(t, f, "restart-proxier"))
 	return k
 }
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/kernel/kerneltest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/results"
@@ -45,15 +45,7 @@ const binDirEnv = "KPSIM_E2E_BIN_DIR"
 // binDir is where the binaries are, or the test skips and says why.
 func binDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv(binDirEnv)
-	if dir == "" {
-		t.Skipf("set %s to the folder of kpsim and the kpsim-kube-proxy-* binaries (make test-kernel does, inside its VM)", binDirEnv)
-	}
-	// Missing names root first: kernel runs create network namespaces.
-	if missing := kernel.Detect().Missing("kernel"); len(missing) > 0 {
-		t.Skipf("this kernel cannot run kernel scenarios: %s", strings.Join(missing, "; "))
-	}
-	return dir
+	return kerneltest.Bin(t, binDirEnv, "the folder of kpsim and the kpsim-kube-proxy-* binaries")
 }
 
 // outDir keeps what the runs wrote: KPSIM_E2E_OUT, or the test's own.
@@ -112,17 +104,6 @@ func summary(label string, f *results.File) string {
 	return b.String()
 }
 
-func stepStart(t *testing.T, f *results.File, kind string) time.Time {
-	t.Helper()
-	for _, s := range f.Steps {
-		if s.Kind == kind {
-			return s.Start
-		}
-	}
-	require.Failf(t, "no step", "no %s step in %s", kind, f.Proxier)
-	return time.Time{}
-}
-
 // TestKubeProxyRestart is the end-to-end check: the restart whose
 // handlers have passed on 36% of the initial list when the first sync runs,
 // with real traffic, on kpsim's proxier and on two releases: v1.30.3 (before
@@ -144,7 +125,7 @@ func TestKubeProxyRestart(t *testing.T) {
 	require.Zero(t, runs[v1_37].Summary.Disruption.FailedAttempts, "v1.37.1 waits for its handlers: %+v", runs[v1_37].Probes.Failures)
 	old := runs[v1_30]
 	require.Positive(t, old.Summary.Disruption.FailedAttempts, "v1.30.3's first sync after the restart takes what it has not heard of for stale")
-	restart := stepStart(t, old, "restart-proxier")
+	restart := kerneltest.StepStart(t, old, "restart-proxier")
 	for _, f := range old.Probes.Failures {
 		require.False(t, f.Time.Before(restart), "failure at %s before the restart at %s", f.Time, restart)
 	}
@@ -186,7 +167,7 @@ func TestKubeProxyDrift(t *testing.T) {
 		f := run(t, dir, tc.p, "testdata/drift.yaml", filepath.Join(out, "drift-"+tc.p.label+".json"))
 		// probes off is the last step: a window ending within its last few
 		// rounds is one that never closed.
-		drift, end := stepStart(t, f, "kernel-drift"), f.Steps[len(f.Steps)-1].Start
+		drift, end := kerneltest.StepStart(t, f, "kernel-drift"), f.Steps[len(f.Steps)-1].Start
 		interval := time.Duration(f.Probes.Interval * float64(time.Second))
 		require.NotEmpty(t, f.Summary.Disruption.Windows, "%s: the drift broke the probed services", tc.p.label)
 		var repair time.Duration

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/kpsim/kpsim/kernel"
@@ -98,14 +97,4 @@ func linkIPTablesVariant(mode string) (string, error) {
 		}
 	}
 	return dir, nil
-}
-
-// pathHas reports whether dir is an entry of PATH (for tests).
-func pathHas(dir string) bool {
-	for _, d := range strings.Split(os.Getenv("PATH"), string(os.PathListSeparator)) {
-		if d == dir {
-			return true
-		}
-	}
-	return false
 }

@@ -54,3 +54,13 @@ func writeScript(t *testing.T, path, says string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\necho "+says+"\n"), 0o755))
 }
+
+// pathHas reports whether dir is an entry of PATH.
+func pathHas(dir string) bool {
+	for _, d := range strings.Split(os.Getenv("PATH"), string(os.PathListSeparator)) {
+		if d == dir {
+			return true
+		}
+	}
+	return false
+}
