@@ -42,10 +42,10 @@ type Options struct {
 // Kernel is the dataplane of the current network namespace.
 type Kernel struct {
 	link      *netlink.Handle
-	addrs     *nl.SocketHandle // listing addresses, see links
-	ipvs      *ipvs.Handle     // nil when the kernel has no IPVS
-	ipvsMu    sync.Mutex       // see ipvsTable
-	ipvsErr   error            // why ipvs is nil
+	addrs     *dumpSocket  // listing addresses, see links
+	ipvs      *ipvs.Handle // nil when the kernel has no IPVS
+	ipvsMu    sync.Mutex   // see ipvsTable
+	ipvsErr   error        // why ipvs is nil
 	ipset     dataplane.IPSet
 	ipsetNL   *ipsetNetlink // open for every strategy: set types are looked up over netlink
 	iptables  *iptables

@@ -176,28 +176,39 @@ func parsePrefix(s string, f dataplane.Family) (netip.Addr, int, error) {
 
 // formatEntry is the canonical form, the one `ipset save` prints.
 func formatEntry(t dataplane.SetType, e setEntry) string {
-	net := func(a netip.Addr, bits uint8) string {
+	var buf [96]byte // the longest, hash:ip,port,net over IPv6, fits: one allocation, the string's
+	return string(appendEntry(buf[:0], t, e))
+}
+
+// appendEntry is formatEntry appending to b, without fmt: a read of every
+// set formats each of thousands of entries.
+func appendEntry(b []byte, t dataplane.SetType, e setEntry) []byte {
+	net := func(b []byte, a netip.Addr, bits uint8) []byte {
+		b = a.AppendTo(b)
 		if int(bits) == a.BitLen() || bits == 0 {
-			return a.String()
+			return b
 		}
-		return fmt.Sprintf("%s/%d", a, bits)
+		return strconv.AppendUint(append(b, '/'), uint64(bits), 10)
 	}
-	ipPort := func() string { return fmt.Sprintf("%s,%s:%d", e.ip, protoName(e.proto), e.port) }
+	ipPort := func(b []byte) []byte {
+		b = append(append(e.ip.AppendTo(b), ','), protoName(e.proto)...)
+		return strconv.AppendUint(append(b, ':'), uint64(e.port), 10)
+	}
 	switch t {
 	case dataplane.BitmapPort:
-		return strconv.Itoa(int(e.port))
+		return strconv.AppendUint(b, uint64(e.port), 10)
 	case dataplane.HashIP:
-		return e.ip.String()
+		return e.ip.AppendTo(b)
 	case dataplane.HashNet:
-		return net(e.ip, e.cidr)
+		return net(b, e.ip, e.cidr)
 	case dataplane.HashIPPort:
-		return ipPort()
+		return ipPort(b)
 	case dataplane.HashIPPortIP:
-		return ipPort() + "," + e.ip2.String()
+		return e.ip2.AppendTo(append(ipPort(b), ','))
 	case dataplane.HashIPPortNet:
-		return ipPort() + "," + net(e.ip2, e.cidr2)
+		return net(append(ipPort(b), ','), e.ip2, e.cidr2)
 	}
-	return fmt.Sprintf("%+v", e)
+	return fmt.Appendf(b, "%+v", e)
 }
 
 // canonical parses and re-formats a batch's entries, failing on the first bad one.

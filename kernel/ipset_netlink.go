@@ -33,7 +33,7 @@ import (
 // set; BenchmarkReadBack) and learns a set's type here (a header-only
 // list), which the others need to validate entries before starting a process.
 type ipsetNetlink struct {
-	sock *nl.SocketHandle
+	sock *dumpSocket
 
 	mu    sync.Mutex
 	types map[string]setInfo // set name -> type, learned from create, header and list
@@ -44,7 +44,6 @@ var _ dataplane.IPSet = (*ipsetNetlink)(nil)
 // Protocol constants from the uapi header that nl does not define.
 const (
 	ipsetFlagListHeader  = 1 << 2 // IPSET_FLAG_LIST_HEADER
-	ipsetAttrTypeMask    = 0x3fff // NLA_TYPE_MASK: attribute type without NESTED / NET_BYTEORDER
 	nfprotoIPv4          = 2      // NFPROTO_IPV4
 	nfprotoIPv6          = 10     // NFPROTO_IPV6
 	ipsetDefaultHashSize = 1024   // kube-proxy's hashsize
@@ -56,7 +55,7 @@ func newIPSetNetlink() (*ipsetNetlink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ipset netlink socket: %w", err)
 	}
-	return &ipsetNetlink{sock: &nl.SocketHandle{Socket: s}, types: make(map[string]setInfo)}, nil
+	return &ipsetNetlink{sock: &dumpSocket{SocketHandle: &nl.SocketHandle{Socket: s}}, types: make(map[string]setInfo)}, nil
 }
 
 func (n *ipsetNetlink) close() { n.sock.Close() }
@@ -64,7 +63,7 @@ func (n *ipsetNetlink) close() { n.sock.Close() }
 // request starts an ipset message: nfnetlink header and protocol version.
 func (n *ipsetNetlink) request(cmd int, flags int) *nl.NetlinkRequest {
 	req := nl.NewNetlinkRequest(cmd|unix.NFNL_SUBSYS_IPSET<<8, flags)
-	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: n.sock}
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: n.sock.SocketHandle}
 	req.AddData(&nl.Nfgenmsg{NfgenFamily: unix.AF_INET, Version: nl.NFNETLINK_V0})
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_PROTOCOL, []byte{nl.IPSET_PROTOCOL}))
 	return req
@@ -177,20 +176,28 @@ func (n *ipsetNetlink) typeOf(set string) (setInfo, error) {
 	if ok {
 		return info, nil
 	}
-	msgs, err := n.list(set, ipsetFlagListHeader)
+	header, err := redump(func() (*dataplane.Set, error) {
+		var header *dataplane.Set
+		err := n.list(set, ipsetFlagListHeader, func(s dataplane.Set, _ []setEntry) {
+			if s.Name == set && header == nil {
+				header = &s
+			}
+		})
+		return header, err
+	})
 	if err != nil {
 		return setInfo{}, fmt.Errorf("ipset list -t %s: %w", set, err)
 	}
-	for _, m := range msgs {
-		if s, _, err := parseSetMessage(m); err == nil && s.Name == set {
-			return n.remember(s), nil
-		}
+	if header == nil {
+		return setInfo{}, fmt.Errorf("ipset list -t %s: no answer from the kernel: %w", set, unix.EIO)
 	}
-	return setInfo{}, fmt.Errorf("ipset list -t %s: no answer from the kernel: %w", set, unix.EIO)
+	return n.remember(*header), nil
 }
 
-// list dumps one set (or all when set is empty); flags can ask for headers only.
-func (n *ipsetNetlink) list(set string, flags uint32) ([][]byte, error) {
+// list dumps one set (or all when set is empty), calling each with every
+// message's set header and the entries it carries; flags can ask for
+// headers only. The entries are valid only during the call.
+func (n *ipsetNetlink) list(set string, flags uint32, each func(dataplane.Set, []setEntry)) error {
 	req := n.request(nl.IPSET_CMD_LIST, unix.NLM_F_ACK|unix.NLM_F_DUMP)
 	if set != "" {
 		req.AddData(nameAttr(set))
@@ -198,7 +205,18 @@ func (n *ipsetNetlink) list(set string, flags uint32) ([][]byte, error) {
 	if flags != 0 {
 		req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_FLAGS|unix.NLA_F_NET_BYTEORDER, be32(flags)))
 	}
-	return redump(func() ([][]byte, error) { return n.execute(req) })
+	var entries []setEntry // reused: one message's at a time
+	err := n.sock.dump(req, func(_ uint16, m []byte) error {
+		var s dataplane.Set
+		var err error
+		s, entries, err = parseSetMessage(m, entries[:0])
+		if err != nil {
+			return err
+		}
+		each(s, entries)
+		return nil
+	})
+	return ipsetErrno(err, "")
 }
 
 func (n *ipsetNetlink) remember(s dataplane.Set) setInfo {
@@ -218,25 +236,23 @@ func (n *ipsetNetlink) forget(set string) {
 // Sets dumps every set with its entries in one netlink request. A set too
 // large for one message comes in several, each with its header.
 func (n *ipsetNetlink) Sets() ([]dataplane.Set, error) {
-	msgs, err := n.list("", 0)
+	out, err := redump(func() ([]dataplane.Set, error) {
+		var out []dataplane.Set
+		err := n.list("", 0, func(s dataplane.Set, entries []setEntry) {
+			if len(out) == 0 || out[len(out)-1].Name != s.Name {
+				n.remember(s)
+				s.Entries = []string{}
+				out = append(out, s)
+			}
+			last := &out[len(out)-1]
+			for _, e := range entries {
+				last.Entries = append(last.Entries, formatEntry(last.Type, e))
+			}
+		})
+		return out, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("ipset list: %w", err)
-	}
-	var out []dataplane.Set
-	for _, m := range msgs {
-		s, entries, err := parseSetMessage(m)
-		if err != nil {
-			return nil, fmt.Errorf("ipset list: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].Name != s.Name {
-			n.remember(s)
-			s.Entries = []string{}
-			out = append(out, s)
-		}
-		last := &out[len(out)-1]
-		for _, e := range entries {
-			last.Entries = append(last.Entries, formatEntry(last.Type, e))
-		}
 	}
 	return out, nil
 }
@@ -296,7 +312,7 @@ func (n *ipsetNetlink) typeRevision(t dataplane.SetType, family uint8) (uint8, e
 		if len(m) < nl.SizeofNfgenmsg {
 			continue
 		}
-		for _, a := range attrs(m[nl.SizeofNfgenmsg:]) {
+		for a := range attrs(m[nl.SizeofNfgenmsg:]) {
 			if a.typ == nl.IPSET_ATTR_REVISION && len(a.val) == 1 {
 				return a.val[0], nil
 			}
@@ -341,43 +357,15 @@ func (n *ipsetNetlink) Apply(changes []dataplane.SetChange) error {
 	return nil
 }
 
-// attr is one netlink attribute; typ has the NESTED and NET_BYTEORDER flags removed.
-type attr struct {
-	typ uint16
-	val []byte
-}
-
-// attrs splits a buffer of netlink attributes. nl.ParseAttributes does the
-// same through a goroutine and a channel per call, too slow for dumps of
-// thousands of entries.
-func attrs(b []byte) []attr {
-	var out []attr
-	for len(b) >= unix.SizeofNlAttr {
-		l := int(binary.NativeEndian.Uint16(b))
-		t := binary.NativeEndian.Uint16(b[2:])
-		if l < unix.SizeofNlAttr || l > len(b) {
-			break
-		}
-		out = append(out, attr{t & ipsetAttrTypeMask, b[unix.SizeofNlAttr:l]})
-		l = (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
-		if l > len(b) {
-			break
-		}
-		b = b[l:]
-	}
-	return out
-}
-
 // parseSetMessage decodes one message of a LIST or HEADER answer: the set's
-// header and any entries it carries.
-func parseSetMessage(m []byte) (dataplane.Set, []setEntry, error) {
+// header, and any entries it carries appended to entries.
+func parseSetMessage(m []byte, entries []setEntry) (dataplane.Set, []setEntry, error) {
 	var s dataplane.Set
-	var entries []setEntry
 	if len(m) < nl.SizeofNfgenmsg {
 		return s, nil, fmt.Errorf("short ipset message: %w", unix.EIO)
 	}
 	var family uint8
-	for _, a := range attrs(m[nl.SizeofNfgenmsg:]) {
+	for a := range attrs(m[nl.SizeofNfgenmsg:]) {
 		switch a.typ {
 		case nl.IPSET_ATTR_SETNAME:
 			s.Name = cString(a.val)
@@ -388,7 +376,7 @@ func parseSetMessage(m []byte) (dataplane.Set, []setEntry, error) {
 				family = a.val[0]
 			}
 		case nl.IPSET_ATTR_DATA:
-			for _, d := range attrs(a.val) {
+			for d := range attrs(a.val) {
 				switch {
 				case d.typ == nl.IPSET_ATTR_MAXELEM && len(d.val) == 4:
 					s.MaxElem = int(binary.BigEndian.Uint32(d.val))
@@ -399,7 +387,7 @@ func parseSetMessage(m []byte) (dataplane.Set, []setEntry, error) {
 				}
 			}
 		case nl.IPSET_ATTR_ADT:
-			for _, d := range attrs(a.val) {
+			for d := range attrs(a.val) {
 				if d.typ == nl.IPSET_ATTR_DATA {
 					entries = append(entries, parseEntryAttrs(d.val))
 				}
@@ -419,14 +407,14 @@ func parseSetMessage(m []byte) (dataplane.Set, []setEntry, error) {
 func parseEntryAttrs(b []byte) setEntry {
 	var e setEntry
 	addr := func(v []byte) netip.Addr {
-		for _, a := range attrs(v) {
+		for a := range attrs(v) {
 			if ip, ok := netip.AddrFromSlice(a.val); ok {
 				return ip
 			}
 		}
 		return netip.Addr{}
 	}
-	for _, a := range attrs(b) {
+	for a := range attrs(b) {
 		switch a.typ {
 		case nl.IPSET_ATTR_IP:
 			e.ip = addr(a.val)

@@ -24,11 +24,11 @@ import (
 // addresses, link by link, cost a dump of all of them per link.
 type links struct {
 	h    *netlink.Handle
-	addr *nl.SocketHandle
+	addr *dumpSocket
 }
 
 // newAddrSocket opens the address-listing socket in the current namespace.
-func newAddrSocket() (*nl.SocketHandle, error) {
+func newAddrSocket() (*dumpSocket, error) {
 	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
@@ -37,51 +37,46 @@ func newAddrSocket() (*nl.SocketHandle, error) {
 		s.Close()
 		return nil, fmt.Errorf("rtnetlink strict checking: %w", err)
 	}
-	return &nl.SocketHandle{Socket: s}, nil
+	return &dumpSocket{SocketHandle: &nl.SocketHandle{Socket: s}}, nil
 }
 
 // addrs lists one link's addresses of family f.
 func (l links) addrs(index int, f dataplane.Family) ([]netip.Prefix, error) {
-	msgs, err := redump(func() ([][]byte, error) {
+	return redump(func() ([]netip.Prefix, error) {
 		req := nl.NewNetlinkRequest(unix.RTM_GETADDR, unix.NLM_F_DUMP)
 		msg := nl.NewIfAddrmsg(nlFamily(f))
 		msg.Index = uint32(index)
 		req.AddData(msg)
-		req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: l.addr}
-		return req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWADDR)
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []netip.Prefix
-	for _, m := range msgs {
-		ifa := nl.DeserializeIfAddrmsg(m)
-		if int(ifa.Index) != index || int(ifa.Family) != nlFamily(f) {
-			continue // a kernel that does not filter
-		}
-		attrs, err := nl.ParseRouteAttr(m[ifa.Len():])
-		if err != nil {
-			return nil, err
-		}
-		var local, address []byte
-		for _, a := range attrs {
-			switch a.Attr.Type {
-			case unix.IFA_LOCAL:
-				local = a.Value
-			case unix.IFA_ADDRESS:
-				address = a.Value
+		var out []netip.Prefix
+		err := l.addr.dump(req, func(typ uint16, m []byte) error {
+			if typ != unix.RTM_NEWADDR || len(m) < unix.SizeofIfAddrmsg {
+				return nil
 			}
-		}
-		// IPv4 sends the local address as IFA_LOCAL (IFA_ADDRESS is the
-		// peer's on a point-to-point link), IPv6 as IFA_ADDRESS only.
-		if local == nil {
-			local = address
-		}
-		if a, ok := netip.AddrFromSlice(local); ok {
-			out = append(out, netip.PrefixFrom(a.Unmap(), int(ifa.Prefixlen)))
-		}
-	}
-	return out, nil
+			ifa := nl.DeserializeIfAddrmsg(m)
+			if int(ifa.Index) != index || int(ifa.Family) != nlFamily(f) {
+				return nil // a kernel that does not filter
+			}
+			var local, address []byte
+			for a := range attrs(m[unix.SizeofIfAddrmsg:]) {
+				switch a.typ {
+				case unix.IFA_LOCAL:
+					local = a.val
+				case unix.IFA_ADDRESS:
+					address = a.val
+				}
+			}
+			// IPv4 sends the local address as IFA_LOCAL (IFA_ADDRESS is the
+			// peer's on a point-to-point link), IPv6 as IFA_ADDRESS only.
+			if local == nil {
+				local = address
+			}
+			if a, ok := netip.AddrFromSlice(local); ok {
+				out = append(out, netip.PrefixFrom(a.Unmap(), int(ifa.Prefixlen)))
+			}
+			return nil
+		})
+		return out, err
+	})
 }
 
 var _ dataplane.Links = links{}
