@@ -61,6 +61,7 @@ func (s *syncRun) ensureLink() {
 	for _, a := range addrs {
 		p.kernel.addrs[a.Unmap()] = true
 	}
+	s.work(dataplane.Work{Entries: len(addrs)}) // as an ipset entry read into the model
 	p.kernel.linkOK = true
 	if p.family != dataplane.IPv4 && slices.Contains(p.cfg.Families, dataplane.IPv4) {
 		return // the IPv4 proxier owns the (net/ipv4) sysctls on a dual-stack node

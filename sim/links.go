@@ -46,7 +46,8 @@ func (k *Kernel) EnsureDummy(name string) (bool, error) {
 		return false, errorf(syscall.EINVAL, "link add %q: bad name", name)
 	}
 	if l, ok := k.links[name]; ok {
-		k.charge(k.costs.op[dataplane.OpAddressList]) // the lookup
+		// The lookup and the set-up: two requests, as kernel/links.go sends.
+		k.charge(2 * k.costs.op[dataplane.OpAddressList])
 		if !l.dummy {
 			return false, errorf(syscall.EEXIST, "link add %s: exists and is not a dummy link", name)
 		}

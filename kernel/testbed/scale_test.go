@@ -33,17 +33,21 @@ const (
 )
 
 // The sim, priced by a profile calibrated on this kernel in this boot,
-// should predict every phase that does kernel work within this band.
+// should predict every phase that does kernel work within this band. A
+// phase whose modeled time is mostly the proxier's own work (apply-changes:
+// its one read, the node's addresses, is well under 1% of it) is reported
+// apart: what it measures is the Go runtime's CPU under emulation,
+// collections included (docs/kernel-costs.md, The garbage collector), not
+// the kernel model the band is about.
 const ratioLow, ratioHigh = 0.75, 1.25
 
 // kernelRuns is how often the scale scenario runs on the kernel in the
-// step. A phase of a tenth of a second is worth a ratio only over several
-// runs: one garbage collection of a run's 100 MB heap, falling in it or
-// not, can double it (docs/kernel-costs.md, The garbage collector). The
-// median keeps one run's luck out of every phase but the first sync's
-// apply-changes, which the collection of the initial list falls on in
-// most runs and which the sim does not model.
-const kernelRuns = 3
+// step. A phase of a tenth of a second or less is worth a ratio only over
+// several runs: a collection of a run's 100 MB heap running beside it, or
+// not, can double it (docs/kernel-costs.md, The garbage collector); the
+// read of kube-ipvs0's 5,000 addresses took 10-29 ms in the six full syncs
+// of one boot's three runs. The median keeps two runs' luck out.
+const kernelRuns = 5
 
 // TestE2EScale is the figures of the issue's "done when", in one boot:
 // this kernel is calibrated, the scale scenario runs on it kernelRuns times
@@ -138,13 +142,15 @@ func TestE2EScale(t *testing.T) {
 	fmt.Printf("FIGURE %-30s %s  from the restart step to the new proxier's first sync\n", "restart: handlers", strings.Join(waits, ", "))
 
 	measured := medianKinds(runs)
-	before := ratios(t, "RATIO", "the calibration before the kernel runs", kindsOf(t, modeled), measured)
-	afterSums := ratios(t, "RATIO-AFTER", "the calibration after them", kindsOf(t, modeledAfter), measured)
-	fmt.Printf("RATIO-BOTH summed modeled/measured (the median of %d kernel runs) of each phase that does kernel work, priced by the calibration before the kernel runs and by the one after\n", kernelRuns)
+	before, kernelWork := ratios(t, "RATIO", "the calibration before the kernel runs", kindsOf(t, modeled), measured)
+	afterSums, _ := ratios(t, "RATIO-AFTER", "the calibration after them", kindsOf(t, modeledAfter), measured)
+	fmt.Printf("RATIO-BOTH summed modeled/measured (the median of %d kernel runs) of each phase that issued operations, priced by the calibration before the kernel runs and by the one after\n", kernelRuns)
 	for _, n := range slices.Sorted(maps.Keys(before)) {
 		a, b := before[n], afterSums[n]
 		note := ""
 		switch {
+		case !kernelWork[n]:
+			note = "  " + apart
 		case outside(a) && outside(b):
 			note = fmt.Sprintf("  outside %.2f-%.2f by both", ratioLow, ratioHigh)
 		case outside(a) || outside(b):
@@ -197,13 +203,13 @@ func outside(r float64) bool { return r < ratioLow || r > ratioHigh }
 
 // ratios prints, under tag, each phase's modeled/measured ratio over the
 // syncs both runs made alike, and returns the summed ratio of each phase
-// that does kernel work.
-func ratios(t *testing.T, tag, priced string, s, k syncKinds) map[string]float64 {
+// that issued operations, and which of them do kernel work.
+func ratios(t *testing.T, tag, priced string, s, k syncKinds) (sums map[string]float64, kernelWork map[string]bool) {
 	t.Helper()
 	pairs := [][2]results.Sync{{s.first, k.first}, {s.periodic, k.periodic}, {s.restart, k.restart}}
 	type cell struct{ modeled, proxier, measured float64 }
 	cells := map[string]*[4]cell{} // by phase: first, periodic, restart, sum
-	kernelWork := map[string]bool{}
+	issues := map[string]bool{}    // the kernel run's phase issued operations
 	var names []string
 	for j, pair := range pairs {
 		for i, sy := range pair {
@@ -223,12 +229,19 @@ func ratios(t *testing.T, tag, priced string, s, k syncKinds) map[string]float64
 					}
 				}
 				if i == 1 && ph.Ops != (dataplane.Ops{}) {
-					kernelWork[ph.Name] = true
+					issues[ph.Name] = true
 				}
 			}
 		}
 	}
 	sort.Strings(names)
+	// A phase does kernel work when it issued operations and the sim's
+	// model of it is mostly the kernel's time.
+	kernelWork = map[string]bool{}
+	for _, n := range names {
+		c := cells[n][3]
+		kernelWork[n] = issues[n] && c.modeled-c.proxier >= c.proxier
+	}
 	ratio := func(c cell) string {
 		if c.measured <= 0 {
 			return "-"
@@ -237,7 +250,7 @@ func ratios(t *testing.T, tag, priced string, s, k syncKinds) map[string]float64
 	}
 	fmt.Printf("%s modeled (sim, priced by %s) / measured (kernel), by phase: modeled s (of it the proxier's own) / measured s, for the first sync, the periodic full sync, the restart's first sync, and summed\n", tag, priced)
 	fmt.Printf("%s %-20s %-30s %-30s %-30s %s\n", tag, "phase", "first", "periodic", "restart", "sum")
-	sums := map[string]float64{}
+	sums = map[string]float64{}
 	var total cell
 	for _, n := range names {
 		c := cells[n]
@@ -249,21 +262,27 @@ func ratios(t *testing.T, tag, priced string, s, k syncKinds) map[string]float64
 			cols[j] = fmt.Sprintf("%.4f(%.4f)/%.4f=%s", c[j].modeled, c[j].proxier, c[j].measured, ratio(c[j]))
 		}
 		note := ""
-		if r := c[3]; kernelWork[n] && r.measured > 0 {
+		if r := c[3]; issues[n] && r.measured > 0 {
 			sums[n] = r.modeled / r.measured
-			if outside(sums[n]) {
-				note = fmt.Sprintf("  outside %.2f-%.2f", ratioLow, ratioHigh)
-			}
 		}
-		if !kernelWork[n] {
-			note += "  (no kernel work)"
+		switch {
+		case kernelWork[n] && outside(sums[n]):
+			note = fmt.Sprintf("  outside %.2f-%.2f", ratioLow, ratioHigh)
+		case issues[n] && !kernelWork[n]:
+			note = "  " + apart
+		case !issues[n]:
+			note = "  (no kernel work)"
 		}
 		fmt.Printf("%s %-20s %-30s %-30s %-30s %s%s\n", tag, n, cols[0], cols[1], cols[2], ratio(c[3]), note)
 	}
 	require.Positive(t, total.measured)
 	fmt.Printf("%s %-20s %.4f(%.4f)/%.4f=%s\n", tag, "sync (total)", total.modeled, total.proxier, total.measured, ratio(total))
-	return sums
+	return sums, kernelWork
 }
+
+// apart notes a phase that issued operations but whose modeled time is
+// mostly the proxier's own work (see ratioLow).
+const apart = "(mostly the proxier's own work: reported apart, not held to the band)"
 
 // syncKinds are the syncs of a scale run the figures are about.
 type syncKinds struct {

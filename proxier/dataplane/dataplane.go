@@ -294,7 +294,7 @@ type Model interface {
 // profile prices: a fixed cost per sync, per service port whose wants are
 // derived (from its Service, EndpointSlices and the node), per virtual
 // server visited (read back or reconciled), per endpoint or real server
-// visited and per ipset entry compared. Deriving a port's wants costs a few
+// visited and per ipset entry or bound address compared. Deriving a port's wants costs a few
 // times a visit, so they are priced apart.
 type Work struct {
 	Syncs     int `json:"syncs,omitempty"`
