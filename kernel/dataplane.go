@@ -22,7 +22,6 @@ import (
 
 	"github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/kpsim/kpsim/kernel/netns"
@@ -133,23 +132,6 @@ func (k *Kernel) Close() {
 	}
 	k.addrs.Close()
 	k.link.Close()
-}
-
-// dumpAttempts bounds the retries of a netlink dump the kernel interrupted
-// (NLM_F_DUMP_INTR: the table changed while it was read, as when IPv6 adds
-// an address to a link that just came up). The partial answer is not used.
-const dumpAttempts = 5
-
-// redump runs a netlink dump until the kernel answers it uninterrupted.
-func redump[T any](dump func() (T, error)) (T, error) {
-	var v T
-	var err error
-	for range dumpAttempts {
-		if v, err = dump(); !errors.Is(err, nl.ErrDumpInterrupted) {
-			break
-		}
-	}
-	return v, err
 }
 
 // run executes a tool in the current namespace with stdin, returning its

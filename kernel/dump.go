@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"iter"
 	"sync/atomic"
@@ -10,6 +11,23 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
+
+// dumpAttempts bounds the retries of a netlink dump the kernel interrupted
+// (NLM_F_DUMP_INTR: the table changed while it was read, as when IPv6 adds
+// an address to a link that just came up). The partial answer is not used.
+const dumpAttempts = 5
+
+// redump runs a netlink dump until the kernel answers it uninterrupted.
+func redump[T any](dump func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range dumpAttempts {
+		if v, err = dump(); !errors.Is(err, nl.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return v, err
+}
 
 // dumpSocket is a netlink socket that reads the kernel's dumps (the
 // addresses of a link, every ipset with its entries) into one buffer, kept

@@ -209,7 +209,7 @@ func ratios(t *testing.T, tag, priced string, s, k syncKinds) (sums map[string]f
 	pairs := [][2]results.Sync{{s.first, k.first}, {s.periodic, k.periodic}, {s.restart, k.restart}}
 	type cell struct{ modeled, proxier, measured float64 }
 	cells := map[string]*[4]cell{} // by phase: first, periodic, restart, sum
-	issues := map[string]bool{}    // the kernel run's phase issued operations
+	issued := map[string]bool{}    // the kernel run's phase issued operations
 	var names []string
 	for j, pair := range pairs {
 		for i, sy := range pair {
@@ -229,7 +229,7 @@ func ratios(t *testing.T, tag, priced string, s, k syncKinds) (sums map[string]f
 					}
 				}
 				if i == 1 && ph.Ops != (dataplane.Ops{}) {
-					issues[ph.Name] = true
+					issued[ph.Name] = true
 				}
 			}
 		}
@@ -240,7 +240,7 @@ func ratios(t *testing.T, tag, priced string, s, k syncKinds) (sums map[string]f
 	kernelWork = map[string]bool{}
 	for _, n := range names {
 		c := cells[n][3]
-		kernelWork[n] = issues[n] && c.modeled-c.proxier >= c.proxier
+		kernelWork[n] = issued[n] && c.modeled-c.proxier >= c.proxier
 	}
 	ratio := func(c cell) string {
 		if c.measured <= 0 {
@@ -262,15 +262,15 @@ func ratios(t *testing.T, tag, priced string, s, k syncKinds) (sums map[string]f
 			cols[j] = fmt.Sprintf("%.4f(%.4f)/%.4f=%s", c[j].modeled, c[j].proxier, c[j].measured, ratio(c[j]))
 		}
 		note := ""
-		if r := c[3]; issues[n] && r.measured > 0 {
+		if r := c[3]; issued[n] && r.measured > 0 {
 			sums[n] = r.modeled / r.measured
 		}
 		switch {
 		case kernelWork[n] && outside(sums[n]):
 			note = fmt.Sprintf("  outside %.2f-%.2f", ratioLow, ratioHigh)
-		case issues[n] && !kernelWork[n]:
+		case issued[n] && !kernelWork[n]:
 			note = "  " + apart
-		case !issues[n]:
+		case !issued[n]:
 			note = "  (no kernel work)"
 		}
 		fmt.Printf("%s %-20s %-30s %-30s %-30s %s%s\n", tag, n, cols[0], cols[1], cols[2], ratio(c[3]), note)
