@@ -71,6 +71,14 @@ type Figure struct {
 	// headline; ok is false when f has nothing to say about it (the line is
 	// left out). Nil for a figure only comparisons show.
 	Line func(f *File) (l Line, ok bool)
+
+	// RunOnly marks a figure of the whole run that a segment has no share
+	// of (operations re-added across the run, the process's CPU and RSS,
+	// exported histograms, whether the run failed).
+	RunOnly bool
+	// Disruption marks the figures of broken traffic: a rise is a
+	// regression that only `kpsim compare --allow-disruption` declares.
+	Disruption bool
 }
 
 // Line is a figure's text: its value, the basis of that value (empty when
@@ -147,7 +155,7 @@ func Figures(files ...*File) []Figure {
 		// A run that failed (it did not just stop at Ctrl-C) is worse than
 		// one that did not, whatever its other figures; the summary says
 		// why on its own line.
-		Figure{Name: "run/failed", Unit: UnitRuns, Basis: countedBasis, Class: Exact, HigherIsWorse: true,
+		Figure{Name: "run/failed", Unit: UnitRuns, Basis: countedBasis, Class: Exact, HigherIsWorse: true, RunOnly: true,
 			Value: func(f *File) float64 {
 				if f.Error != "" && !f.Interrupted {
 					return 1
@@ -166,7 +174,7 @@ func Figures(files ...*File) []Figure {
 			Line: func(f *File) (Line, bool) {
 				return Line{fmt.Sprint(f.Totals.Ops.Writes()), Counted, TopOps(f.Totals.Ops, 4)}, true
 			}},
-		Figure{Name: "readded/total", Label: "deleted, re-added", Unit: UnitOps, Basis: countedBasis, Class: Exact,
+		Figure{Name: "readded/total", Label: "deleted, re-added", Unit: UnitOps, Basis: countedBasis, Class: Exact, RunOnly: true,
 			Value: func(f *File) float64 { return float64(SumOps(f.Totals.Readded)) },
 			Line: func(f *File) (Line, bool) {
 				return Line{fmt.Sprint(SumOps(f.Totals.Readded)), Counted, TopOps(f.Totals.Readded, 4)}, true
@@ -181,24 +189,26 @@ func Figures(files ...*File) []Figure {
 				return Line{Text: fmt.Sprintf("%d changes: %s", p.N, quantiles(p)), Basis: f.Basis}, true
 			}},
 		Figure{Name: "disruption/seconds", Label: "disruption", Unit: UnitSeconds, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
-			Value: func(f *File) float64 { return f.Summary.Disruption.Seconds }, Line: disruptionLine},
+			Disruption: true, Value: func(f *File) float64 { return f.Summary.Disruption.Seconds }, Line: disruptionLine},
 		Figure{Name: "disruption/failed-attempts", Unit: UnitAttempts, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
-			Value: func(f *File) float64 { return float64(f.Summary.Disruption.FailedAttempts) }})
+			Disruption: true, Value: func(f *File) float64 { return float64(f.Summary.Disruption.FailedAttempts) }},
+		Figure{Name: "disruption/longest-window", Unit: UnitSeconds, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
+			Disruption: true, Value: func(f *File) float64 { return f.Summary.Disruption.LongestGap }})
 	add(firsts,
 		Figure{Name: "reachable", Label: "first success", Unit: UnitSeconds, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
-			Dist: func(f *File) Dist { return f.Summary.Reachable }, Quantiles: []Quantile{P50, Max}, Line: reachableLine},
+			Disruption: true, Dist: func(f *File) Dist { return f.Summary.Reachable }, Quantiles: []Quantile{P50, Max}, Line: reachableLine},
 		Figure{Name: "unreachable", Unit: UnitTargets, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
-			Value: func(f *File) float64 { return float64(f.Summary.Unreachable) }})
+			Disruption: true, Value: func(f *File) float64 { return float64(f.Summary.Unreachable) }})
 	add(true,
-		Figure{Name: "histograms", Label: "histograms", Line: histogramsLine},
-		Figure{Name: "process/cpu", Label: "process", Unit: UnitSeconds, Basis: measuredBasis, Class: Timing, HigherIsWorse: true,
+		Figure{Name: "histograms", Label: "histograms", Line: histogramsLine, RunOnly: true},
+		Figure{Name: "process/cpu", Label: "process", Unit: UnitSeconds, Basis: measuredBasis, Class: Timing, HigherIsWorse: true, RunOnly: true,
 			Value: func(f *File) float64 { return f.Totals.CPUSeconds },
 			Line: func(f *File) (Line, bool) {
 				t := f.Totals
 				return Line{Text: fmt.Sprintf("CPU %s, peak RSS %s", FormatSeconds(t.CPUSeconds), FormatBytes(t.PeakRSS)), Basis: Measured},
 					t.CPUSeconds > 0 || t.PeakRSS > 0
 			}},
-		Figure{Name: "process/peak-rss", Unit: UnitBytes, Basis: measuredBasis, Class: Timing, HigherIsWorse: true,
+		Figure{Name: "process/peak-rss", Unit: UnitBytes, Basis: measuredBasis, Class: Timing, HigherIsWorse: true, RunOnly: true,
 			Value: func(f *File) float64 { return float64(f.Totals.PeakRSS) }})
 	for _, ph := range PhaseNames(files) {
 		figs = append(figs, Figure{Name: "phase/" + ph, Unit: UnitSeconds, Basis: durationBasis, Class: Timing, HigherIsWorse: true,
@@ -218,11 +228,60 @@ func Figures(files ...*File) []Figure {
 	}
 	for _, op := range dataplane.AllOps() {
 		if readded[op] != 0 {
-			figs = append(figs, Figure{Name: "readded/" + op.String(), Unit: UnitOps, Basis: countedBasis, Class: Exact,
+			figs = append(figs, Figure{Name: "readded/" + op.String(), Unit: UnitOps, Basis: countedBasis, Class: Exact, RunOnly: true,
 				Value: func(f *File) float64 { return float64(f.Totals.Readded[op]) }})
 		}
 	}
 	return figs
+}
+
+// SegmentFigures are the figures of one segment of the files' timelines
+// (File.View): those of Figures that a segment has a share of, named
+// "SEGMENT/FIGURE" ("restart/sync"), each read from the segment's view. A
+// file without the segment has nothing to say about them (zero values, no
+// line).
+func SegmentFigures(segment string, files ...*File) []Figure {
+	views := make([]*File, 0, len(files))
+	for _, f := range files {
+		if v := f.View(segment); v != nil {
+			views = append(views, v)
+		}
+	}
+	cache := map[*File]*File{}
+	view := func(f *File) *File {
+		v, ok := cache[f]
+		if !ok {
+			v = f.View(segment)
+			if v == nil {
+				v = &File{Summary: Summary{Phases: map[string]Dist{}}}
+			}
+			cache[f] = v
+		}
+		return v
+	}
+	var out []Figure
+	for _, fg := range Figures(views...) {
+		if fg.RunOnly {
+			continue
+		}
+		fg.Name = segment + "/" + fg.Name
+		basis := fg.Basis
+		fg.Basis = func(f *File) string { return basis(view(f)) }
+		if v := fg.Value; v != nil {
+			fg.Value = func(f *File) float64 { return v(view(f)) }
+		}
+		if d := fg.Dist; d != nil {
+			fg.Dist = func(f *File) Dist { return d(view(f)) }
+		}
+		if ps := fg.PerSync; ps != nil {
+			fg.PerSync = func(f *File) []SyncValue { return ps(view(f)) }
+		}
+		if l := fg.Line; l != nil {
+			fg.Line = func(f *File) (Line, bool) { return l(view(f)) }
+		}
+		out = append(out, fg)
+	}
+	return out
 }
 
 // KernelSeconds is the modeled kernel time of all syncs, summed in sync
@@ -375,12 +434,25 @@ func reachableLine(f *File) (Line, bool) {
 		return Line{}, false
 	}
 	s := &f.Summary
-	note := fmt.Sprintf("from each target's first attempt, over %d targets", s.Reachable.N)
-	if s.Unreachable > 0 {
-		note += fmt.Sprintf("; %d never succeeded", s.Unreachable)
+	if f.SchemaVersion > 0 && f.SchemaVersion < 3 {
+		note := fmt.Sprintf("from each target's first attempt, over %d targets", s.Reachable.N)
+		if s.Unreachable > 0 {
+			note += fmt.Sprintf("; %d never succeeded", s.Unreachable)
+		}
+		if s.Reachable.N == 0 {
+			return Line{Text: fmt.Sprintf("no target succeeded (%d probed)", s.Unreachable)}, true
+		}
+		return Line{quantiles(s.Reachable), f.Probes.Basis, note}, true
 	}
-	if s.Reachable.N == 0 {
-		return Line{Text: fmt.Sprintf("no target succeeded (%d probed)", s.Unreachable)}, true
+	switch windows := s.Reachable.N + s.Unreachable; {
+	case windows == 0:
+		return Line{Text: "nothing broke"}, true
+	case s.Reachable.N == 0:
+		return Line{Text: fmt.Sprintf("never: none of %d disruption windows recovered before probing stopped", windows)}, true
+	}
+	note := fmt.Sprintf("from each disruption window's first failed attempt to the next success, over %d windows", s.Reachable.N)
+	if s.Unreachable > 0 {
+		note += fmt.Sprintf("; %d never recovered", s.Unreachable)
 	}
 	return Line{quantiles(s.Reachable), f.Probes.Basis, note}, true
 }

@@ -93,7 +93,9 @@ func TestPrintSummaryPrintsTheTable(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, shown, 9)
 	require.Contains(t, b.String(), "kernel time        250ms (modeled): priced per operation from cost profile host-2026; the proxier's own part 10ms")
-	require.Contains(t, b.String(), "first success      p50 1s  p99 2s  max 2s (modeled): from each target's first attempt, over 4 targets; 1 never succeeded")
+	// The restart breaks two services, for 1 s and 2.5 s (synthetic probes).
+	require.Contains(t, b.String(), "first success      p50 1s  p99 2.5s  max 2.5s (modeled): from each disruption window's first failed attempt to the next success, over 2 windows")
+	require.Contains(t, b.String(), "restart (from step 3, restart proxier, at 3.75s): 3 syncs")
 }
 
 // TestPrintSummaryShowsFailedSyncs: failed syncs are counted apart and the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -29,15 +30,49 @@ func PrintSummary(w io.Writer, f *File) error {
 	if f.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", f.Error)
 	}
-	for _, fg := range Figures(f) {
+	indent := ""
+	if q := f.Summary.Question; q != "" {
+		// The segment the scenario asks about leads; the whole run follows.
+		v := f.View(q)
+		seg, _ := f.SegmentNamed(q)
+		// No tab: a line's last cell does not widen the column.
+		fmt.Fprintf(tw, "question: %s\n", SegmentTitle(f, seg.Segment))
+		printLines(tw, "  ", v, slices.DeleteFunc(Figures(v), func(fg Figure) bool { return fg.RunOnly }))
+		fmt.Fprintf(tw, "whole run\n")
+		indent = "  "
+	}
+	printLines(tw, indent, f, Figures(f))
+	if segs := f.Summary.Segments; len(segs) > 1 {
+		fmt.Fprintf(tw, "%ssegments\n", indent)
+		for _, s := range segs {
+			fmt.Fprintf(tw, "%s  %s\n", indent, SegmentLine(f, s))
+		}
+	}
+	return tw.Flush()
+}
+
+func printLines(w io.Writer, indent string, f *File, figs []Figure) {
+	for _, fg := range figs {
 		if fg.Line == nil {
 			continue
 		}
 		if l, ok := fg.Line(f); ok {
-			fmt.Fprintf(tw, "%s\t%s\n", fg.Label, l)
+			fmt.Fprintf(w, "%s%s\t%s\n", indent, fg.Label, l)
 		}
 	}
-	return tw.Flush()
+}
+
+// SegmentLine is a segment's figures in one line: what ran in it, its
+// slowest sync and its broken traffic.
+func SegmentLine(f *File, s SegmentSummary) string {
+	line := fmt.Sprintf("%s: %d syncs", SegmentTitle(f, s.Segment), s.Summary.Syncs)
+	if s.Summary.Sync.N > 0 {
+		line += fmt.Sprintf(", p99 %s, max %s", FormatSeconds(s.Summary.Sync.P99), FormatSeconds(s.Summary.Sync.Max))
+	}
+	if d := s.Summary.Disruption; d.Attempts > 0 {
+		line += fmt.Sprintf(", disruption %s (%d of %d attempts failed)", FormatSeconds(d.Seconds), d.FailedAttempts, d.Attempts)
+	}
+	return line
 }
 
 // String is the line as the summary prints it: "15: p50 ... (modeled): note".

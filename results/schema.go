@@ -17,8 +17,12 @@ import (
 // SchemaVersion is bumped on any change that an older reader would misread.
 // Version 2 added the clock, the proxier under test, the modeled kernel and
 // proxier parts of every duration and the probes' first successes; a version 1
-// file reads as a version 2 file without them.
-const SchemaVersion = 2
+// file reads as a version 2 file without them. Version 3 added each step's
+// probe attempts before it and each target's recoveries, which give figures
+// per segment and the time to first success after a failure; a version 2
+// file reads without them (its first success is from each target's first
+// attempt, and its segments have no attempt counts).
+const SchemaVersion = 3
 
 // Clock values: how a file's timestamps were taken.
 const (
@@ -109,6 +113,9 @@ type Step struct {
 	Label string    `json:"label,omitempty"`
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
+	// ProbeAttempts counts the probe attempts made before the step began,
+	// so that a segment's attempts are the difference of its ends'.
+	ProbeAttempts int `json:"probeAttempts,omitempty"`
 }
 
 // Sync is one run of syncProxyRules by one proxier.
@@ -205,6 +212,9 @@ type Target struct {
 	// reachable, e.g. from a node that just joined.
 	First   time.Time `json:"first,omitzero"`
 	FirstOK time.Time `json:"firstOK,omitzero"`
+	// Recovered lists each success that followed a failed attempt (or the
+	// target's first attempts, when those failed): when broken traffic came back.
+	Recovered []time.Time `json:"recovered,omitempty"`
 }
 
 // Failure is one failed probe attempt.
@@ -253,11 +263,19 @@ type Summary struct {
 	Programming  Dist            `json:"programming"`            // network programming latency
 	Slowest      *SlowestSync    `json:"slowest,omitempty"`      // nil when there were no syncs
 	Disruption   Disruption      `json:"disruption"`
-	// Reachable is, over the probed targets that succeeded at all, the time
-	// from each one's first attempt to its first success; Unreachable counts
-	// the targets that never succeeded.
+	// Reachable is the time to first success: for each disruption window
+	// (a target's run of failed attempts, including a target whose first
+	// attempts failed), from its first failed attempt to the target's next
+	// success. Unreachable counts the windows that never recovered before
+	// probing stopped. Targets that never failed have no sample: a first
+	// success is always about traffic that broke.
 	Reachable   Dist `json:"reachable"`
 	Unreachable int  `json:"unreachable"`
+	// Question is the segment the scenario asks about (Question), and
+	// Segments every segment of the timeline with its figures; empty in a
+	// segment's own summary.
+	Question string           `json:"question,omitempty"`
+	Segments []SegmentSummary `json:"segments,omitempty"`
 }
 
 // Dist is a distribution of seconds (or counts) by gonum/stat.

@@ -10,7 +10,11 @@ import (
 // Summarize recomputes f.Summary from the raw samples. It is the only writer
 // of Summary, so that the stored headline and what a report recomputes can
 // never disagree.
-func Summarize(f *File) {
+func Summarize(f *File) { summarize(f, true) }
+
+// summarize computes f.Summary, with its segments when withSegments (a
+// segment's own view has none).
+func summarize(f *File, withSegments bool) {
 	s := Summary{Syncs: len(f.Syncs), Phases: map[string]Dist{}}
 	var syncs, programmed []float64
 	phases := map[string][]float64{}
@@ -43,26 +47,60 @@ func Summarize(f *File) {
 	}
 	s.Programming = NewDist(programmed)
 	s.Disruption = Disrupt(f.Probes)
-	s.Reachable, s.Unreachable = reachable(f.Probes)
+	s.Reachable, s.Unreachable = reachable(f, s.Disruption.Windows)
 	f.Summary = s
+	if !withSegments {
+		return
+	}
+	segs := Segments(f)
+	if len(segs) > 1 {
+		for i, seg := range segs {
+			next := -1
+			if i+1 < len(segs) {
+				next = segs[i+1].Step
+			}
+			f.Summary.Segments = append(f.Summary.Segments, SegmentSummary{Segment: seg, Summary: f.view(seg, next).Summary})
+		}
+	}
+	if q := Question(f); q != "" && f.View(q) != nil {
+		f.Summary.Question = q
+	}
 }
 
-// reachable is the time each probed target took from its first attempt to
-// its first success, and how many targets never succeeded.
-func reachable(p *Probes) (Dist, int) {
+// reachable is the time to first success after each disruption window
+// (Summary.Reachable), and how many windows never recovered. Files before
+// schema version 3 recorded no recoveries: theirs is from each target's
+// first attempt to its first success.
+func reachable(f *File, windows []Window) (Dist, int) {
+	p := f.Probes
 	if p == nil {
 		return Dist{}, 0
 	}
 	var xs []float64
 	never := 0
-	for _, t := range p.Targets {
-		switch {
-		case t.Attempts == 0:
-		case t.FirstOK.IsZero():
-			never++
-		default:
-			xs = append(xs, t.FirstOK.Sub(t.First).Seconds())
+	if f.SchemaVersion > 0 && f.SchemaVersion < 3 {
+		for _, t := range p.Targets {
+			switch {
+			case t.Attempts == 0:
+			case t.FirstOK.IsZero():
+				never++
+			default:
+				xs = append(xs, t.FirstOK.Sub(t.First).Seconds())
+			}
 		}
+		return NewDist(xs), never
+	}
+	for _, w := range windows {
+		var rec []time.Time
+		if w.Target >= 0 && w.Target < len(p.Targets) {
+			rec = p.Targets[w.Target].Recovered
+		}
+		i, _ := slices.BinarySearchFunc(rec, w.Start, func(a, b time.Time) int { return a.Compare(b) })
+		if i == len(rec) {
+			never++
+			continue
+		}
+		xs = append(xs, rec[i].Sub(w.Start).Seconds())
 	}
 	return NewDist(xs), never
 }

@@ -119,7 +119,7 @@ func TestWriteRead(t *testing.T) {
 	require.Empty(t, left, "temporary files left behind")
 
 	tests := []struct{ name, body, errContains string }{
-		{"newer schema", `{"schemaVersion": 99}`, "schemaVersion 99, this kpsim reads versions 1 to 2"},
+		{"newer schema", `{"schemaVersion": 99}`, "schemaVersion 99, this kpsim reads versions 1 to 3"},
 		{"no schema", `{"syncs": []}`, "no schemaVersion"},
 		{"not json", `<html>`, "not a kpsim results file"},
 		{"bad op name", `{"schemaVersion": 1, "totals": {"ops": {"teleport": 1}}}`, `unknown kernel operation "teleport"`},
@@ -240,14 +240,41 @@ func TestSummarizeCountsFailedSyncsApart(t *testing.T) {
 
 func TestSummarizeReachable(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := &results.File{Probes: &results.Probes{Targets: []results.Target{
-		{Attempts: 5, First: t0, FirstOK: t0.Add(2 * time.Second)},
-		{Attempts: 5, First: t0, FirstOK: t0},
-		{Attempts: 5, First: t0}, // never reached
-		{Attempts: 0},            // never probed: neither
-	}}}
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	fail := func(target int, ms ...int) []results.Failure {
+		var out []results.Failure
+		for _, m := range ms {
+			out = append(out, results.Failure{Target: target, Time: at(m), Outcome: "no-destination"})
+		}
+		return out
+	}
+	p := &results.Probes{Interval: 0.1, Targets: []results.Target{
+		// Fails from its first attempt for 2 s, then works.
+		{Attempts: 30, First: t0, FirstOK: at(2000), Recovered: []time.Time{at(2000)}},
+		// Works, breaks twice: 300 ms, then 100 ms.
+		{Attempts: 30, First: t0, FirstOK: t0, Recovered: []time.Time{at(1300), at(2100)}},
+		{Attempts: 30, First: t0},              // never reached
+		{Attempts: 30, First: t0, FirstOK: t0}, // never broke: no sample
+	}}
+	var ms []int
+	for m := 0; m < 2000; m += 100 {
+		ms = append(ms, m)
+	}
+	p.Failures = append(p.Failures, fail(0, ms...)...)
+	p.Failures = append(p.Failures, fail(1, 1000, 1100, 1200, 2000)...)
+	p.Failures = append(p.Failures, fail(2, 0, 100, 200)...)
+	f := &results.File{Start: t0, End: at(3000), Probes: p}
 	results.Summarize(f)
-	require.Equal(t, 2, f.Summary.Reachable.N)
+	// One sample per window that recovered: 2 s, 300 ms, 100 ms; the
+	// target that never succeeded is one window that never recovered.
+	require.Equal(t, 3, f.Summary.Reachable.N)
 	require.Equal(t, 2.0, f.Summary.Reachable.Max)
+	require.InDelta(t, 0.3, f.Summary.Reachable.P50, 1e-9)
 	require.Equal(t, 1, f.Summary.Unreachable)
+
+	// A version 2 file has no recoveries: from each target's first attempt.
+	f.SchemaVersion = 2
+	results.Summarize(f)
+	require.Equal(t, 3, f.Summary.Reachable.N)
+	require.Equal(t, 0.0, f.Summary.Reachable.P50)
 }

@@ -96,18 +96,22 @@ type prober struct {
 	fail     context.CancelCauseFunc
 	now      func() time.Time
 
-	mu       sync.Mutex
-	used     bool
-	attempts []int
-	first    []time.Time // each target's first attempt
-	firstOK  []time.Time // and first success
-	failures []results.Failure
+	mu        sync.Mutex
+	used      bool
+	attempts  []int
+	first     []time.Time // each target's first attempt
+	firstOK   []time.Time // and first success
+	failing   []bool      // whether the target's last attempt failed
+	recovered [][]time.Time
+	total     int // attempts over all targets
+	failures  []results.Failure
 }
 
 func newProber(interval time.Duration, targets []results.Target, r *replay, b backend.Backend, fail context.CancelCauseFunc) *prober {
 	n := len(targets)
 	p := &prober{interval: interval, targets: targets, backend: b, fail: fail, now: r.now,
-		attempts: make([]int, n), first: make([]time.Time, n), firstOK: make([]time.Time, n)}
+		attempts: make([]int, n), first: make([]time.Time, n), firstOK: make([]time.Time, n),
+		failing: make([]bool, n), recovered: make([][]time.Time, n)}
 	for _, t := range targets {
 		p.ready = append(p.ready, r.readyFunc(serviceOf(t)))
 	}
@@ -143,17 +147,32 @@ func (p *prober) round(ctx context.Context) bool {
 		}
 		p.mu.Lock()
 		p.attempts[i]++
+		p.total++
 		if p.first[i].IsZero() {
 			p.first[i] = at
 		}
 		if outcome != backend.ProbeOK {
 			p.failures = append(p.failures, results.Failure{Target: i, Time: at, Outcome: outcome, Seconds: latency.Seconds()})
-		} else if p.firstOK[i].IsZero() {
-			p.firstOK[i] = at
+			p.failing[i] = true
+		} else {
+			if p.firstOK[i].IsZero() {
+				p.firstOK[i] = at
+			}
+			if p.failing[i] {
+				p.recovered[i] = append(p.recovered[i], at)
+				p.failing[i] = false
+			}
 		}
 		p.mu.Unlock()
 	}
 	return true
+}
+
+// attemptsSoFar counts the attempts made so far, over all targets.
+func (p *prober) attemptsSoFar() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total
 }
 
 // results returns the probes' record, or nil when probing never ran.
@@ -171,6 +190,7 @@ func (p *prober) results() *results.Probes {
 	for i, t := range p.targets {
 		t.Attempts = p.attempts[i]
 		t.First, t.FirstOK = p.first[i], p.firstOK[i]
+		t.Recovered = slices.Clone(p.recovered[i])
 		out.Attempts += t.Attempts
 		out.Targets = append(out.Targets, t)
 	}

@@ -22,11 +22,16 @@ import (
 type Scenario struct {
 	Name string `yaml:"name" json:"name"`
 	// Description is the question the scenario answers, in a sentence or two.
-	Description string  `yaml:"description" json:"description"`
-	Seed        int64   `yaml:"seed" json:"seed"`
-	Backend     string  `yaml:"backend" json:"backend"` // sim (default) or kernel
-	Sim         Sim     `yaml:"sim" json:"sim"`
-	Cluster     Cluster `yaml:"cluster" json:"cluster"`
+	Description string `yaml:"description" json:"description"`
+	// Question names the segment of the timeline the scenario asks about
+	// (results.Segments: "restart" after a restartProxier step, a mark's
+	// name, ...): the summary, reports, comparisons and sweeps lead with
+	// its figures. Empty: the whole run.
+	Question string  `yaml:"question" json:"question,omitempty"`
+	Seed     int64   `yaml:"seed" json:"seed"`
+	Backend  string  `yaml:"backend" json:"backend"` // sim (default) or kernel
+	Sim      Sim     `yaml:"sim" json:"sim"`
+	Cluster  Cluster `yaml:"cluster" json:"cluster"`
 	// Proxier is kube-proxy's configuration, defaulted and validated by the
 	// proxier package itself; its node is cluster.node.
 	Proxier   proxier.Config `yaml:"proxier" json:"proxier"`

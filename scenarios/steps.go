@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -35,6 +36,7 @@ type Step struct {
 	KernelDrift    *KernelDrift    `yaml:"kernelDrift" json:"kernelDrift,omitempty"`
 	Probes         *ProbesSwitch   `yaml:"probes" json:"probes,omitempty"`
 	Sleep          *Sleep          `yaml:"sleep" json:"sleep,omitempty"`
+	Mark           *Mark           `yaml:"mark" json:"mark,omitempty"`
 	Repeat         *Repeat         `yaml:"repeat" json:"repeat,omitempty"`
 }
 
@@ -187,6 +189,9 @@ func (x *run) runSteps(steps []Step, path string) error {
 			x.o.OnStep(len(x.steps), x.stepsTotal, st.String())
 		}
 		rec := results.Step{Index: len(x.steps), Kind: st.resultKind(), Label: st.String(), Start: x.now()}
+		if x.probes != nil {
+			rec.ProbeAttempts = x.probes.attemptsSoFar()
+		}
 		err := k.(action).run(x)
 		if err == nil {
 			err = x.ctx.Err()
@@ -558,6 +563,32 @@ func (a *Sleep) check(c *stepCheck) {
 }
 
 func (a *Sleep) run(x *run) error { return x.drv.until(x.ctx, x.now().Add(Duration(*a).D())) }
+
+// Mark opens a segment of the timeline named by it (`- mark: churn`):
+// the summary, reports, comparisons and sweeps give figures for each
+// segment, and a scenario's question can name it. It does nothing else.
+type Mark string
+
+func (a *Mark) decodeNode(d *decoder, n *yaml.Node, path string) error {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return d.errAt(n, path, "want a segment name, such as \"mark: churn\", got %s", Describe(n))
+	}
+	*a = Mark(n.Value)
+	return nil
+}
+
+func (a *Mark) label() string { return string(*a) }
+
+func (a *Mark) check(c *stepCheck) {
+	switch name := string(*a); {
+	case name == "":
+		c.v.errf(c.args, "want a segment name")
+	case name == results.FirstSegment || strings.ContainsAny(name, " /"):
+		c.v.errf(c.args, "%q: want a name other than %q, without spaces or slashes (it prefixes figure names: %s/sync)", name, results.FirstSegment, name)
+	}
+}
+
+func (a *Mark) run(*run) error { return nil }
 
 // Repeat runs Steps Times times.
 type Repeat struct {

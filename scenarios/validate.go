@@ -342,6 +342,31 @@ func (s *Scenario) validateTimeline(v *validator) {
 	st.expanded = s.checkSteps(v, s.Timeline, "timeline", &st, 1)
 	if st.expanded > maxExpandedSteps {
 		v.errf("timeline", "expands to %d steps with its repeats, more than %d", st.expanded, maxExpandedSteps)
+		return
+	}
+	if s.Question != "" {
+		var kinds, labels []string
+		expandSteps(s.Timeline, func(st *Step) {
+			kinds = append(kinds, st.resultKind())
+			labels = append(labels, st.String())
+		})
+		if names := results.SegmentNames(kinds, labels); !slices.Contains(names, s.Question) {
+			v.errf("question", "%q is not a segment of the timeline, which has %s", s.Question, strings.Join(names, ", "))
+		}
+	}
+}
+
+// expandSteps calls fn for each step the timeline runs, in order, with
+// repeats expanded, as the run records them.
+func expandSteps(steps []Step, fn func(*Step)) {
+	for i := range steps {
+		if r := steps[i].Repeat; r != nil {
+			for range r.Times {
+				expandSteps(r.Steps, fn)
+			}
+			continue
+		}
+		fn(&steps[i])
 	}
 }
 

@@ -55,58 +55,70 @@ const (
 
 // Samples of a test: what one sample is.
 const (
-	SamplesFile   = "file"         // each file's value
-	SamplesSync   = "sync"         // each sync of the single file per side
-	SamplesPaired = "paired syncs" // each sync's head/base ratio
+	SamplesFile     = "file"          // each file's value
+	SamplesSync     = "sync"          // each sync of the single file per side
+	SamplesAttempts = "probe attempt" // each probe attempt, failed or not (Fisher's exact test)
 )
+
+// ModeledTolerance is the relative difference below which two modeled
+// durations are equal. A seed repeats a modeled run bit for bit; a build
+// that sums the same modeled costs in another order differs in the last
+// bits, and one part in 10⁹ (a nanosecond in a second) is far below the
+// cheapest operation a cost profile prices.
+const ModeledTolerance = 1e-9
 
 // Comparison is base against head, metric by metric.
 type Comparison struct {
-	Base, Head []string // labels of the files on each side
+	Base, Head []string // labels of the files on each side, copies counted once
 	Options    Options
-	// Paired is set when the runs' syncs pair one to one (see pairSyncs):
-	// the sync and phase distributions were compared sync by sync, with the
-	// signed-rank test over head/base ratios, and per-sync figures (modeled
-	// kernel time) were held exact sync by sync.
-	Paired bool
-	// PerSync is set when, unpaired, each side had a single file and the
+	// Modeled is set when every run is on the modeled clock: one seed gives
+	// one answer, so every figure but the process's measured CPU and RSS
+	// is compared exactly, seed by seed (Seeds).
+	Modeled bool
+	// Seeds are the seeds both sides ran, by which a modeled comparison
+	// pairs its runs.
+	Seeds []string
+	// PerSync is set when, not modeled, each side had a single file and the
 	// sync and phase distributions were compared over their per-sync
 	// samples with the U test.
 	PerSync bool
 	Metrics []MetricComparison
 	// Warnings are what a reader must know before trusting any row: runs
-	// that ended early, runs that differ in what they ran.
+	// that ended early, runs that differ in what they ran, copies.
 	Warnings []string
-	// Notes explain the method's limits for these files (why syncs could
-	// not be paired, too few runs to reach significance).
+	// Notes explain the method's limits for these files.
 	Notes []string
 }
 
 // MetricComparison is one row.
 type MetricComparison struct {
-	Name  string // sync/p99, phase/ipset-entries/p50, ops/ipset-add, ...
+	Name  string // sync/p99, phase/ipset-entries/p50, ops/ipset-add, restart/sync/p99, ...
 	Unit  string // s, ops, attempts, bytes
 	Class results.Class
 	Basis string // measured, modeled or counted
-	// Samples says what one sample of the test is (SamplesFile, SamplesSync, SamplesPaired).
+	// Samples says what one sample of the test is (SamplesFile, SamplesSync, SamplesAttempts).
 	Samples    string
 	Base, Head Estimate
 	// DeltaPct is (head-base)/base in percent; NaN when base is 0 and head is not.
 	DeltaPct float64
-	// P is the test's p-value: Mann-Whitney U, or Wilcoxon signed-rank for
-	// paired syncs; NaN for exact metrics.
-	P float64
-	// Pairs and Ratio, for paired syncs: how many pairs the test had, and
-	// the median of their head/base ratios.
-	Pairs   int
-	Ratio   float64
+	// P is the test's p-value, within [0, 1]: Mann-Whitney U, or Fisher's
+	// exact test over probe attempts for broken traffic; NaN for exact metrics.
+	P       float64
 	Verdict Verdict
+	// Disruption marks a figure of broken traffic: a rise fails unless
+	// declared with Gate.AllowDisruption.
+	Disruption bool
+	// Declarable marks an exact figure whose change Gate.AllowChanges
+	// declares: operation counts and modeled time. Failed syncs and failed
+	// runs are not.
+	Declarable bool
 	// Warnings qualify this row (counts that vary, syncs that differ).
 	Warnings []string
 }
 
 // Estimate is one side's value: the median and its confidence interval
-// (infinite bounds when there are too few samples for one).
+// (infinite bounds when there are too few samples for one); for exact
+// figures over several seeds, the median and range over the seeds.
 type Estimate struct {
 	Center, Lo, Hi float64
 	N              int
@@ -114,23 +126,37 @@ type Estimate struct {
 
 // Gate says which changes fail a comparison.
 type Gate struct {
-	// Timing makes a significant timing regression fail; otherwise timing
-	// is only reported, since it varies with the machine.
+	// Timing makes a significant timing regression of a measured figure
+	// fail; otherwise it is only reported, since it varies with the machine.
 	Timing bool
-	// AllowChanges declares changes of exact figures that have no worse
-	// direction (kernel operation counts, modeled kernel time) as expected.
+	// AllowChanges declares changes of kernel operation counts and of
+	// modeled time (slower included) as expected.
 	AllowChanges bool
+	// AllowDisruption declares a rise in broken traffic as expected;
+	// nothing else does.
+	AllowDisruption bool
 }
 
-// Failures are the rows that fail the comparison under g: exact figures
-// that got worse (more failed syncs) always, exact figures that changed
-// unless declared, and timing regressions when gated.
+// Failures are the rows that fail the comparison under g: more broken
+// traffic unless declared as such, whatever the clock and the latency
+// gate; exact figures that got worse (failed syncs) always; exact figures
+// that changed (operation counts, modeled time) unless declared; and
+// measured timing regressions when gated.
 func (c *Comparison) Failures(g Gate) []MetricComparison {
 	var out []MetricComparison
 	for _, m := range c.Metrics {
+		fail := false
 		switch {
-		case m.Verdict == Different && !g.AllowChanges,
-			m.Verdict == Regressed && (m.Class == results.Exact || g.Timing):
+		case m.Verdict == Regressed && m.Disruption:
+			fail = !g.AllowDisruption
+		case m.Verdict == Different:
+			fail = !g.AllowChanges
+		case m.Verdict == Regressed && m.Class == results.Exact:
+			fail = !m.Declarable || !g.AllowChanges
+		case m.Verdict == Regressed:
+			fail = g.Timing
+		}
+		if fail {
 			out = append(out, m)
 		}
 	}
@@ -138,32 +164,41 @@ func (c *Comparison) Failures(g Gate) []MetricComparison {
 }
 
 // Compare compares runs of one scenario: base against head, several files
-// per side being repetitions with the same seed. Files must be summarized;
+// per side being repetitions or other seeds. Files must be summarized;
 // labels name them in messages.
 //
-// Runs that ran different things (scenario, seed, any setting recorded in
-// the file) are refused with a *DifferentError unless o.AllowDifferent.
+// Runs that ran different things (scenario, any setting recorded in the
+// file; seeds unless both sides ran the same set of seeds) are refused
+// with a *DifferentError unless o.AllowDifferent.
 //
-// Exact figures (kernel operation counts, modeled kernel time, failed
-// syncs) are deterministic for a seed and compared exactly. A run that
-// ended early counts less than a whole one: where its count is lower, the
-// difference is not judged (Incomplete); where it is higher, it is real.
+// On the modeled clock a seed repeats a run exactly, so identical copies
+// of one run are counted once (with a warning), and every figure but the
+// measured CPU and RSS is exact: compared seed by seed, within
+// ModeledTolerance, and any difference is a change. More broken traffic,
+// longer syncs or longer recovery are regressions; operation counts have
+// no worse direction and change only as declared.
 //
-// Timing figures are tested. When the runs' syncs pair one to one (runs
-// on the modeled clock of one scenario and seed, see pairSyncs), each
-// sync and phase distribution is tested sync by sync: the Wilcoxon
-// signed-rank test over the head/base ratio of each pair. Pairing removes
-// what differs between syncs (a full initial sync against an incremental
-// one), which swamps an unpaired test: a 5x slower ipset strategy gave
-// p=0.17 with the U test over 15 mixed syncs. Otherwise each file's value
-// is one sample of a Mann-Whitney U test (4 files per side are needed for
-// p < 0.05), and with one file per side the distributions are compared
-// over their per-sync samples. A distribution's quantile rows (p50, p99,
-// max) take their distribution's p-value.
+// On the wall clock, sync and phase durations take the Mann-Whitney U
+// test (each file one sample, or with one file per side each sync), and
+// broken traffic takes Fisher's exact test over probe attempts: each
+// attempt is a trial that failed or not, so one run per side can show that
+// 41 failures in 686 attempts are more than 0 in 329. Exact counts stay
+// exact. A run that ended early counts less than a whole one: where its
+// count is lower, the difference is not judged (Incomplete).
 func Compare(base, head []*results.File, baseLabels, headLabels []string, o Options) (*Comparison, error) {
-	c := &Comparison{Base: baseLabels, Head: headLabels, Options: o}
-	runs := append(runsOf(base, baseLabels), runsOf(head, headLabels)...)
-	diff, onlySome := differences(runs)
+	c := &Comparison{Options: o}
+	all := append(slices.Clone(base), head...)
+	c.Modeled = len(all) > 0 && !slices.ContainsFunc(all, func(f *results.File) bool { return f.Clock != results.ClockModeled })
+	baseRuns, headRuns := runsOf(base, baseLabels), runsOf(head, headLabels)
+	if c.Modeled {
+		baseRuns = c.once("base", baseRuns)
+		headRuns = c.once("head", headRuns)
+	}
+	c.Base, c.Head = labels(baseRuns), labels(headRuns)
+	base, head = files(baseRuns), files(headRuns)
+	runs := append(slices.Clone(baseRuns), headRuns...)
+	c.Seeds = pairedSeeds(baseRuns, headRuns)
+	diff, onlySome := differences(runs, c.Seeds != nil)
 	if len(diff) > 0 && !o.AllowDifferent {
 		return nil, &DifferentError{Differences: clip(diff)}
 	}
@@ -182,18 +217,12 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s %s: it did less than a whole run, so %s", r.label, why, judged))
 		}
 	}
-
-	keys, why := pairSyncs(runs)
-	c.Paired = keys != nil
-	c.PerSync = !c.Paired && len(base) == 1 && len(head) == 1
-	if !c.Paired {
-		c.Notes = append(c.Notes, "syncs not paired: "+why)
-	}
-	if !c.Paired && !c.PerSync && min(len(base), len(head)) < 4 {
-		c.Notes = append(c.Notes, fmt.Sprintf("%d+%d runs: timing metrics need at least 4 runs per side to reach significance at alpha %g",
+	all = append(slices.Clone(base), head...)
+	c.PerSync = !c.Modeled && len(base) == 1 && len(head) == 1
+	if !c.Modeled && !c.PerSync && min(len(base), len(head)) < 4 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d+%d runs: measured timing metrics need at least 4 runs per side to reach significance at alpha %g",
 			len(base), len(head), o.Alpha))
 	}
-	all := append(slices.Clone(base), head...)
 	// A proxier that records no phases (a kube-proxy release) has nothing
 	// to hold against another's phases: its zeros are not a speed-up.
 	var unphased []string
@@ -205,26 +234,32 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 	if len(unphased) > 0 {
 		c.Notes = append(c.Notes, "phases not compared: not phased in "+strings.Join(unphased, ", "))
 	}
+	pairs := c.seedPairs(baseRuns, headRuns)
 	groups := map[string]*test{} // each distribution's test, by figure
 	var varying []string
 	for _, d := range Catalog(all) {
-		if len(unphased) > 0 && strings.HasPrefix(d.Group, "phase/") {
+		if len(unphased) > 0 && (strings.HasPrefix(d.Group, "phase/") || strings.Contains(d.Group, "/phase/")) {
 			continue
 		}
-		if d.Class == results.Exact {
-			m := c.exact(d, base, head, keys)
+		basis := commonBasis(all, d.Basis)
+		if d.Class == results.Exact || (c.Modeled && basis != results.Measured) {
+			m := c.exact(d, basis, base, head, pairs)
 			if !math.IsNaN(m.P) {
 				varying = append(varying, m.Name)
 			}
 			c.Metrics = append(c.Metrics, m)
 			continue
 		}
+		if d.Disruption && d.Attempts != nil {
+			c.Metrics = append(c.Metrics, c.attempts(d, basis, base, head))
+			continue
+		}
 		t, ok := groups[d.Group]
 		if !ok && d.PerSync != nil {
-			t = c.distributionTest(d, base, head, keys)
+			t = c.distributionTest(d, base, head)
 			groups[d.Group] = t
 		}
-		c.Metrics = append(c.Metrics, c.timing(d, commonBasis(all, d.Basis), collect(base, d.Value), collect(head, d.Value), t))
+		c.Metrics = append(c.Metrics, c.timing(d, basis, collect(base, d.Value), collect(head, d.Value), t))
 	}
 	if len(varying) > 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("exact figures differ between runs with the same seed (%s): the runs are not deterministic, so those were compared statistically",
@@ -240,25 +275,48 @@ type MetricDef struct {
 	Unit          string
 	Class         results.Class
 	HigherIsWorse bool
+	Disruption    bool
 	Basis         func(*results.File) string
 	Value         func(*results.File) float64
 	// Group names the figure the metric reads (its distribution, for a
 	// quantile), and PerSync gives the figure's samples sync by sync.
 	Group   string
 	PerSync func(*results.File) []results.SyncValue
+	// Attempts, for broken traffic, are the probe attempts that failed and
+	// all that were made: the trials of Fisher's exact test.
+	Attempts func(*results.File) (failed, all int)
 }
 
 // Catalog lists the metrics that comparisons (and their benchstat output)
 // cover for the given files: every compared figure of the table, a
-// distribution by its quantiles.
+// distribution by its quantiles, for the whole run and then for each
+// segment every file has (results.SegmentFigures).
 func Catalog(files []*results.File) []MetricDef {
+	figs := results.Figures(files...)
+	for _, seg := range commonSegments(files) {
+		figs = append(figs, results.SegmentFigures(seg, files...)...)
+	}
 	var defs []MetricDef
-	for _, fg := range results.Figures(files...) {
+	for _, fg := range figs {
 		if fg.Class == "" {
 			continue
 		}
-		d := MetricDef{Name: fg.Name, Unit: fg.Unit, Class: fg.Class, HigherIsWorse: fg.HigherIsWorse, Basis: fg.Basis,
-			Value: fg.Value, Group: fg.Name, PerSync: fg.PerSync}
+		d := MetricDef{Name: fg.Name, Unit: fg.Unit, Class: fg.Class, HigherIsWorse: fg.HigherIsWorse, Disruption: fg.Disruption,
+			Basis: fg.Basis, Value: fg.Value, Group: fg.Name, PerSync: fg.PerSync}
+		if fg.Disruption && fg.Dist == nil {
+			seg, _, ok := strings.Cut(fg.Name, "/disruption/")
+			if !ok {
+				seg = ""
+			}
+			d.Attempts = func(f *results.File) (int, int) {
+				if seg != "" {
+					if f = f.View(seg); f == nil {
+						return 0, 0
+					}
+				}
+				return f.Summary.Disruption.FailedAttempts, f.Summary.Disruption.Attempts
+			}
+		}
 		if fg.Dist == nil {
 			defs = append(defs, d)
 			continue
@@ -273,90 +331,74 @@ func Catalog(files []*results.File) []MetricDef {
 	return defs
 }
 
+// commonSegments lists the segments every file's timeline has, in the
+// first file's order; none when a file has only one.
+func commonSegments(files []*results.File) []string {
+	if len(files) == 0 {
+		return nil
+	}
+	var out []string
+	for _, s := range files[0].Summary.Segments {
+		if !slices.ContainsFunc(files, func(f *results.File) bool { _, ok := f.SegmentNamed(s.Name); return !ok }) {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
 // test is the outcome of one distribution's test, shared by its quantiles.
 type test struct {
 	p        float64
 	samples  string
-	pairs    int
-	ratio    float64 // median head/base ratio of the pairs
-	shift    float64 // median head-base difference of the pairs
 	warnings []string
 }
 
-// distributionTest tests a distribution sync by sync: paired when keys
-// pair the runs' syncs, over the per-sync samples of the single file per
-// side otherwise; nil when neither applies (each file is then a sample).
-func (c *Comparison) distributionTest(d MetricDef, base, head []*results.File, keys []results.SyncKey) *test {
-	switch {
-	case c.Paired:
-		b, h := perSync(base, d.PerSync), perSync(head, d.PerSync)
-		var logs, diffs []float64
-		for _, k := range keys {
-			bv, bok := b[k]
-			hv, hok := h[k]
-			if bok && hok && bv > 0 && hv > 0 {
-				logs = append(logs, math.Log(hv/bv))
-				diffs = append(diffs, hv-bv)
-			}
-		}
-		if len(logs) == 0 {
-			return nil
-		}
-		p, n := signedRank(logs)
-		sort.Float64s(logs)
-		sort.Float64s(diffs)
-		t := &test{p: p, samples: SamplesPaired, pairs: len(logs), ratio: math.Exp(logs[len(logs)/2]), shift: diffs[len(diffs)/2]}
-		if n < 6 {
-			// 2/2^5: five pairs that all moved one way are not yet significant at 0.05.
-			t.warnings = append(t.warnings, fmt.Sprintf("only %d of %d pairs changed: too few for significance", n, len(logs)))
-		}
-		return t
-	case c.PerSync:
-		bs, hs := values(d.PerSync(base[0])), values(d.PerSync(head[0]))
-		if len(bs) == 0 || len(hs) == 0 {
-			return nil
-		}
-		cmp := benchmath.AssumeNothing.Compare(sample(bs, c.Options), sample(hs, c.Options))
-		t := &test{p: cmp.P, samples: SamplesSync}
-		for _, w := range cmp.Warnings {
-			t.warnings = append(t.warnings, w.Error())
-		}
-		return t
+// distributionTest tests a distribution over the per-sync samples of the
+// single file per side; nil when that does not apply (each file is then a
+// sample).
+func (c *Comparison) distributionTest(d MetricDef, base, head []*results.File) *test {
+	if !c.PerSync {
+		return nil
 	}
-	return nil
+	bs, hs := values(d.PerSync(base[0])), values(d.PerSync(head[0]))
+	if len(bs) == 0 || len(hs) == 0 {
+		return nil
+	}
+	p, warnings := uTest(bs, hs, c.Options)
+	return &test{p: p, samples: SamplesSync, warnings: warnings}
+}
+
+// uTest is the Mann-Whitney U test's p-value, within [0, 1] (benchmath's
+// can exceed 1 with ties in small samples: 1.111 was seen), and its warnings.
+func uTest(bs, hs []float64, o Options) (float64, []string) {
+	cmp := benchmath.AssumeNothing.Compare(sample(bs, o), sample(hs, o))
+	var warnings []string
+	for _, w := range cmp.Warnings {
+		warnings = append(warnings, w.Error())
+	}
+	p := cmp.P
+	if math.IsNaN(p) {
+		p = 1
+	}
+	return min(1, max(0, p)), warnings
 }
 
 func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, t *test) MetricComparison {
 	o := c.Options
-	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Timing, Basis: basis, Samples: SamplesFile}
+	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Timing, Basis: basis, Samples: SamplesFile, Disruption: d.Disruption}
 	bsmp, hsmp := sample(bs, o), sample(hs, o)
 	m.Base, m.Head = estimate(bsmp, o), estimate(hsmp, o)
 	if t == nil {
-		cmp := benchmath.AssumeNothing.Compare(bsmp, hsmp)
-		t = &test{p: cmp.P, samples: SamplesFile}
-		for _, w := range cmp.Warnings {
-			t.warnings = append(t.warnings, w.Error())
-		}
+		p, warnings := uTest(bs, hs, o)
+		t = &test{p: p, samples: SamplesFile, warnings: warnings}
 	}
-	m.P, m.Samples, m.Pairs, m.Ratio = t.p, t.samples, t.pairs, t.ratio
+	m.P, m.Samples = t.p, t.samples
 	m.Warnings = append(m.Warnings, t.warnings...)
 	m.DeltaPct = deltaPct(m.Base.Center, m.Head.Center)
 	m.Verdict = NoChange
 	beyond := math.IsNaN(m.DeltaPct) || math.Abs(m.DeltaPct) > o.Threshold
 	if m.Unit == results.UnitSeconds && math.Abs(m.Head.Center-m.Base.Center) < o.MinDeltaSeconds {
 		beyond = false
-	}
-	if t.samples == SamplesPaired {
-		// Paired, the test is sensitive enough to find a shift of a few
-		// per cent that the same build shows between two runs when the
-		// proxier's time is measured on a busy machine. The typical sync
-		// must itself have moved beyond the threshold and the smallest
-		// duration that counts, and the way the quantile moved: a quantile
-		// that moved the other way is not the change the test found.
-		beyond = beyond && math.Abs(t.ratio-1)*100 > o.Threshold && (m.Head.Center > m.Base.Center) == (t.ratio > 1)
-		if m.Unit == results.UnitSeconds && math.Abs(t.shift) < o.MinDeltaSeconds {
-			beyond = false
-		}
 	}
 	if m.P < o.Alpha && beyond && m.Base.Center != m.Head.Center {
 		if m.Head.Center > m.Base.Center {
@@ -368,61 +410,142 @@ func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, t *test
 	return m
 }
 
+// attempts tests broken traffic on the wall clock with Fisher's exact
+// test over probe attempts, summed over each side's files: each attempt is
+// a trial that failed or succeeded. Any significant rise in the failure
+// rate is a regression, however small: broken traffic has no threshold.
+func (c *Comparison) attempts(d MetricDef, basis string, base, head []*results.File) MetricComparison {
+	o := c.Options
+	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Timing, Basis: basis, Samples: SamplesAttempts, Disruption: true}
+	m.Base, m.Head = estimate(sample(collect(base, d.Value), o), o), estimate(sample(collect(head, d.Value), o), o)
+	m.DeltaPct = deltaPct(m.Base.Center, m.Head.Center)
+	sum := func(fs []*results.File) (failed, all int) {
+		for _, f := range fs {
+			x, n := d.Attempts(f)
+			failed, all = failed+x, all+n
+		}
+		return failed, all
+	}
+	bf, bn := sum(base)
+	hf, hn := sum(head)
+	m.P = fisherExact(bf, bn-bf, hf, hn-hf)
+	m.Warnings = append(m.Warnings, fmt.Sprintf("%d of %d attempts failed -> %d of %d", bf, bn, hf, hn))
+	m.Verdict = NoChange
+	if m.P < o.Alpha && bn > 0 && hn > 0 {
+		switch br, hr := float64(bf)/float64(bn), float64(hf)/float64(hn); {
+		case hr > br:
+			m.Verdict = Regressed
+		case hr < br:
+			m.Verdict = Improved
+		}
+	}
+	return m
+}
+
 // exact compares deterministic figures: any difference is a change in
-// behaviour. If repetitions of one side disagree, the figure depends on
-// timing (how changes were batched into syncs) and cannot be compared
-// exactly; it is then compared like a timing metric, with the U test, and
-// any significant difference (whatever its size) still counts as a
-// change. When the runs' syncs pair, a figure with per-sync samples
-// (modeled kernel time) must also agree sync by sync: work moved from one
-// sync to another is a change even when the total stays.
-func (c *Comparison) exact(d MetricDef, base, head []*results.File, keys []results.SyncKey) MetricComparison {
-	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Exact, Basis: commonBasis(append(slices.Clone(base), head...), d.Basis),
-		Samples: SamplesFile, P: math.NaN()}
-	side := func(fs []*results.File) (Estimate, bool) {
-		vals := collect(fs, d.Value)
+// behaviour. Seed by seed when the sides ran the same seeds (pairs), with
+// modeled durations equal within ModeledTolerance; the verdict is the
+// direction every seed that changed agrees on. If repetitions of one seed
+// on one side disagree, the figure depends on timing and cannot be
+// compared exactly; it is then compared with the U test, and any
+// significant difference (whatever its size) still counts as a change.
+// Per-sync figures (modeled kernel time) must also agree sync by sync
+// within each pair: work moved from one sync to another is a change even
+// when the total stays.
+func (c *Comparison) exact(d MetricDef, basis string, base, head []*results.File, pairs []seedPair) MetricComparison {
+	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Exact, Basis: basis, Samples: SamplesFile, P: math.NaN(),
+		Disruption: d.Disruption, Declarable: !d.HigherIsWorse || (basis != results.Counted && !d.Disruption)}
+	side := func(vals []float64) Estimate {
+		vals = slices.Clone(vals)
 		sort.Float64s(vals)
 		if len(vals) == 0 {
-			return Estimate{}, true
+			return Estimate{}
 		}
-		return Estimate{Center: vals[len(vals)/2], Lo: vals[0], Hi: vals[len(vals)-1], N: len(vals)}, vals[0] == vals[len(vals)-1]
+		return Estimate{Center: vals[len(vals)/2], Lo: vals[0], Hi: vals[len(vals)-1], N: len(vals)}
 	}
-	var bOK, hOK bool
-	m.Base, bOK = side(base)
-	m.Head, hOK = side(head)
+	m.Base, m.Head = side(collect(base, d.Value)), side(collect(head, d.Value))
 	m.DeltaPct = deltaPct(m.Base.Center, m.Head.Center)
 	m.Verdict = Same
-	if !bOK || !hOK {
+	varies := func(fs []*results.File) bool {
+		vals := collect(fs, d.Value)
+		return slices.ContainsFunc(vals, func(v float64) bool { return !c.equal(d, v, vals[0]) })
+	}
+	if slices.ContainsFunc(pairs, func(p seedPair) bool { return varies(p.base) || varies(p.head) }) {
 		m.Warnings = append(m.Warnings, "values vary between repetitions with the same seed: compared statistically, not exactly")
 		m.Verdict = NoChange
-		cmp := benchmath.AssumeNothing.Compare(sample(collect(base, d.Value), c.Options), sample(collect(head, d.Value), c.Options))
-		m.P = cmp.P
+		m.P, _ = uTest(collect(base, d.Value), collect(head, d.Value), c.Options)
 		if m.P < c.Options.Alpha {
 			m.Verdict = c.changed(d, m.Base.Center, m.Head.Center, base, head)
 		}
 		return m
 	}
-	if m.Base.Center != m.Head.Center {
-		m.Verdict = c.changed(d, m.Base.Center, m.Head.Center, base, head)
+	var rose, fell int
+	var first string
+	for _, p := range pairs {
+		bv, hv := d.Value(p.base[0]), d.Value(p.head[0])
+		if c.equal(d, bv, hv) {
+			continue
+		}
+		if bv < hv {
+			rose++
+		} else {
+			fell++
+		}
+		if first == "" {
+			first = fmt.Sprintf("seed %s: %s -> %s", p.seed, results.FormatValue(bv, d.Unit), results.FormatValue(hv, d.Unit))
+		}
 	}
-	if c.Paired && d.PerSync != nil {
-		b, h := perSync(base, d.PerSync), perSync(head, d.PerSync)
+	if len(pairs) > 1 && rose+fell > 0 {
+		m.Warnings = append(m.Warnings, fmt.Sprintf("%d of %d seeds differ (%d up, %d down), the first %s", rose+fell, len(pairs), rose, fell, first))
+	}
+	switch {
+	case rose > 0 && fell > 0:
+		m.Verdict = Different
+	case rose+fell > 0:
+		bc, hc := m.Base.Center, m.Head.Center
+		if bc == hc || (rose > 0) != (hc > bc) {
+			// The medians do not show the direction every seed agrees on.
+			bc, hc = 0, 1
+			if fell > 0 {
+				bc, hc = 1, 0
+			}
+		}
+		m.Verdict = c.changed(d, bc, hc, base, head)
+	}
+	if d.PerSync == nil {
+		return m
+	}
+	for _, p := range pairs {
+		keys, _ := pairSyncs(append(runsOf(p.base, nil), runsOf(p.head, nil)...))
+		if keys == nil {
+			continue
+		}
+		b, h := perSync(p.base, d.PerSync), perSync(p.head, d.PerSync)
 		var moved []results.SyncKey
 		for _, k := range keys {
-			if b[k] != h[k] {
+			if !c.equal(d, b[k], h[k]) {
 				moved = append(moved, k)
 			}
 		}
 		if len(moved) > 0 {
 			k := moved[0]
-			m.Warnings = append(m.Warnings, fmt.Sprintf("%d of %d paired syncs differ, the first %s: %s -> %s",
+			m.Warnings = append(m.Warnings, fmt.Sprintf("seed %s: %d of %d paired syncs differ, the first %s: %s -> %s", p.seed,
 				len(moved), len(keys), k, results.FormatValue(b[k], d.Unit), results.FormatValue(h[k], d.Unit)))
 			if m.Verdict == Same {
-				m.Verdict = c.changed(d, m.Base.Center, m.Head.Center, base, head)
+				m.Verdict = Different
 			}
 		}
 	}
 	return m
+}
+
+// equal says whether two values of an exact figure are the same: counts
+// exactly, durations within ModeledTolerance.
+func (c *Comparison) equal(d MetricDef, a, b float64) bool {
+	if a == b || d.Unit != results.UnitSeconds {
+		return a == b
+	}
+	return math.Abs(a-b) <= ModeledTolerance*math.Max(math.Abs(a), math.Abs(b))
 }
 
 // changed is the verdict on an exact figure whose value differs: by its
@@ -435,6 +558,10 @@ func (c *Comparison) changed(d MetricDef, base, head float64, baseFiles, headFil
 	}
 	if !c.Options.AllowDifferent && ((head < base && short(headFiles)) || (base < head && short(baseFiles)) ||
 		(head == base && (short(headFiles) || short(baseFiles)))) {
+		return Incomplete
+	}
+	// A quantile of durations over fewer syncs may move either way.
+	if !c.Options.AllowDifferent && d.Class == results.Timing && !d.Disruption && (short(headFiles) || short(baseFiles)) {
 		return Incomplete
 	}
 	switch {

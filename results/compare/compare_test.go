@@ -3,6 +3,7 @@ package compare_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -92,6 +93,7 @@ func TestCompareTellsNoiseFromRegression(t *testing.T) {
 				require.Greater(t, rows[name].DeltaPct, 100.0)
 			}
 			for _, name := range regressed {
+				name = strings.TrimPrefix(strings.TrimPrefix(name, "start/"), "restart/")
 				require.True(t, strings.HasPrefix(name, "sync/") || strings.HasPrefix(name, "phase/ipset-entries/"),
 					"only the ipset phase and the syncs containing it may regress, got %s", name)
 			}
@@ -229,7 +231,12 @@ func TestCompareIgnoresMicrosecondJitter(t *testing.T) {
 func TestCatalogIsTheTable(t *testing.T) {
 	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 4, Probes: true})
 	want := map[string]bool{}
-	for _, fg := range results.Figures(f) {
+	figs := results.Figures(f)
+	for _, seg := range f.Summary.Segments {
+		figs = append(figs, results.SegmentFigures(seg.Name, f)...)
+	}
+	require.Len(t, f.Summary.Segments, 2, "the synthetic run restarts its proxier")
+	for _, fg := range figs {
 		switch {
 		case fg.Class == "":
 		case fg.Dist == nil:
@@ -247,6 +254,8 @@ func TestCatalogIsTheTable(t *testing.T) {
 	require.Equal(t, want, got)
 	require.True(t, got["failed-syncs"])
 	require.True(t, got["sync/p99"])
+	require.True(t, got["restart/sync/p99"])
+	require.False(t, got["restart/process/cpu"], "the process's figures are the whole run's")
 }
 
 // TestCompareFailedSyncs: more failed syncs is a regression that fails the
@@ -376,83 +385,151 @@ func TestCompareRefusesDifferentRuns(t *testing.T) {
 		`backend: "sim" in base.json; "kernel" in head.json`}, de.Differences)
 }
 
-// TestComparePairsModeledSyncs: runs on the modeled clock of one scenario
-// and seed pair sync k with sync k; the paired test finds a slower ipset
-// strategy from one run per side, the modeled kernel time is held exact,
-// and noise alone is not called a regression.
-func TestComparePairsModeledSyncs(t *testing.T) {
-	shape := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 16, Services: 200, Noise: 0.1, Modeled: true}
+// TestCompareModeledExactly: on the modeled clock one seed is one answer:
+// every modeled figure is held exact, so one run per side finds a slower
+// ipset strategy, and copies of one run count once.
+func TestCompareModeledExactly(t *testing.T) {
+	shape := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 16, Services: 200, Modeled: true, Probes: true}
 	exec := shape
 	exec.IPSetExec = true
 
 	base, bl := runs(1, shape, 0)
 	head, hl := runs(1, exec, 100)
 	c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
-	require.True(t, c.Paired, c.Notes)
+	require.True(t, c.Modeled)
 	rows := byName(c)
-	for _, name := range []string{"sync/p50", "sync/p99", "phase/ipset-entries/p50"} {
+	for _, name := range []string{"sync/p50", "sync/p99", "phase/ipset-entries/p50", "restart/sync/p99"} {
 		m := rows[name]
 		require.Equal(t, compare.Regressed, m.Verdict, name)
-		require.Equal(t, compare.SamplesPaired, m.Samples, name)
-		require.Equal(t, 16, m.Pairs, name)
-		require.Greater(t, m.Ratio, 1.5, name)
-		require.Less(t, m.P, 0.001, name)
+		require.Equal(t, results.Exact, m.Class, name)
+		require.True(t, m.Declarable, name)
 	}
+	require.Equal(t, "measured", rows["process/cpu"].Basis)
+	require.Equal(t, results.Timing, rows["process/cpu"].Class, "measured figures stay statistical")
 	k := rows["kernel/seconds"]
-	require.Equal(t, results.Exact, k.Class)
 	require.Equal(t, compare.Different, k.Verdict, "modeled kernel time is held exact")
-	require.Contains(t, k.Warnings[0], "16 of 16 paired syncs differ, the first proxier 0 IPv4 #1")
+	require.Contains(t, strings.Join(k.Warnings, "\n"), "of 16 paired syncs differ, the first proxier 0 IPv4 #1")
+	var failing []string
+	for _, m := range c.Failures(compare.Gate{}) {
+		failing = append(failing, m.Name)
+	}
+	require.Contains(t, failing, "sync/p50", "a slower modeled sync is a change to declare")
+	require.Empty(t, c.Failures(compare.Gate{AllowChanges: true}), "declared: nothing broke more")
 	var text bytes.Buffer
 	require.NoError(t, c.WriteText(&text))
-	require.Contains(t, text.String(), "signed-rank over 16 paired syncs")
+	require.Contains(t, text.String(), "modeled clock (one seed)")
 	require.Contains(t, text.String(), "EXACT-DIFFERENT: kernel/seconds")
 
-	// The same build with only the proxier's part of each duration noisy:
-	// no timing regression, and the kernel time is the same to the bit.
-	wolf := 0
-	for run := uint64(0); run < 10; run++ {
-		base, bl := runs(1, shape, run)
-		head, hl := runs(1, shape, 100+run)
-		c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
-		require.True(t, c.Paired)
-		require.Equal(t, compare.Same, byName(c)["kernel/seconds"].Verdict)
-		require.Empty(t, regressions(c, results.Exact))
-		if len(regressions(c, results.Timing)) > 0 {
-			wolf++
+	// The same build and seed, four times a side: copies, counted once,
+	// and the same answer as one run a side.
+	base4, bl4 := runs(4, shape, 0)
+	head4, hl4 := runs(4, shape, 100)
+	c = mustCompare(t, base4, head4, bl4, hl4, compare.DefaultOptions())
+	require.Equal(t, []string{"r"}, c.Base)
+	require.Contains(t, c.Warnings[0], "base: r and 3 identical copies of it (rr, rrr, rrrr) are one run of seed 5")
+	require.Empty(t, regressions(c, results.Exact))
+	require.Empty(t, c.Failures(compare.Gate{Timing: true}))
+	execs, el := runs(4, exec, 100)
+	c4 := mustCompare(t, base4, execs, bl4, el, compare.DefaultOptions())
+	c1 := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
+	verdicts := func(c *compare.Comparison) map[string]compare.Verdict {
+		out := map[string]compare.Verdict{}
+		for _, m := range c.Metrics {
+			if m.Basis != results.Measured {
+				out[m.Name] = m.Verdict
+			}
 		}
+		return out
 	}
-	require.LessOrEqual(t, wolf, 1, "same build called a regression in %d of 10 comparisons", wolf)
+	require.Equal(t, verdicts(c1), verdicts(c4), "four copies a side give the verdicts of one")
 }
 
-// TestComparePairsOnlySyncsThatMatch: pairing needs the modeled clock and
-// the same syncs; otherwise it says why and falls back to the U test.
-func TestComparePairsOnlySyncsThatMatch(t *testing.T) {
-	modeled := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Modeled: true}
-	wall := modeled
-	wall.Modeled = false
-	tests := []struct {
-		name       string
-		base, head *results.File
-		why        string
-	}{
-		{name: "wall clock", base: resultstest.File(wall), head: resultstest.File(wall), why: `base.json is not on the modeled clock (clock "wall")`},
-		{name: "a sync knows more services", base: resultstest.File(modeled), head: func() *results.File {
-			f := resultstest.File(modeled)
-			f.Syncs[3].Services++
-			return f
-		}(), why: "sync 4 differs: proxier 0 IPv4 #4 (changes, 100 services, 300 endpoints) in base.json, proxier 0 IPv4 #4 (changes, 101 services, 300 endpoints) in head.json"},
-		{name: "one more sync", base: resultstest.File(modeled), head: resultstest.File(resultstest.Options{Name: "smoke", Seed: 5, Syncs: 9, Modeled: true}),
-			why: "base.json has 8 syncs, head.json 9"},
+// TestCompareModeledTolerance: modeled durations are equal within a part
+// in 10⁹ (another summation order), and differ beyond it.
+func TestCompareModeledTolerance(t *testing.T) {
+	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Modeled: true}
+	scale := func(f *results.File, by float64) *results.File {
+		for i := range f.Syncs {
+			f.Syncs[i].Seconds *= by
+		}
+		results.Summarize(f)
+		return f
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := mustCompare(t, []*results.File{tt.base}, []*results.File{tt.head}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
-			require.False(t, c.Paired)
-			require.True(t, c.PerSync)
-			require.Contains(t, strings.Join(c.Notes, "\n"), "syncs not paired: "+tt.why)
-			require.Equal(t, compare.SamplesSync, byName(c)["sync/p50"].Samples)
+	for _, tt := range []struct {
+		by      float64
+		verdict compare.Verdict
+	}{{1 + 1e-12, compare.Same}, {1 + 1e-6, compare.Regressed}, {1 - 1e-6, compare.Improved}} {
+		c := mustCompare(t, []*results.File{resultstest.File(o)}, []*results.File{scale(resultstest.File(o), tt.by)}, []string{"b"}, []string{"h"}, compare.DefaultOptions())
+		require.Equal(t, tt.verdict, byName(c)["sync/p50"].Verdict, "scaled by %v", tt.by)
+	}
+}
+
+// TestCompareGatesOnBrokenTraffic: more broken traffic fails whatever else
+// is declared, on the modeled clock exactly and on the wall clock by
+// Fisher's exact test over probe attempts, one run per side.
+func TestCompareGatesOnBrokenTraffic(t *testing.T) {
+	for _, modeled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("modeled=%v", modeled), func(t *testing.T) {
+			o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Modeled: modeled, Probes: true}
+			base := resultstest.File(o)
+			base.Probes.Failures = nil
+			base.Probes.Attempts = 329
+			results.Summarize(base)
+			head := resultstest.File(o)
+			head.Probes.Attempts = 686
+			head.Probes.Failures = head.Probes.Failures[:min(41, len(head.Probes.Failures))]
+			results.Summarize(head)
+			require.Equal(t, 0, base.Summary.Disruption.FailedAttempts)
+			c := mustCompare(t, []*results.File{base}, []*results.File{head}, []string{"b"}, []string{"h"}, compare.DefaultOptions())
+			row := byName(c)["disruption/failed-attempts"]
+			require.Equal(t, compare.Regressed, row.Verdict)
+			require.True(t, row.Disruption)
+			if !modeled {
+				require.Equal(t, compare.SamplesAttempts, row.Samples)
+				require.Less(t, row.P, 1e-6)
+			}
+			names := func(ms []compare.MetricComparison) []string {
+				var out []string
+				for _, m := range ms {
+					out = append(out, m.Name)
+				}
+				return out
+			}
+			require.Contains(t, names(c.Failures(compare.Gate{AllowChanges: true})), "disruption/seconds")
+			require.NotContains(t, names(c.Failures(compare.Gate{AllowChanges: true, AllowDisruption: true})), "disruption/seconds")
+
+			// Fewer failures of as many attempts: an improvement, never a failure.
+			c = mustCompare(t, []*results.File{head}, []*results.File{base}, []string{"h"}, []string{"b"}, compare.DefaultOptions())
+			require.Equal(t, compare.Improved, byName(c)["disruption/failed-attempts"].Verdict)
+			require.NotContains(t, names(c.Failures(compare.Gate{AllowChanges: true, Timing: true})), "disruption/failed-attempts")
 		})
 	}
+}
+
+// TestComparePairsSeeds: runs over several seeds pair by seed, and a change
+// is named by the seeds that show it.
+func TestComparePairsSeeds(t *testing.T) {
+	var base, head []*results.File
+	var bl, hl []string
+	for seed := uint64(1); seed <= 3; seed++ {
+		o := resultstest.Options{Name: "smoke", Seed: seed, Syncs: 6, Modeled: true}
+		base = append(base, resultstest.File(o))
+		h := resultstest.File(o)
+		if seed == 2 {
+			h.Totals.Ops[dataplane.OpIPSetDel]++
+		}
+		head = append(head, h)
+		bl, hl = append(bl, fmt.Sprintf("b%d", seed)), append(hl, fmt.Sprintf("h%d", seed))
+	}
+	c, err := compare.Compare(base, head, bl, hl, compare.DefaultOptions())
+	require.NoError(t, err, "the same seeds on both sides are no difference")
+	require.Equal(t, []string{"1", "2", "3"}, c.Seeds)
+	row := byName(c)["ops/ipset-del"]
+	require.Equal(t, compare.Different, row.Verdict)
+	require.Contains(t, row.Warnings[0], "1 of 3 seeds differ (1 up, 0 down), the first seed 2")
+	_, err = compare.Compare(base, head[:2], bl, hl[:2], compare.DefaultOptions())
+	var de *compare.DifferentError
+	require.ErrorAs(t, err, &de, "seeds that do not pair are a difference")
 }
 
 // TestCompareKernelTimeSyncBySync: modeled kernel time moved from one sync
@@ -468,7 +545,7 @@ func TestCompareKernelTimeSyncBySync(t *testing.T) {
 	k := byName(c)["kernel/seconds"]
 	require.InDelta(t, k.Base.Center, k.Head.Center, 1e-12)
 	require.Equal(t, compare.Different, k.Verdict)
-	require.Contains(t, k.Warnings[0], "2 of 8 paired syncs differ, the first proxier 0 IPv4 #3")
+	require.Contains(t, k.Warnings[0], "seed 5: 2 of 8 paired syncs differ, the first proxier 0 IPv4 #3")
 }
 
 // TestCompareIncompleteRuns: a run that ended early did less; where it
@@ -517,7 +594,6 @@ func TestCompareIncompleteRuns(t *testing.T) {
 			opts.AllowDifferent = tt.allow
 			c, err := compare.Compare([]*results.File{resultstest.File(o)}, []*results.File{tt.head}, []string{"base.json"}, []string{"head.json"}, opts)
 			require.NoError(t, err, "a run that ended early is warned about, not refused")
-			require.True(t, c.Paired, "the syncs it ran pair with the whole run's first syncs: %v", c.Notes)
 			rows := byName(c)
 			for name, v := range tt.verdicts {
 				require.Equal(t, v, rows[name].Verdict, name)
@@ -527,43 +603,17 @@ func TestCompareIncompleteRuns(t *testing.T) {
 			for _, m := range c.Failures(compare.Gate{}) {
 				failing = append(failing, m.Name)
 			}
-			require.ElementsMatch(t, tt.fails, failing)
+			if tt.allow {
+				// Judged as whole, every figure the short run counts lower fails, segments' too.
+				require.Subset(t, failing, tt.fails)
+			} else {
+				require.ElementsMatch(t, tt.fails, failing)
+			}
 			var text bytes.Buffer
 			require.NoError(t, c.WriteText(&text))
 			require.Contains(t, text.String(), "WARNING: ")
 		})
 	}
-}
-
-// TestComparePairedNeedsAShiftThatCounts: paired, a consistent shift of
-// a couple of microseconds (every sync's cleanup phase twice as long) is
-// significant to the test but too small to act on, even where one slow
-// sync moves its quantile by more than the smallest change that counts.
-func TestComparePairedNeedsAShiftThatCounts(t *testing.T) {
-	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 16, Modeled: true}
-	set := func(f *results.File, first, rest float64) *results.File {
-		for i := range f.Syncs {
-			for j := range f.Syncs[i].Phases {
-				if p := &f.Syncs[i].Phases[j]; p.Name == "cleanup" {
-					p.Seconds = rest
-					if i == 0 {
-						p.Seconds = first
-					}
-				}
-			}
-		}
-		results.Summarize(f)
-		return f
-	}
-	base := set(resultstest.File(o), 300e-6, 2e-6)
-	head := set(resultstest.File(o), 400e-6, 4e-6)
-	c := mustCompare(t, []*results.File{base}, []*results.File{head}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
-	row := byName(c)["phase/cleanup/p99"]
-	require.Equal(t, compare.SamplesPaired, row.Samples)
-	require.InDelta(t, 100e-6, row.Head.Center-row.Base.Center, 1e-12, "the quantile moved by more than 50µs")
-	require.Less(t, row.P, 0.001, "every pair moved the same way")
-	require.Equal(t, compare.NoChange, row.Verdict, "the typical sync moved by 2µs")
-	require.Empty(t, regressions(c, results.Timing))
 }
 
 // TestCompareUnphased: a kube-proxy release records no phases; compared

@@ -77,10 +77,11 @@ func (m *MetricComparison) describe() string {
 		s = fmt.Sprintf("%s median %s (%s..%s) -> %s (%s..%s) (p=%s: values vary between runs)", m.Name,
 			m.value(m.Base), results.FormatValue(m.Base.Lo, m.Unit), results.FormatValue(m.Base.Hi, m.Unit),
 			m.value(m.Head), results.FormatValue(m.Head.Lo, m.Unit), results.FormatValue(m.Head.Hi, m.Unit), m.pValue())
-	case m.Samples == SamplesPaired:
-		s = fmt.Sprintf("%s %s -> %s (%s, p=%s, signed-rank over %d paired syncs, median ratio %.3gx, %s)", m.Name,
+	case m.Samples == SamplesAttempts:
+		s = fmt.Sprintf("%s %s -> %s (%s, p=%s, Fisher's exact test over probe attempts: %s, %s)", m.Name,
 			results.FormatValue(m.Base.Center, m.Unit), results.FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(),
-			m.Pairs, m.Ratio, results.BasisText(m.Basis))
+			strings.Join(m.Warnings, "; "), results.BasisText(m.Basis))
+		return s
 	default:
 		s = fmt.Sprintf("%s %s -> %s (%s, p=%s over %s samples, %s)", m.Name,
 			results.FormatValue(m.Base.Center, m.Unit), results.FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(), m.Samples, results.BasisText(m.Basis))
@@ -102,15 +103,20 @@ func (v Verdict) title() string {
 func (c *Comparison) method() string {
 	var tests string
 	switch {
-	case c.Paired:
-		tests = "syncs paired one to one (modeled clock, one scenario and seed): sync and phase quantiles take the Wilcoxon signed-rank test over per-sync head/base ratios; other timing metrics the Mann-Whitney U test, each file one sample"
+	case c.Modeled:
+		seeds := "one seed"
+		if len(c.Seeds) > 1 {
+			seeds = fmt.Sprintf("%d seeds, paired by seed", len(c.Seeds))
+		}
+		return fmt.Sprintf("modeled clock (%s): every figure but the measured CPU and RSS compared exactly, modeled durations within a relative %g; "+
+			"measured figures take the Mann-Whitney U test, each file one sample, alpha %g", seeds, ModeledTolerance, c.Options.Alpha)
 	case c.PerSync:
 		tests = "one file per side: sync and phase quantiles take the Mann-Whitney U test over per-sync samples; other timing metrics cannot reach significance"
 	default:
 		tests = "Mann-Whitney U test, each file one sample"
 	}
 	ci := fmt.Sprintf("%g%% confidence intervals of the median (shown with 6 or more runs per side)", 100*c.Options.Confidence)
-	return fmt.Sprintf("%s; alpha %g, threshold %g%% and %s; %s; kernel operation counts, modeled kernel time and failed syncs compared exactly",
+	return fmt.Sprintf("%s; broken traffic takes Fisher's exact test over probe attempts; alpha %g, threshold %g%% and %s; %s; kernel operation counts, modeled kernel time and failed syncs compared exactly",
 		tests, c.Options.Alpha, c.Options.Threshold, results.FormatSeconds(c.Options.MinDeltaSeconds), ci)
 }
 

@@ -50,7 +50,10 @@ func runsOf(files []*results.File, labels []string) []run {
 // both record with different values is a difference; one only some runs
 // record is listed apart (onlySome): a newer kpsim records settings an
 // older one did not have, which by itself is no reason to refuse.
-func differences(runs []run) (diff, onlySome []string) {
+//
+// When seedsPaired, the seed is left out: each side ran the same set of
+// seeds, and the comparison pairs them.
+func differences(runs []run, seedsPaired bool) (diff, onlySome []string) {
 	settings := make([]map[string]string, len(runs))
 	paths := map[string]bool{}
 	for i, r := range runs {
@@ -64,7 +67,7 @@ func differences(runs []run) (diff, onlySome []string) {
 	}
 	sorted := make([]string, 0, len(paths))
 	for p := range paths {
-		if !ignoredSettings[p] {
+		if !ignoredSettings[p] && !(seedsPaired && p == "seed") {
 			sorted = append(sorted, p)
 		}
 	}
@@ -227,6 +230,114 @@ func perSync(files []*results.File, get func(*results.File) []results.SyncValue)
 	for k, xs := range all {
 		sort.Float64s(xs)
 		out[k] = xs[len(xs)/2]
+	}
+	return out
+}
+
+// seedOf is the seed a run's scenario ran with.
+func seedOf(f *results.File) string { return results.Settings(f)["seed"] }
+
+// once keeps one of each set of identical runs of a seed on one side (on
+// the modeled clock a seed repeats a run exactly, and copies are no more
+// evidence than one), and warns about the copies it dropped.
+func (c *Comparison) once(side string, runs []run) []run {
+	var out []run
+	copies := map[int][]string{} // index in out -> labels of its copies
+	for _, r := range runs {
+		i := slices.IndexFunc(out, func(o run) bool { return identical(o.f, r.f) })
+		if i < 0 {
+			out = append(out, r)
+			continue
+		}
+		copies[i] = append(copies[i], r.label)
+	}
+	for i, o := range out {
+		if cs := copies[i]; len(cs) > 0 {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: %s and %d identical copies of it (%s) are one run of seed %s on the modeled clock: counted once",
+				side, o.label, len(cs), strings.Join(clip(cs), ", "), seedOf(o.f)))
+		}
+	}
+	return out
+}
+
+// identical reports whether two files are the same modeled run: the same
+// settings and every figure but the measured ones equal, sync by sync.
+func identical(a, b *results.File) bool {
+	if d, _ := differences([]run{{f: a}, {f: b}}, false); len(d) > 0 || a.Proxier != b.Proxier || len(a.Syncs) != len(b.Syncs) {
+		return false
+	}
+	for i := range a.Syncs {
+		sa, sb := &a.Syncs[i], &b.Syncs[i]
+		if sa.Key() != sb.Key() || sa.Seconds != sb.Seconds || sa.Ops != sb.Ops || sa.Error != sb.Error {
+			return false
+		}
+	}
+	for _, d := range Catalog([]*results.File{a, b}) {
+		if commonBasis([]*results.File{a, b}, d.Basis) != results.Measured && d.Value(a) != d.Value(b) {
+			return false
+		}
+	}
+	return true
+}
+
+// pairedSeeds are the seeds both sides ran, sorted, when each side ran
+// the same set; nil otherwise.
+func pairedSeeds(base, head []run) []string {
+	set := func(rs []run) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, seedOf(r.f))
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	b, h := set(base), set(head)
+	if len(b) == 0 || !slices.Equal(b, h) {
+		return nil
+	}
+	return b
+}
+
+// seedPair is one seed's runs on each side.
+type seedPair struct {
+	seed       string
+	base, head []*results.File
+}
+
+// seedPairs pairs the sides' runs by seed; without common seeds, all runs
+// are one pair.
+func (c *Comparison) seedPairs(base, head []run) []seedPair {
+	if c.Seeds == nil {
+		return []seedPair{{seed: "(any)", base: files(base), head: files(head)}}
+	}
+	var out []seedPair
+	for _, s := range c.Seeds {
+		bySeed := func(rs []run) []*results.File {
+			var fs []*results.File
+			for _, r := range rs {
+				if seedOf(r.f) == s {
+					fs = append(fs, r.f)
+				}
+			}
+			return fs
+		}
+		out = append(out, seedPair{seed: s, base: bySeed(base), head: bySeed(head)})
+	}
+	return out
+}
+
+func labels(rs []run) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.label
+	}
+	return out
+}
+
+func files(rs []run) []*results.File {
+	out := make([]*results.File, len(rs))
+	for i, r := range rs {
+		out[i] = r.f
 	}
 	return out
 }

@@ -118,7 +118,7 @@ func File(o Options) *results.File {
 			proxier++
 			seq = 0
 			restartTime = t
-			step("restart-proxier", "", 200*time.Millisecond)
+			step("restart-proxier", "restart proxier", 200*time.Millisecond)
 		} else if i == 1 {
 			step("churn-endpoints", "rolling restarts", time.Duration(o.Syncs)*time.Second)
 		}
@@ -142,6 +142,11 @@ func File(o Options) *results.File {
 	f.Totals.PeakRSS = int64(jitter(60 << 20))
 	if o.Probes {
 		f.Probes = probes(o, det, restartTime)
+		// Probes ran at a steady rate over the run.
+		for i := range f.Steps {
+			st := &f.Steps[i]
+			st.ProbeAttempts = int(int64(f.Probes.Attempts) * int64(st.Start.Sub(Epoch)) / int64(f.End.Sub(Epoch)))
+		}
 	}
 	if o.Metrics {
 		f.Metrics = observe(f)
@@ -218,10 +223,21 @@ func probes(o Options, det *rand.Rand, restart time.Time) *results.Probes {
 		p.Attempts += 10 * o.Syncs
 	}
 	if o.FirstSuccess {
+		// Target i fails from the first attempt for i*300ms; the last never succeeds.
 		for i := range p.Targets {
-			p.Targets[i].First = Epoch
+			t := &p.Targets[i]
+			t.First = Epoch
+			fails := 3 * i
 			if i < len(p.Targets)-1 {
-				p.Targets[i].FirstOK = Epoch.Add(time.Duration(i) * 300 * time.Millisecond)
+				t.FirstOK = Epoch.Add(time.Duration(fails) * 100 * time.Millisecond)
+				if fails > 0 {
+					t.Recovered = []time.Time{t.FirstOK}
+				}
+			} else {
+				fails = t.Attempts
+			}
+			for k := 0; k < fails; k++ {
+				p.Failures = append(p.Failures, results.Failure{Target: i, Time: Epoch.Add(time.Duration(k) * 100 * time.Millisecond), Outcome: "no-address"})
 			}
 		}
 	}
@@ -229,11 +245,16 @@ func probes(o Options, det *rand.Rand, restart time.Time) *results.Probes {
 		return p
 	}
 	// Two services break across the restart, one for longer.
-	for target, n := range map[int]int{1: 8 + det.IntN(4), 3: 25} {
+	for _, target := range []int{1, 3} {
+		n := 25
+		if target == 1 {
+			n = 8 + det.IntN(4)
+		}
 		for k := 0; k < n; k++ {
 			p.Failures = append(p.Failures, results.Failure{Target: target,
 				Time: restart.Add(time.Duration(k) * 100 * time.Millisecond), Outcome: "no-destination"})
 		}
+		p.Targets[target].Recovered = append(p.Targets[target].Recovered, restart.Add(time.Duration(n)*100*time.Millisecond))
 	}
 	return p
 }

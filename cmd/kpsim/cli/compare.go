@@ -23,30 +23,38 @@ type compareFlags struct {
 	o                                        compare.Options
 	minDelta                                 time.Duration
 	baseList, headList, format, latency, out string
-	allowOps                                 bool
+	allowOps, allowDisruption                bool
 }
 
 func newCompareCommand() *cobra.Command {
 	f := compareFlags{o: compare.DefaultOptions()}
 	c := &cobra.Command{
-		Use: "compare BASE.json... -- HEAD.json... [--latency report|gate] [--threshold PERCENT] [--allow-ops-change] [--format text|md|benchstat] [-o FILE]\n" +
+		Use: "compare BASE.json... -- HEAD.json... [--latency report|gate] [--threshold PERCENT] [--allow-ops-change] [--allow-disruption] [--format text|md|benchstat] [-o FILE]\n" +
 			"  kpsim compare BASE.json HEAD.json [...]\n" +
 			"  kpsim compare --base A.json,B.json --head C.json,D.json [...]",
 		Short: "compare results files of two builds or settings, with a verdict (exit 1 on regression)",
 		Long: `Compare results files of two builds or two settings metric by metric: base and head
 values, the change, a p-value and a verdict. Both sides must have run the same
-scenario with the same seed and settings (--allow-different compares others). Runs
-on the modeled clock pair sync k with sync k and test the per-sync ratios
-(Wilcoxon signed-rank); otherwise each file's value is one sample (Mann-Whitney U,
-4+ per side needed for significance at 0.05). Kernel operation counts, modeled
-kernel time and failed syncs are compared exactly.
+scenario with the same settings and seeds (--allow-different compares others).
+
+On the modeled clock (the sim at time scale 0) one seed gives one answer: every
+figure but the process's measured CPU and RSS is compared exactly, seed by seed
+(runs of 'kpsim run --seeds N' pair by seed), and identical copies of a run count
+once. Elsewhere sync and phase durations take the Mann-Whitney U test (each file
+one sample, or each sync with one file per side), and broken traffic Fisher's exact
+test over probe attempts, so one run per side can call it. Figures are given for
+the whole run and for each segment of the timeline (restart/sync/p99, ...).
+
+More broken traffic (disruption, failed attempts, longest window, time to first
+success) always fails, unless --allow-disruption declares it. A change in kernel
+operations or modeled time fails unless --allow-ops-change declares it.
 
 Two sweep indexes ('kpsim sweep merge') are compared cell by cell: each cell that
 ran in both as runs are compared, a cell whose head failed where its base ran is a
 regression, and every other cell is listed with what became of it.
 
 Exit status: 0 no regression, 1 regression or undeclared change in kernel
-operations, 2 bad input or runs that differ.`,
+operations or modeled time, 2 bad input or runs that differ.`,
 		Example: `  kpsim compare out/base.json out/head.json
   kpsim compare base-*.json -- head-*.json --latency report
   kpsim compare --base a1.json,a2.json --head b1.json,b2.json --format md -o cmp.md
@@ -68,7 +76,8 @@ operations, 2 bad input or runs that differ.`,
 	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level `P` of the tests (Wilcoxon signed-rank for paired syncs, Mann-Whitney U otherwise)")
 	fs.DurationVar(&f.minDelta, "min-delta", time.Duration(o.MinDeltaSeconds*float64(time.Second)), "smallest absolute change (a `DURATION`) of a duration that can count as a regression")
 	fs.StringVar(&f.latency, "latency", "gate", "`report|gate`: with report, timing metrics (latency, disruption, CPU, RSS) never fail the comparison; gate: a significant regression exits 1")
-	fs.BoolVar(&f.allowOps, "allow-ops-change", false, "a change in kernel operation counts or modeled kernel time is expected: report it, do not fail")
+	fs.BoolVar(&f.allowOps, "allow-ops-change", false, "a change in kernel operation counts or modeled time (slower syncs on the modeled clock included) is expected: report it, do not fail")
+	fs.BoolVar(&f.allowDisruption, "allow-disruption", false, "more broken traffic (disruption, failed probe attempts, time to first success) is expected: report it, do not fail; nothing else declares it")
 	fs.BoolVar(&o.AllowDifferent, "allow-different", false, "compare runs of different scenarios, seeds or settings, and judge runs that ended early as whole")
 	fs.StringVar(&f.format, "format", "text", "output format, `text|md|benchstat`")
 	fs.StringVarP(&f.out, "output", "o", "", "write to `FILE` instead of standard output")
@@ -169,19 +178,38 @@ func runCompare(cmd *cobra.Command, f compareFlags, files []string) error {
 		return err
 	}
 
-	failing := c.Failures(compare.Gate{Timing: latency == "gate", AllowChanges: *allowOps})
+	failing := c.Failures(compare.Gate{Timing: latency == "gate", AllowChanges: *allowOps, AllowDisruption: f.allowDisruption})
 	if len(failing) > 0 {
-		names := make([]string, len(failing))
-		hint := ""
-		for i, m := range failing {
-			names[i] = m.Name
-			if m.Verdict == compare.Different {
-				hint = " (kernel operation counts or modeled kernel time changed: pass --allow-ops-change if intended)"
+		var names, broken, hints []string
+		for _, m := range failing {
+			names = append(names, m.Name)
+			switch {
+			case m.Disruption:
+				broken = append(broken, m.Name)
+			case m.Declarable && !slices.Contains(hints, "--allow-ops-change"):
+				hints = append(hints, "--allow-ops-change")
 			}
 		}
-		return verdict("%d metrics regressed or changed: %s%s", len(failing), strings.Join(names, ", "), hint)
+		msg := fmt.Sprintf("%d metrics regressed or changed: %s", len(failing), strings.Join(clipNames(names), ", "))
+		if len(broken) > 0 {
+			msg += fmt.Sprintf("\nmore broken traffic: %s (pass --allow-disruption only if that is intended)", strings.Join(clipNames(broken), ", "))
+		}
+		if len(hints) > 0 {
+			msg += "\nkernel operation counts or modeled time changed: pass --allow-ops-change if intended"
+		}
+		return verdict("%s", msg)
 	}
 	return nil
+}
+
+// clipNames keeps a failure message readable when a change moves every
+// figure of every segment.
+func clipNames(names []string) []string {
+	const most = 8
+	if len(names) <= most {
+		return names
+	}
+	return append(slices.Clone(names[:most]), fmt.Sprintf("and %d more", len(names)-most))
 }
 
 // compareSides accepts either the two lists of --base/--head or positional

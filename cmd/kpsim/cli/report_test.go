@@ -31,7 +31,7 @@ func TestReportCommand(t *testing.T) {
 	smoke := resultstest.Options{Name: "smoke", Seed: 1, Syncs: 8, Probes: true, Metrics: true, Noise: 0.05}
 	one := writeRuns(t, dir, "smoke", 1, smoke)[0]
 	bad := filepath.Join(dir, "future.json")
-	require.NoError(t, os.WriteFile(bad, []byte(`{"schemaVersion": 3}`), 0o644))
+	require.NoError(t, os.WriteFile(bad, []byte(`{"schemaVersion": 4}`), 0o644))
 
 	tests := []struct {
 		name     string
@@ -49,7 +49,7 @@ func TestReportCommand(t *testing.T) {
 		{name: "md to file", args: []string{"report", "--format=md", "-o", filepath.Join(dir, "r.md"), one}, wantFile: filepath.Join(dir, "r.md")},
 		{name: "no files", args: []string{"report"}, code: 2, stderr: "want at least one results file"},
 		{name: "bad format", args: []string{"report", "--format", "pdf", one}, code: 2, stderr: `--format "pdf"`},
-		{name: "unknown schema", args: []string{"report", bad}, code: 2, stderr: "schemaVersion 3, this kpsim reads versions 1 to 2"},
+		{name: "unknown schema", args: []string{"report", bad}, code: 2, stderr: "schemaVersion 4, this kpsim reads versions 1 to 3"},
 		{name: "missing file", args: []string{"report", filepath.Join(dir, "nope.json")}, code: 2, stderr: "nope.json"},
 	}
 	for _, tt := range tests {
