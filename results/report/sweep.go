@@ -63,14 +63,25 @@ type measure struct {
 	value       float64
 	runs        []float64
 	unit, basis string
+	// segment is the segment of the timeline the value is of: the
+	// scenario's question, when it names one ("" for the whole run).
+	segment string
 }
 
 // measure reads sf from the cell's runs; ok is false when no run has
-// anything to say about it (disruption without probes).
+// anything to say about it (disruption without probes). A scenario that
+// names its question's segment (restart-stale-ipsets: the restart) is
+// measured over that segment: a sweep is run to see how the question's
+// answer grows, not the cold start that led up to it.
 func (r *SweepReport) measure(cell string, sf sweepFigure) (m measure, ok bool) {
 	for _, f := range r.files[cell] {
-		for _, fg := range results.Figures(f) {
-			if fg.Name != sf.name {
+		figs, name := results.Figures(f), sf.name
+		if q := f.Summary.Question; q != "" {
+			figs, name = results.SegmentFigures(q, f), q+"/"+sf.name
+			m.segment = q
+		}
+		for _, fg := range figs {
+			if fg.Name != name {
 				continue
 			}
 			b := fg.Basis(f)
@@ -249,7 +260,7 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 	cells := r.axisCells(a)
 	pos, numeric := axisPositions(a)
 	var noResult, noValue []string
-	var basis, unit string
+	var basis, unit, segment string
 	type point struct {
 		x    float64
 		m    measure
@@ -270,7 +281,7 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 				noValue = append(noValue, c.Name)
 				continue
 			}
-			unit = m.unit
+			unit, segment = m.unit, m.segment
 			switch {
 			case basis == "":
 				basis = m.basis
@@ -287,6 +298,10 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 	}
 	if basis != "" {
 		ch.Title = strings.TrimSuffix(ch.Title, ")") + ", " + basis + ")"
+	}
+	if segment != "" {
+		ch.Title = strings.TrimSuffix(ch.Title, ")") + ", " + segment + " segment)"
+		ch.Caption += fmt.Sprintf(" The scenario asks about its %s segment: the value is that segment's, not the whole run's.", segment)
 	}
 	if len(noValue) > 0 {
 		ch.Caption += fmt.Sprintf(" %d cells have no %s (for disruption: no probes ran): %s.", len(noValue), sf.label, strings.Join(noValue, ", "))

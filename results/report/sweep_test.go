@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -126,4 +127,34 @@ func TestSweepReportLines(t *testing.T) {
 	f := figs["sweep-synthetic-dataplane-ipset-kernel-writes"]
 	require.Equal(t, []string{"kernel 6.1.0-56-amd64", "kernel 6.12.100+deb12-amd64 (no result)", "✕no result (2 cells)"}, f.legend)
 	require.True(t, strings.Index(b.String(), ">exec<") < strings.Index(b.String(), ">restore<"), "the words on the axis in the spec's order")
+}
+
+// TestSweepReportPlotsTheQuestion: a scenario that names its question's
+// segment is plotted over that segment (restart-scale: the restart's
+// syncs, not the cold start before it), and the chart says so.
+func TestSweepReportPlotsTheQuestion(t *testing.T) {
+	l := sweepOf([]string{"100", "200"}, []string{"exec"}, nil)
+	for _, fs := range l.Files {
+		for _, f := range fs {
+			var sc map[string]any
+			require.NoError(t, json.Unmarshal(f.Scenario, &sc))
+			sc["question"] = "restart"
+			var err error
+			f.Scenario, err = json.Marshal(sc)
+			require.NoError(t, err)
+			results.Summarize(f)
+			require.Equal(t, "restart", f.Summary.Question)
+		}
+	}
+	var md bytes.Buffer
+	require.NoError(t, report.NewSweep(l).WriteMarkdown(&md))
+	cell := l.Files[l.Index.Cells[0].Name]
+	restart := cell[0].View("restart").Totals.Ops.Writes()
+	require.Less(t, restart, cell[0].Totals.Ops.Writes(), "the cold start wrote too")
+	require.Contains(t, md.String(), fmt.Sprintf("**Kernel writes against cluster.services** (synthetic)\n\n| cluster.services | kpsim on sim |\n|---:|---:|\n| 100 | %d |", restart))
+
+	var b bytes.Buffer
+	require.NoError(t, report.NewSweep(l).WriteHTML(&b))
+	figs, _ := parseReport(t, b.Bytes())
+	require.Equal(t, "Sync p99 against cluster.services (synthetic, modeled, restart segment)", figs["sweep-synthetic-cluster-services-sync-p99"].title)
 }
