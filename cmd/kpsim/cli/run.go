@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,10 +54,14 @@ under the working directory (the default, out/, is created).`,
 		Args:        noArgs,
 		Annotations: map[string]string{interruptibleKey: "yes"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.seeds != 1 {
+				return runSeeds(cmd, o)
+			}
 			return runRun(cmd, o)
 		},
 	}
 	f := c.Flags()
+	f.IntVar(&o.seeds, "seeds", 1, "run the scenario `N` times, with seeds SEED, SEED+1, ... (SEED: the scenario's), each to its own results file FILE-seedS.json: on the modeled clock one seed is one exact answer, and variation comes from seeds ('kpsim compare' pairs them by seed)")
 	f.StringVarP(&o.scenario, "scenario", "s", "smoke", "the scenario to run, a shipped `NAME|FILE` (see 'kpsim scenarios') or a file")
 	f.StringVarP(&o.out, "output", "o", "", "results `FILE` (default out/<scenario>-<time>.json)")
 	f.StringArrayVar(&o.sets, "set", nil, "override a scenario field, `KEY=VALUE`, e.g. proxier.initialSync=legacy or cluster.services=500 (repeatable)")
@@ -70,7 +75,49 @@ under the working directory (the default, out/, is created).`,
 type runFlags struct {
 	scenario, out, metricsAddr, state string
 	sets                              []string
+	seeds                             int
 }
+
+// runSeeds runs the scenario once per seed, from the scenario's own seed
+// (after --set) on, each run writing its own results file.
+func runSeeds(cmd *cobra.Command, o runFlags) error {
+	if o.seeds < 1 || o.seeds > maxSeeds {
+		return usageError("--seeds %d: want 1 to %d runs", o.seeds, maxSeeds)
+	}
+	if o.state != "" || o.metricsAddr != "" {
+		return usageError("--seeds runs several scenarios: --state and --metrics-addr take one run")
+	}
+	sc, err := loadInterruptible(cmd.Context(), o.scenario, o.sets, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	stem := strings.TrimSuffix(o.out, ".json")
+	if stem == "" {
+		stem = filepath.Join("out", fmt.Sprintf("%s-%s", sc.Name, time.Now().Format("20060102-150405")))
+	}
+	var paths []string
+	var errs []error
+	for i := range o.seeds {
+		seed := sc.Seed + int64(i)
+		one := o
+		one.seeds = 1
+		one.sets = append(slices.Clone(o.sets), fmt.Sprintf("seed=%d", seed))
+		one.out = fmt.Sprintf("%s-seed%d.json", stem, seed)
+		if err := runRun(cmd, one); err != nil {
+			if cmd.Context().Err() != nil {
+				return err // interrupted: no more seeds
+			}
+			errs = append(errs, err)
+		}
+		paths = append(paths, one.out)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%d seeds: %s\ncompare them with another build's or setting's, paired by seed: kpsim compare %s-seed*.json -- OTHER-seed*.json\n",
+		o.seeds, strings.Join(paths, " "), stem)
+	return errors.Join(errs...)
+}
+
+// maxSeeds bounds --seeds: each seed is a whole run.
+const maxSeeds = 1000
 
 func runRun(cmd *cobra.Command, o runFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()

@@ -73,6 +73,32 @@ func TestRunWritesResults(t *testing.T) {
 	require.Equal(t, "restore", sc.Dataplane.IPSet, "the scenario as run, defaults filled")
 }
 
+// TestRunSeeds: --seeds N runs seeds SEED..SEED+N-1, one results file each,
+// and compare pairs them by seed.
+func TestRunSeeds(t *testing.T) {
+	dir := t.TempDir()
+	small := []string{"--set", "cluster.services=8", "--set", "probes.services=2"}
+	var stdout, stderr bytes.Buffer
+	code := run(append([]string{"run", "-s", "smoke", "--seeds", "2", "--set", "seed=40", "-o", filepath.Join(dir, "a.json")}, small...), &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	require.Contains(t, stdout.String(), "2 seeds: "+filepath.Join(dir, "a-seed40.json")+" "+filepath.Join(dir, "a-seed41.json"))
+	for _, seed := range []string{"40", "41"} {
+		f, err := results.Read(filepath.Join(dir, "a-seed"+seed+".json"))
+		require.NoError(t, err)
+		require.Equal(t, seed, results.Settings(f)["seed"])
+	}
+	code = run(append([]string{"run", "-s", "smoke", "--seeds", "2", "--set", "seed=40", "-o", filepath.Join(dir, "b.json")}, small...), &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	stdout.Reset()
+	code = run([]string{"compare", filepath.Join(dir, "a-seed40.json"), filepath.Join(dir, "a-seed41.json"), "--",
+		filepath.Join(dir, "b-seed40.json"), filepath.Join(dir, "b-seed41.json")}, &stdout, &stderr)
+	require.Equal(t, 0, code, "%s\n%s", stdout.String(), stderr.String())
+	require.Contains(t, stdout.String(), "modeled clock (2 seeds, paired by seed)")
+
+	require.Equal(t, 2, run([]string{"run", "-s", "smoke", "--seeds", "0"}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), "--seeds 0: want 1 to 1000 runs")
+}
+
 func TestRunDefaultOutput(t *testing.T) {
 	dir := t.TempDir()
 	wd, err := os.Getwd()
