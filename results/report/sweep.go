@@ -63,9 +63,6 @@ type measure struct {
 	value       float64
 	runs        []float64
 	unit, basis string
-	// segment is the segment of the timeline the value is of: the
-	// scenario's question, when it names one ("" for the whole run).
-	segment string
 }
 
 // measure reads sf from the cell's runs; ok is false when no run has
@@ -78,7 +75,6 @@ func (r *SweepReport) measure(cell string, sf sweepFigure) (m measure, ok bool) 
 		figs, name := results.Figures(f), sf.name
 		if q := f.Summary.Question; q != "" {
 			figs, name = results.SegmentFigures(q, f), q+"/"+sf.name
-			m.segment = q
 		}
 		for _, fg := range figs {
 			if fg.Name != name {
@@ -109,6 +105,19 @@ func (r *SweepReport) measure(cell string, sf sweepFigure) (m measure, ok bool) 
 	}
 	m.value = results.NewDist(m.runs).P50
 	return m, true
+}
+
+// question is the segment the cells' scenario asks about, as their
+// results name it ("" for the whole run).
+func (r *SweepReport) question(cells []*sweep.IndexCell) string {
+	for _, c := range cells {
+		for _, f := range r.files[c.Name] {
+			if q := f.Summary.Question; q != "" {
+				return q
+			}
+		}
+	}
+	return ""
 }
 
 // dimension is one thing that tells cells apart other than the plotted
@@ -260,7 +269,7 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 	cells := r.axisCells(a)
 	pos, numeric := axisPositions(a)
 	var noResult, noValue []string
-	var basis, unit, segment string
+	var basis, unit string
 	type point struct {
 		x    float64
 		m    measure
@@ -281,7 +290,7 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 				noValue = append(noValue, c.Name)
 				continue
 			}
-			unit, segment = m.unit, m.segment
+			unit = m.unit
 			switch {
 			case basis == "":
 				basis = m.basis
@@ -299,7 +308,7 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 	if basis != "" {
 		ch.Title = strings.TrimSuffix(ch.Title, ")") + ", " + basis + ")"
 	}
-	if segment != "" {
+	if segment := r.question(cells); segment != "" {
 		ch.Title = strings.TrimSuffix(ch.Title, ")") + ", " + segment + " segment)"
 		ch.Caption += fmt.Sprintf(" The scenario asks about its %s segment: the value is that segment's, not the whole run's.", segment)
 	}
@@ -512,8 +521,12 @@ func (r *SweepReport) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "### kpsim sweep: %s\n\n%s\n\n", results.EscapeMarkdown(r.ix.Sweep), r.ix.Summary())
 	for _, a := range r.ix.Axes {
 		all := seriesOf(r.axisCells(a), a.Key)
+		about := results.EscapeMarkdown(a.Scenario)
+		if q := r.question(r.axisCells(a)); q != "" {
+			about += ", " + results.EscapeMarkdown(q) + " segment"
+		}
 		for _, sf := range sweepFigures {
-			fmt.Fprintf(&b, "**%s against %s** (%s)\n\n| %s |", upperFirst(sf.label), results.EscapeMarkdown(a.Key), results.EscapeMarkdown(a.Scenario), results.EscapeMarkdown(a.Key))
+			fmt.Fprintf(&b, "**%s against %s** (%s)\n\n| %s |", upperFirst(sf.label), results.EscapeMarkdown(a.Key), about, results.EscapeMarkdown(a.Key))
 			for _, s := range all {
 				fmt.Fprintf(&b, " %s |", results.EscapeMarkdown(s.label))
 			}

@@ -151,7 +151,7 @@ func TestSweepReportPlotsTheQuestion(t *testing.T) {
 	cell := l.Files[l.Index.Cells[0].Name]
 	restart := cell[0].View("restart").Totals.Ops.Writes()
 	require.Less(t, restart, cell[0].Totals.Ops.Writes(), "the cold start wrote too")
-	require.Contains(t, md.String(), fmt.Sprintf("**Kernel writes against cluster.services** (synthetic)\n\n| cluster.services | kpsim on sim |\n|---:|---:|\n| 100 | %d |", restart))
+	require.Contains(t, md.String(), fmt.Sprintf("**Kernel writes against cluster.services** (synthetic, restart segment)\n\n| cluster.services | kpsim on sim |\n|---:|---:|\n| 100 | %d |", restart))
 
 	var b bytes.Buffer
 	require.NoError(t, report.NewSweep(l).WriteHTML(&b))
