@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns"
 )
 
@@ -67,13 +68,8 @@ func Private(t testing.TB) bool {
 // run must leave as it found it.
 func HostSnapshot(t *testing.T) map[string]string {
 	t.Helper()
-	cmds := [][]string{
-		{"ip", "-d", "link"}, {"ip", "addr"}, {"ip", "route"}, {"ip", "-6", "route"},
-		{"iptables-legacy-save"}, {"ip6tables-legacy-save"}, {"iptables-nft-save"}, {"ip6tables-nft-save"},
-		{"ipset", "list"}, {"ls", "-a", netns.Dir},
-	}
 	snap := map[string]string{}
-	for _, c := range cmds {
+	for _, c := range snapshotCmds {
 		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
 		s := string(out)
 		if err != nil {
@@ -91,16 +87,26 @@ func HostSnapshot(t *testing.T) map[string]string {
 	return snap
 }
 
-// RequireHostTools skips the test unless it runs as root with the tools
-// HostSnapshot reads the host with.
+// snapshotCmds are what HostSnapshot runs: a tool missing here would leave
+// its part of the host unchecked (the same error before and after).
+var snapshotCmds = [][]string{
+	{"ip", "-d", "link"}, {"ip", "addr"}, {"ip", "route"}, {"ip", "-6", "route"},
+	{"iptables-legacy-save"}, {"ip6tables-legacy-save"}, {"iptables-nft-save"}, {"ip6tables-nft-save"},
+	{"ipset", "list"}, {"ls", "-a", netns.Dir},
+}
+
+// RequireHostTools skips the test unless it runs as root with every tool
+// HostSnapshot reads the host with. A missing tool fails it instead under
+// hosttools.RequireEnv; not being root skips it all the same (see
+// hosttools).
 func RequireHostTools(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates network namespaces")
 	}
-	for _, tool := range []string{"ip", "ipset", "iptables-legacy-save", "iptables-nft-save"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s to take the host snapshot: %v", tool, err)
-		}
+	var tools []string
+	for _, c := range snapshotCmds {
+		tools = append(tools, c[0])
 	}
+	hosttools.Require(t, tools...)
 }
