@@ -9,20 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// childEnv makes this test binary, re-executed by TestRequire, run
-// TestRequireChild for real: Require's skip and failure end the test that
-// calls it, so they are seen from outside, in the child's verdict and output.
+// childEnv makes TestRequire, in this test binary re-executed by itself,
+// call Require for real: Require's skip and failure end the test that calls
+// it, so they are seen from outside, in the child's verdict and output.
 const childEnv = "KPSIM_HOSTTOOLS_TEST_CHILD"
 
-func TestRequireChild(t *testing.T) {
-	if os.Getenv(childEnv) == "" {
-		t.Skip("run by TestRequire")
-	}
-	Require(t, "kpsim-present", "kpsim-absent", "kpsim-absent", "kpsim-gone")
-	t.Log("REACHED")
-}
-
 func TestRequire(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		Require(t, "kpsim-present", "kpsim-absent", "kpsim-absent", "kpsim-gone")
+		t.Log("REACHED")
+		return
+	}
 	bin := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "kpsim-present"), []byte("#!/bin/sh\n"), 0o755))
 	// Not executable: LookPath does not take it, and neither would exec.
@@ -33,14 +30,14 @@ func TestRequire(t *testing.T) {
 		fail      bool
 		want      []string
 	}{
-		{"unset skips", "", false, []string{"--- SKIP: TestRequireChild", "needs kpsim-absent, kpsim-gone: not on PATH"}},
-		{"0 skips", "0", false, []string{"--- SKIP: TestRequireChild", "needs kpsim-absent, kpsim-gone: not on PATH"}},
-		{"1 fails", "1", true, []string{"--- FAIL: TestRequireChild", "needs kpsim-absent, kpsim-gone: not on PATH (KPSIM_REQUIRE_HOST_TOOLS=1: a missing host tool fails the test)"}},
-		{"true fails", "true", true, []string{"--- FAIL: TestRequireChild", "KPSIM_REQUIRE_HOST_TOOLS=true"}},
-		{"a word that is not a boolean fails", "yes", true, []string{"--- FAIL: TestRequireChild", `KPSIM_REQUIRE_HOST_TOOLS="yes": want 1 or 0`}},
+		{"unset skips", "", false, []string{"--- SKIP: TestRequire", "needs kpsim-absent, kpsim-gone: not on PATH"}},
+		{"0 skips", "0", false, []string{"--- SKIP: TestRequire", "needs kpsim-absent, kpsim-gone: not on PATH"}},
+		{"1 fails", "1", true, []string{"--- FAIL: TestRequire", "needs kpsim-absent, kpsim-gone: not on PATH (KPSIM_REQUIRE_HOST_TOOLS=1: a missing host tool fails the test)"}},
+		{"true fails", "true", true, []string{"--- FAIL: TestRequire", "KPSIM_REQUIRE_HOST_TOOLS=true"}},
+		{"a word that is not a boolean fails", "yes", true, []string{"--- FAIL: TestRequire", `KPSIM_REQUIRE_HOST_TOOLS="yes": want 1 or 0`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestRequireChild$", "-test.v", "-test.count=1")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRequire$", "-test.v", "-test.count=1")
 			cmd.Env = append(os.Environ(), childEnv+"=1", "PATH="+bin, RequireEnv+"="+tc.env)
 			out, err := cmd.CombinedOutput()
 			if tc.fail {
