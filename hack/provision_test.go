@@ -107,7 +107,8 @@ func vagrantValidate(t *testing.T, dir string) (string, error) {
 // script is refused, naming it: validate reads what the Vagrantfile points
 // at, so passing here means something.
 func TestVagrantValidate(t *testing.T) {
-	hosttools.Require(t, "vagrant")
+	// The synced folder is rsync's: validate fails without rsync on PATH.
+	hosttools.Require(t, "vagrant", "rsync")
 	out, err := vagrantValidate(t, "..")
 	require.NoError(t, err, "vagrant validate:\n%s", out)
 	require.Contains(t, out, "Vagrantfile validated successfully")
