@@ -51,6 +51,13 @@ func Private(t testing.TB) bool {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (to create a private network namespace)")
 	}
+	// go test keys a package's cached verdict by the variables and files its
+	// test process read, not the child's: read here what the child's tool
+	// checks depend on, so that a change of PATH or of hosttools.RequireEnv
+	// runs the tests again rather than replaying a verdict reached without
+	// them. (A tool installed into an unchanged PATH is not seen: go clean
+	// -testcache, or -count=1.)
+	_, _ = os.Getenv("PATH"), os.Getenv(hosttools.RequireEnv)
 	args := []string{"-test.run=" + only, "-test.v", "-test.count=1"}
 	if bench {
 		args = []string{"-test.run=^$", "-test.bench=" + only, "-test.benchtime=" + flag.Lookup("test.benchtime").Value.String(), "-test.count=1"}
