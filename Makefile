@@ -22,10 +22,15 @@ $(KPSIM): FORCE
 ACTIONLINT := $(GO) tool -modfile=tools/go.mod actionlint
 WORKFLOWS  := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
+# go test's output as usual (hack/testsummary reads its -json form), then
+# every skipped test by the reason it gave, then the package results again,
+# and go test's exit status. A test that needs a host tool not on PATH
+# (ipset, iptables-*, ip, shellcheck, vagrant, rsync) skips and names it;
+# KPSIM_REQUIRE_HOST_TOOLS=1 fails it instead (.ci/run sets it).
 test:
 	$(GO) vet ./...
 	$(ACTIONLINT) $(WORKFLOWS)
-	$(GO) test ./...
+	$(GO) run ./hack/testsummary $(GO) test -json ./...
 
 # Runs a scenario (default: smoke, on the in-memory kernel: no root needed),
 # prints a summary, and writes a results file and an HTML report into $(OUT)/.

@@ -5,11 +5,14 @@ package hack
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/internal/hosttools"
 )
 
 const provision = "vagrant-provision.sh"
@@ -19,34 +22,9 @@ func TestProvisionScriptParses(t *testing.T) {
 	require.NoError(t, err, "bash -n %s: %s", provision, out)
 }
 
-// shellcheck returns the shellcheck binary, installing Debian's package
-// when running as root and it is missing.
-func shellcheck(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("shellcheck"); err == nil {
-		return p
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("shellcheck is not installed and installing it needs root (apt-get install shellcheck)")
-	}
-	if out, err := exec.Command("apt-get", "install", "-y", "-qq", "--no-install-recommends", "shellcheck").CombinedOutput(); err != nil {
-		if out2, err2 := exec.Command("apt-get", "update", "-qq").CombinedOutput(); err2 != nil {
-			t.Skipf("shellcheck unavailable: apt-get install: %v: %s; apt-get update: %v: %s", err, out, err2, out2)
-		}
-		if out, err := exec.Command("apt-get", "install", "-y", "-qq", "--no-install-recommends", "shellcheck").CombinedOutput(); err != nil {
-			t.Skipf("shellcheck unavailable: apt-get install: %v: %s", err, out)
-		}
-	}
-	p, err := exec.LookPath("shellcheck")
-	if err != nil {
-		t.Skipf("shellcheck unavailable after installing it: %v", err)
-	}
-	return p
-}
-
 func TestProvisionScriptShellcheck(t *testing.T) {
-	sc := shellcheck(t)
-	out, err := exec.Command(sc, "-s", "bash", "-S", "style", provision).CombinedOutput()
+	hosttools.Require(t, "shellcheck")
+	out, err := exec.Command("shellcheck", "-s", "bash", "-S", "style", provision).CombinedOutput()
 	require.NoError(t, err, "shellcheck %s:\n%s", provision, out)
 }
 
@@ -104,4 +82,42 @@ func TestVagrantExcludesWhatBuildsWrite(t *testing.T) {
 		got = append(got, q[1])
 	}
 	require.ElementsMatch(t, want, got)
+}
+
+// vagrantValidate runs `vagrant validate` on the Vagrantfile in dir, offline
+// and leaving nothing behind: its home, its machine state (.vagrant/, which
+// it would otherwise write next to the Vagrantfile) and no version check.
+// Provider blocks are not validated (--ignore-provider): validating them
+// needs the provider itself (VirtualBox, or the vagrant-libvirt plugin) on
+// the machine, and without one validate stops at "No usable default
+// provider" before reading the Vagrantfile.
+func vagrantValidate(t *testing.T, dir string) (string, error) {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command("vagrant", "validate", "--ignore-provider", "--no-tty", "--no-color")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+home, "VAGRANT_HOME="+filepath.Join(home, ".vagrant.d"),
+		"VAGRANT_DOTFILE_PATH="+filepath.Join(home, "machines"), "VAGRANT_CHECKPOINT_DISABLE=1")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestVagrantValidate: Vagrant itself accepts the Vagrantfile, the path of
+// its provisioning script included. The same file in a folder without the
+// script is refused, naming it: validate reads what the Vagrantfile points
+// at, so passing here means something.
+func TestVagrantValidate(t *testing.T) {
+	// The synced folder is rsync's: validate fails without rsync on PATH.
+	hosttools.Require(t, "vagrant", "rsync")
+	out, err := vagrantValidate(t, "..")
+	require.NoError(t, err, "vagrant validate:\n%s", out)
+	require.Contains(t, out, "Vagrantfile validated successfully")
+
+	bare := t.TempDir()
+	vf, err := os.ReadFile("../Vagrantfile")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(bare, "Vagrantfile"), vf, 0o644))
+	out, err = vagrantValidate(t, bare)
+	require.Error(t, err, "vagrant validate of a Vagrantfile without its script:\n%s", out)
+	require.Contains(t, out, filepath.Join(bare, "hack", provision))
 }

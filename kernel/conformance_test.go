@@ -36,14 +36,27 @@ func TestConformance(t *testing.T) {
 			}
 			ns := &scratchNamespace{opts: opts}
 			ns.flushIPTables(t, opts.IPTablesMode)
-			conformance.Run(t, ns.fresh, conformanceCapabilities(Detect(), opts.IPTablesMode))
+			conformance.Run(t, ns.fresh, conformanceCapabilities(Detect(), opts))
 		})
 	}
 }
 
-// conformanceCapabilities translates Detect's answer for the suite.
-func conformanceCapabilities(c Capabilities, mode string) conformance.Capabilities {
-	have := conformance.Capabilities{Reasons: map[string]string{}}
+// conformanceCapabilities translates Detect's answer for the suite, with the
+// host tools a dataplane with opts runs: the suite skips a part whose tool is
+// missing by the tool's name (Detect's netlink probes find the set types
+// whether or not the ipset tool is there).
+func conformanceCapabilities(c Capabilities, opts Options) conformance.Capabilities {
+	mode := opts.IPTablesMode
+	have := conformance.Capabilities{Reasons: map[string]string{}, Tools: map[string][]string{}}
+	for _, t := range supportedSetTypes {
+		have.Tools["ipset:"+string(t)] = ipsetTools(opts.IPSetStrategy)
+	}
+	ipt := &iptables{mode: mode}
+	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+		for _, verb := range []string{"restore", "save"} {
+			have.Tools["iptables"] = append(have.Tools["iptables"], ipt.tool(f, verb))
+		}
+	}
 	why := func(name string, ch Check) bool {
 		if !ch.OK {
 			have.Reasons[name] = ch.String()
@@ -69,6 +82,15 @@ func conformanceCapabilities(c Capabilities, mode string) conformance.Capabiliti
 	_, err := os.Stat("/proc/sys/net/ipv4/ip_forward")
 	have.Sysctls = why("sysctls", Check{OK: err == nil, Detail: "/proc/sys/net not readable"})
 	return have
+}
+
+// ipsetTools are the host tools an ipset strategy runs: the ipset command,
+// except for netlink, kpsim's own messages.
+func ipsetTools(s dataplane.IPSetStrategy) []string {
+	if s == dataplane.IPSetNetlink {
+		return nil
+	}
+	return []string{"ipset"}
 }
 
 // scratchNamespace hands the suite a fresh dataplane per test. The kernel

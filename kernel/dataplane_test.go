@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
@@ -198,11 +198,8 @@ func TestDetectIPTablesMode(t *testing.T) {
 	if !netnstest.Private(t) {
 		return
 	}
-	for _, tool := range []string{"iptables-legacy", "iptables-nft"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skip("needs both iptables variants: " + err.Error())
-		}
-	}
+	hosttools.Require(t, "iptables-legacy-save", "ip6tables-legacy-save", "iptables-legacy-restore",
+		"iptables-nft-save", "ip6tables-nft-save", "iptables-nft-restore")
 	require.Equal(t, "nft", DetectIPTablesMode(), "no rules anywhere")
 	hint := func(mode string) {
 		_, err := run([]byte("*mangle\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n"), "iptables-"+mode+"-restore", "--noflush")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
@@ -24,6 +25,7 @@ import (
 //
 //	go test ./kernel -run '^$' -bench ReadBack -benchtime 5x
 func BenchmarkReadBack(b *testing.B) {
+	hosttools.Require(b, "ipset") // fills the sets with ipset restore, and is one of the reads
 	if !netnstest.Private(b) {
 		return
 	}

@@ -230,6 +230,7 @@ func intersect(a, b []int) []int {
 // SIGINT mid-run leave the namespace kpsim was started in exactly as it was.
 func TestE2EHostUntouchedByRun(t *testing.T) {
 	bin := e2eKpsim(t)
+	netnstest.RequireHostTools(t)
 	const scenario = "testdata/e2e-restart-stale.yaml"
 	before := netnstest.HostSnapshot(t)
 	kpsimRun(t, bin, scenario)

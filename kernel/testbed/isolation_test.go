@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/dataplane"
@@ -158,6 +159,7 @@ func childRun(ctx context.Context, mode string) (err error) {
 // namespaces are exactly as they were.
 func TestHostUntouched(t *testing.T) {
 	netnstest.RequireHostTools(t)
+	hosttools.Require(t, "iptables-legacy-restore", "iptables-nft-restore") // childRun's rules (ipset is a snapshot tool)
 	tests := []struct {
 		name     string
 		mode     string

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns"
 )
 
@@ -50,6 +51,13 @@ func Private(t testing.TB) bool {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (to create a private network namespace)")
 	}
+	// go test keys a package's cached verdict by the variables and files its
+	// test process read, not the child's: read here what the child's tool
+	// checks depend on, so that a change of PATH or of hosttools.RequireEnv
+	// runs the tests again rather than replaying a verdict reached without
+	// them. (A tool installed into an unchanged PATH is not seen: go clean
+	// -testcache, or -count=1.)
+	_, _ = os.Getenv("PATH"), os.Getenv(hosttools.RequireEnv)
 	args := []string{"-test.run=" + only, "-test.v", "-test.count=1"}
 	if bench {
 		args = []string{"-test.run=^$", "-test.bench=" + only, "-test.benchtime=" + flag.Lookup("test.benchtime").Value.String(), "-test.count=1"}
@@ -67,13 +75,8 @@ func Private(t testing.TB) bool {
 // run must leave as it found it.
 func HostSnapshot(t *testing.T) map[string]string {
 	t.Helper()
-	cmds := [][]string{
-		{"ip", "-d", "link"}, {"ip", "addr"}, {"ip", "route"}, {"ip", "-6", "route"},
-		{"iptables-legacy-save"}, {"ip6tables-legacy-save"}, {"iptables-nft-save"}, {"ip6tables-nft-save"},
-		{"ipset", "list"}, {"ls", "-a", netns.Dir},
-	}
 	snap := map[string]string{}
-	for _, c := range cmds {
+	for _, c := range snapshotCmds {
 		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
 		s := string(out)
 		if err != nil {
@@ -91,16 +94,26 @@ func HostSnapshot(t *testing.T) map[string]string {
 	return snap
 }
 
-// RequireHostTools skips the test unless it runs as root with the tools
-// HostSnapshot reads the host with.
+// snapshotCmds are what HostSnapshot runs: a tool missing here would leave
+// its part of the host unchecked (the same error before and after).
+var snapshotCmds = [][]string{
+	{"ip", "-d", "link"}, {"ip", "addr"}, {"ip", "route"}, {"ip", "-6", "route"},
+	{"iptables-legacy-save"}, {"ip6tables-legacy-save"}, {"iptables-nft-save"}, {"ip6tables-nft-save"},
+	{"ipset", "list"}, {"ls", "-a", netns.Dir},
+}
+
+// RequireHostTools skips the test unless it runs as root with every tool
+// HostSnapshot reads the host with. A missing tool fails it instead under
+// hosttools.RequireEnv; not being root skips it all the same (see
+// hosttools).
 func RequireHostTools(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates network namespaces")
 	}
-	for _, tool := range []string{"ip", "ipset", "iptables-legacy-save", "iptables-nft-save"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s to take the host snapshot: %v", tool, err)
-		}
+	var tools []string
+	for _, c := range snapshotCmds {
+		tools = append(tools, c[0])
 	}
+	hosttools.Require(t, tools...)
 }

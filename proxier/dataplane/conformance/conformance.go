@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
@@ -34,6 +35,11 @@ type Capabilities struct {
 	// Reasons maps a capability name ("ipvs", "dummy", "ipset:hash:ip",
 	// "iptables", "ipvs-match", "conntrack", "sysctls") to why it is missing.
 	Reasons map[string]string
+	// Tools maps a capability name to the host tools the dataplane under
+	// test runs for it (the real kernel's ipset and iptables-restore): a
+	// part whose tool is not on PATH is skipped naming the tool, or fails
+	// under hosttools.RequireEnv, whatever the kernel could do.
+	Tools map[string][]string
 }
 
 // All is every capability, as the in-memory kernel has them.
@@ -56,9 +62,11 @@ func (c Capabilities) hasSet(t dataplane.SetType) bool {
 	return false
 }
 
-// need skips t unless ok, naming the capability.
+// need skips t unless ok and the capability's tools are on PATH, naming the
+// capability or the tools.
 func (c Capabilities) need(t *testing.T, name string, ok bool) {
 	t.Helper()
+	hosttools.Require(t, c.Tools[name]...)
 	if !ok {
 		t.Skipf("needs %s: %s", name, c.reason(name))
 	}
