@@ -227,8 +227,9 @@ func parse(file string, data []byte, sets []string, build bool) (*Scenario, erro
 	if err := d.decodeStruct(root, s, ""); err != nil {
 		return nil, err
 	}
-	s.defaults(d.present)
 	v := &validator{d: d}
+	s.refuseZeros(v)
+	s.defaults(d.present)
 	s.validate(v)
 	if err := v.errs.orNil(); err != nil {
 		return nil, err
