@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -162,7 +161,7 @@ func runCompare(cmd *cobra.Command, f compareFlags, files []string) error {
 		return err
 	}
 	if out != "" {
-		if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		if err := results.WriteFile(out, buf.Bytes()); err != nil {
 			return fmt.Errorf("write comparison: %w", err)
 		}
 	} else if _, err := stdout.Write(buf.Bytes()); err != nil {

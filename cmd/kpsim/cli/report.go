@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -98,7 +97,7 @@ func writeReport(cmd *cobra.Command, r interface {
 		_, err = stdout.Write(b.Bytes())
 		return err
 	}
-	if err := os.WriteFile(dest, b.Bytes(), 0o644); err != nil {
+	if err := results.WriteFile(dest, b.Bytes()); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	fmt.Fprintf(stdout, "report: %s\n", dest)

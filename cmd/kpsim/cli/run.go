@@ -79,15 +79,20 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	release := claimSignals(cmd)
 	defer release()
 	ctx := cmd.Context()
+	// What is at the outputs now, to tell at the end whether another run
+	// wrote there meanwhile.
+	var outStamp, stateStamp outputStamp
 	if o.out != "" {
 		if err := checkOutput("--output", o.out); err != nil {
 			return err
 		}
+		outStamp = stampOutput(o.out)
 	}
 	if o.state != "" {
 		if err := checkOutput("--state", o.state); err != nil {
 			return err
 		}
+		stateStamp = stampOutput(o.state)
 	}
 	sc, err := loadInterruptible(ctx, o.scenario, o.sets, stderr)
 	if err != nil {
@@ -105,6 +110,7 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 		if err := checkOutput("--output", path); err != nil {
 			return err
 		}
+		outStamp = stampOutput(path)
 	}
 	spec, err := sc.BackendSpec()
 	if err != nil {
@@ -158,7 +164,8 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	}
 	f.Kpsim = buildInfo()
 	f.Environment = environment()
-	if err := results.Write(path, f); err != nil {
+	path, err = outStamp.write(stderr, "kpsim run", func(p string) error { return results.Write(p, f) })
+	if err != nil {
 		return errors.Join(runErr, err)
 	}
 	if o.state != "" {
@@ -166,7 +173,7 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 		// backend), so a sim run and a kernel run diff with the same command.
 		st, err := state.Read(node.Dataplane(), sc.Proxier.Families)
 		if err == nil {
-			err = writeState(o.state, st, stdout)
+			_, err = stateStamp.write(stderr, "kpsim run", func(p string) error { return writeState(p, st, stdout) })
 		}
 		if err != nil {
 			return errors.Join(runErr, fmt.Errorf("--state: %w", err))

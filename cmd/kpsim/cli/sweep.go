@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/results/report"
 	"github.com/kpsim/kpsim/results/sweep"
@@ -157,7 +157,7 @@ func runSweepPlan(cmd *cobra.Command, spec, out, format string) error {
 		_, err := cmd.OutOrStdout().Write(b.Bytes())
 		return err
 	}
-	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+	if err := results.WriteFile(out, b.Bytes()); err != nil {
 		return fmt.Errorf("write plan: %w", err)
 	}
 	return nil
@@ -239,7 +239,7 @@ func compareSweeps(cmd *cobra.Command, f compareFlags, basePaths, headPaths []st
 		return err
 	}
 	if f.out != "" {
-		if err := os.WriteFile(f.out, b.Bytes(), 0o644); err != nil {
+		if err := results.WriteFile(f.out, b.Bytes()); err != nil {
 			return fmt.Errorf("write comparison: %w", err)
 		}
 	} else if _, err := cmd.OutOrStdout().Write(b.Bytes()); err != nil {
