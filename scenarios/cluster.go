@@ -411,7 +411,7 @@ func (s *Scenario) build(v *validator) error {
 	checkNames := func(path string, sel Selector) {
 		for i, n := range sel.Names {
 			if !names[n] {
-				v.errf(fmt.Sprintf("%s[%d]", path, i), "no service %s in the cluster", n)
+				v.errf(fmt.Sprintf("%s[%d]", path, i), "no service %s in the cluster", cut(n))
 			}
 		}
 		if sel.Count > len(set.Services) {

@@ -211,7 +211,7 @@ func (v *validator) intRange(path string, x, lo, hi int) {
 
 func (v *validator) oneOf(path, x string, allowed []string) {
 	if !slices.Contains(allowed, x) {
-		v.errf(path, "%q is not one of %s", x, strings.Join(allowed, ", "))
+		v.errf(path, "%s is not one of %s", quote(x), strings.Join(allowed, ", "))
 	}
 }
 
@@ -350,7 +350,7 @@ func validateSelector(v *validator, path string, s Selector, maxCount int) {
 	for i, n := range s.Names {
 		ns, name, ok := strings.Cut(n, "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			v.errf(fmt.Sprintf("%s[%d]", path, i), "must be namespace/name, got %q", n)
+			v.errf(fmt.Sprintf("%s[%d]", path, i), "must be namespace/name, got %s", quote(n))
 		}
 	}
 }
