@@ -361,7 +361,7 @@ func (s *Scenario) build(v *validator) error {
 	c := &s.Cluster
 	if c.FromFile != "" {
 		path := c.FromFile
-		if !filepath.IsAbs(path) {
+		if !filepath.IsAbs(path) && !s.fromFileSet {
 			path = filepath.Join(filepath.Dir(s.file), path) // relative to the scenario file
 		}
 		loaded, err := objects.Load(path)

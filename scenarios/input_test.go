@@ -2,10 +2,14 @@ package scenarios
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 // TestExplicitZeroIsRefused: a zero the defaults would take for "not given"
@@ -78,4 +82,33 @@ func TestLongSetValuesAreCut(t *testing.T) {
 	require.Error(t, err)
 	require.Less(t, len(err.Error()), 1000)
 	require.Contains(t, err.Error(), "seed: must be a whole number, got the string")
+}
+
+// TestExportGivenAsScenario: a kubectl export given where a scenario goes
+// says what it is and how to run one on it, and that command works: a
+// --set cluster.fromFile puts the export in place of the cluster the
+// scenario generates, its path relative to the working directory.
+func TestExportGivenAsScenario(t *testing.T) {
+	export, err := os.ReadFile(filepath.Join("objects", "testdata", "example", "cluster.json"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "export.json"), export, 0o644))
+	t.Chdir(dir)
+
+	_, err = Load("export.json", nil)
+	require.EqualError(t, err, "export.json: is a kubectl export, not a scenario: run a scenario on it, "+
+		"e.g. kpsim run -s smoke --set cluster.fromFile=export.json (see scenarios/README.md)")
+	_, err = Parse("list.yaml", []byte("apiVersion: v1\nkind: List\nitems: []\n"), nil)
+	require.ErrorContains(t, err, "list.yaml: is a kubectl export, not a scenario")
+
+	s, err := Load("smoke", []string{"cluster.fromFile=export.json"})
+	require.NoError(t, err)
+	want, err := objects.Load("export.json")
+	require.NoError(t, err)
+	require.Len(t, s.ClusterObjects().Services, len(want.Services))
+	require.Zero(t, s.Cluster.Services, "the scenario's generated services gave way")
+
+	// Both given the same way are still a mistake.
+	_, err = Parse("x.yaml", []byte(base+"  # x\n"), []string{"cluster.fromFile=export.json", "cluster.services=3"})
+	require.ErrorContains(t, err, "cluster.services: not allowed with cluster.fromFile")
 }

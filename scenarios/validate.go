@@ -34,6 +34,10 @@ const (
 	defaultStopAfterFailedSyncs = 5
 )
 
+// fromFileExcludes are the cluster fields that generate services, which a
+// cluster loaded from a file does not take: the file says what is there.
+var fromFileExcludes = []string{"services", "kubeDNS", "apiServer"}
+
 // ProbeKinds are the address kinds a probe target can have.
 var ProbeKinds = []string{"clusterip", "nodeport", "external", "loadbalancer"}
 
@@ -274,7 +278,7 @@ func (s *Scenario) validate(v *validator) {
 
 func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 	if c.FromFile != "" {
-		for _, k := range []string{"services", "kubeDNS", "apiServer"} {
+		for _, k := range fromFileExcludes {
 			if v.d.present("cluster." + k) {
 				v.errf("cluster."+k, "not allowed with cluster.fromFile: the file says what the cluster is")
 			}
