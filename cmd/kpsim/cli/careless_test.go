@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,6 +30,27 @@ func TestLongSetValueErrorIsShort(t *testing.T) {
 			out := stdout.String() + stderr.String()
 			require.Less(t, len(out), 10_000, "%.500s", out)
 			require.Contains(t, out, "probes.services[2345]: no service ns-001/missing-svc in the cluster")
+		})
+	}
+}
+
+// TestSweepPlanIsNotResults: a sweep's plan given to report (or compare)
+// says how to get from it to something to report, instead of "not a
+// complete kpsim results file: no scenario, start, backend, basis".
+func TestSweepPlanIsNotResults(t *testing.T) {
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	spec := filepath.Join("..", "..", "..", "sweeps", "restart-scale.yaml")
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"sweep", "plan", spec, "-o", plan}, &stdout, &stderr), stderr.String())
+	want := plan + " is a sweep plan, not results: run its cells (kpsim sweep run " + spec + " CELL, for each CELL of kpsim sweep plan " + spec +
+		" --format names), merge them (kpsim sweep merge out/sweep/restart-scale/cells --plan " + plan +
+		" -o out/sweep/restart-scale/index.json), then report the index (kpsim report out/sweep/restart-scale/index.json)"
+	for _, args := range [][]string{{"report", plan}, {"compare", plan, plan}} {
+		t.Run(args[0], func(t *testing.T) {
+			stdout.Reset()
+			stderr.Reset()
+			require.Equal(t, 2, run(args, &stdout, &stderr))
+			require.Equal(t, "kpsim "+args[0]+": "+want+"\n", stderr.String())
 		})
 	}
 }

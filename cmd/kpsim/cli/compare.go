@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -227,7 +228,7 @@ func readSummarized(paths []string) ([]*results.File, error) {
 	for i, p := range paths {
 		f, err := results.Read(p)
 		if err != nil {
-			return nil, usageError("%v", err)
+			return nil, cmp.Or(notResults(p), usageError("%v", err))
 		}
 		results.Summarize(f)
 		fs[i] = f

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -61,7 +62,7 @@ func runReport(cmd *cobra.Command, paths []string, out, format string) error {
 	files := make([]*results.File, len(paths))
 	for i, p := range paths {
 		if files[i], err = results.Read(p); err != nil {
-			return usageError("%v", err)
+			return cmp.Or(notResults(p), usageError("%v", err))
 		}
 	}
 	if dest != "" {
