@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/results/sweep"
 )
 
 // TestLongSetValueErrorIsShort: a --set of thousands of service names with
@@ -53,4 +55,14 @@ func TestSweepPlanIsNotResults(t *testing.T) {
 			require.Equal(t, "kpsim "+args[0]+": "+want+"\n", stderr.String())
 		})
 	}
+}
+
+// TestSweepCellRecordIsNotResults: a cell's record points at its runs.
+func TestSweepCellRecordIsNotResults(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "cell.json")
+	require.NoError(t, sweep.WriteRecord(rec, &sweep.Record{}))
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 2, run([]string{"report", rec}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), rec+" is a sweep cell's record, not results: its runs are beside it (kpsim report "+filepath.Join(dir, "run-*.json")+")")
 }
