@@ -17,15 +17,15 @@ import (
 // left out, the setting still gets it.
 func TestExplicitZeroIsRefused(t *testing.T) {
 	for _, tc := range []struct{ set, want string }{
-		{"proxier.syncPeriod=0", "--set proxier.syncPeriod=0: proxier.syncPeriod: must be > 0 (leave it out for the default, 30s)"},
-		{"proxier.minSyncPeriod=0s", "--set proxier.minSyncPeriod=0s: proxier.minSyncPeriod: must be > 0 (leave it out for the default, 1s)"},
-		{"proxier.gracefulTerminationRetry=0s", "proxier.gracefulTerminationRetry: must be > 0 (leave it out for the default, 1m0s)"},
-		{"probes.interval=0s", "--set probes.interval=0s: probes.interval: must be at least 10ms (leave it out for the default, 100ms)"},
+		{"proxier.syncPeriod=0", "--set proxier.syncPeriod=0: proxier.syncPeriod: must be > 0 (default 30s)"},
+		{"proxier.minSyncPeriod=0s", "--set proxier.minSyncPeriod=0s: proxier.minSyncPeriod: must be > 0 (default 1s)"},
+		{"proxier.gracefulTerminationRetry=0s", "proxier.gracefulTerminationRetry: must be > 0 (default 1m0s)"},
+		{"probes.interval=0s", "--set probes.interval=0s: probes.interval: must be at least 10ms (default 100ms)"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := Parse("x.yaml", []byte(base), []string{tc.set})
 			require.ErrorContains(t, err, tc.want)
-			if p := tc.set[:len("proxier.")]; p == "proxier." {
+			if strings.HasPrefix(tc.set, "proxier.") {
 				_, _, _, err := ProxierOverrides([]string{tc.set})
 				require.ErrorContains(t, err, tc.want, "kpsim state --set")
 			}

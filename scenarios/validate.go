@@ -135,7 +135,7 @@ func (s *Scenario) refuseZeros(v *validator) {
 		{"probes.interval", s.Probes.Interval == 0, "must be at least " + minProbeInterval.String(), defaultProbeInterval, ""},
 	} {
 		if z.zero && v.d.present(z.path) {
-			v.errf(z.path, "%s (leave it out for the default, %s)%s", z.want, z.def, z.extra)
+			v.errf(z.path, "%s (default %s)%s", z.want, z.def, z.extra)
 		}
 	}
 }
