@@ -45,7 +45,10 @@ run and still writes what was measured, marked interrupted (exit status 3); whil
 the scenario is still loading it stops at once and writes nothing.
 
 The results file is written to --output, whose directory must exist unless it is
-under the working directory (the default, out/, is created).`,
+under the working directory (the default, out/, is created). A file there is
+replaced whole, never left half-written; but if another run wrote it while this
+one ran, it is kept, and this run's results go to NAME-2.json beside it (the
+'results:' line names the file, and a warning says why).`,
 		Example: `  kpsim run -s smoke
   kpsim run -s restart-stale-ipsets --set proxier.initialSync=legacy --set dataplane.ipset=exec -o out/legacy.json
   kpsim run -s scale-10k --set cluster.services=2000 --metrics-addr 127.0.0.1:9099
