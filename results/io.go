@@ -17,43 +17,54 @@ func Write(path string, f *File) error {
 	return WriteJSON(path, "results", f)
 }
 
-// WriteJSON stores v as indented JSON at path; what names the document in
-// errors ("results"). It writes a temporary file in the same directory and
-// renames it, so that a run interrupted while writing never leaves a
-// truncated file behind for a reader to trip over.
+// WriteJSON stores v as indented JSON at path, as WriteFile does; what
+// names the document in errors ("results").
 func WriteJSON(path, what string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s %s: %w", what, path, err)
 	}
-	b = append(b, '\n')
-	fail := func(err error) error { return fmt.Errorf("write %s %s: %w", what, path, err) }
+	if err := writeAtomic(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("write %s %s: %w", what, path, err)
+	}
+	return nil
+}
+
+// WriteFile stores b at path, mode 0644. It writes a temporary file in the
+// same directory and renames it, so that a command interrupted while
+// writing never leaves a truncated file behind for a reader to trip over,
+// and a reader never sees a half-written one. Every kpsim output that is a
+// file is written this way.
+func WriteFile(path string, b []byte) error {
+	if err := writeAtomic(path, b); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func writeAtomic(path string, b []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fail(err)
+		return err
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
 		os.Remove(tmp.Name())
-		return fail(err)
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fail(err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return fail(err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fail(err)
-	}
-	return nil
+	return err
 }
 
 // Read loads a results file. A file written by a newer (or unversioned)

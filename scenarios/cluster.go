@@ -361,7 +361,7 @@ func (s *Scenario) build(v *validator) error {
 	c := &s.Cluster
 	if c.FromFile != "" {
 		path := c.FromFile
-		if !filepath.IsAbs(path) {
+		if !filepath.IsAbs(path) && !s.fromFileSet {
 			path = filepath.Join(filepath.Dir(s.file), path) // relative to the scenario file
 		}
 		loaded, err := objects.Load(path)
@@ -411,7 +411,7 @@ func (s *Scenario) build(v *validator) error {
 	checkNames := func(path string, sel Selector) {
 		for i, n := range sel.Names {
 			if !names[n] {
-				v.errf(fmt.Sprintf("%s[%d]", path, i), "no service %s in the cluster", n)
+				v.errf(fmt.Sprintf("%s[%d]", path, i), "no service %s in the cluster", cut(n))
 			}
 		}
 		if sel.Count > len(set.Services) {

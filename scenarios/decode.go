@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -22,29 +23,82 @@ type Error struct {
 	Msg  string
 }
 
-func (e *Error) Error() string {
-	where := e.File
+func (e *Error) Error() string { return e.where() + ": " + e.what() }
+
+// where is the file and line, or the override (its value cut short).
+func (e *Error) where() string {
 	switch {
 	case e.Set != "":
-		where = "--set " + e.Set
+		return "--set " + cut(e.Set)
 	case e.Line > 0:
-		where = fmt.Sprintf("%s:%d", e.File, e.Line)
+		return fmt.Sprintf("%s:%d", e.File, e.Line)
 	}
+	return e.File
+}
+
+// what is the field path and the problem.
+func (e *Error) what() string {
 	if e.Path == "" {
-		return where + ": " + e.Msg
+		return e.Msg
 	}
-	return where + ": " + e.Path + ": " + e.Msg
+	return e.Path + ": " + e.Msg
 }
 
 // Errors are every problem found in one scenario, in file order.
 type Errors []*Error
 
+// Error lists the problems one a line. Problems of one override follow
+// its name, given once: a list of thousands of names with a few bad ones
+// would otherwise repeat it with each.
 func (es Errors) Error() string {
-	s := make([]string, len(es))
-	for i, e := range es {
-		s[i] = e.Error()
+	var b strings.Builder
+	for i := 0; i < len(es); {
+		j := i + 1
+		for es[i].Set != "" && j < len(es) && es[j].Set == es[i].Set {
+			j++
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if j == i+1 {
+			b.WriteString(es[i].Error())
+		} else {
+			b.WriteString(es[i].where() + ":")
+			for _, e := range es[i:j] {
+				b.WriteString("\n  " + e.what())
+			}
+		}
+		i = j
 	}
-	return strings.Join(s, "\n")
+	return b.String()
+}
+
+// maxQuoted is how much of a value a message quotes.
+const maxQuoted = 200
+
+// cutShort splits s into what a message quotes of it, at most maxQuoted
+// bytes, and a note of what is left out ("… (N more characters)").
+func cutShort(s string) (head, more string) {
+	if len(s) <= maxQuoted {
+		return s, ""
+	}
+	i := maxQuoted
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i], fmt.Sprintf("… (%d more characters)", utf8.RuneCountInString(s[i:]))
+}
+
+// cut is s cut short for a message.
+func cut(s string) string {
+	head, more := cutShort(s)
+	return head + more
+}
+
+// quote is s quoted for a message, cut short.
+func quote(s string) string {
+	head, more := cutShort(s)
+	return strconv.Quote(head) + more
 }
 
 // orNil returns es as an error, or nil when there are none.
@@ -154,13 +208,13 @@ func Describe(n *yaml.Node) string {
 	case "!!null":
 		return "nothing"
 	case "!!str":
-		return fmt.Sprintf("the string %q", n.Value)
+		return "the string " + quote(n.Value)
 	case "!!int", "!!float":
 		return "the number " + n.Value
 	case "!!bool":
 		return n.Value
 	}
-	return fmt.Sprintf("%s %q", n.Tag, n.Value)
+	return n.Tag + " " + quote(n.Value)
 }
 
 // decode decodes n into out, a pointer.

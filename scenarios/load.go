@@ -214,12 +214,18 @@ func parse(file string, data []byte, sets []string, build bool) (*Scenario, erro
 	if err != nil {
 		return nil, err
 	}
+	if kubernetesObject(root) {
+		// Every key would be "unknown field", pointing nowhere useful.
+		return nil, &Error{File: file, Msg: fmt.Sprintf("is a kubectl export, not a scenario: run a scenario on it, "+
+			"e.g. kpsim run -s smoke --set cluster.fromFile=%s (see scenarios/README.md)", file)}
+	}
 	d := newDecoder(file)
 	for _, kv := range sets {
 		if err := d.applySet(root, kv); err != nil {
 			return nil, err
 		}
 	}
+	d.exportReplacesCluster(root)
 	if err := d.moveDeprecated(root); err != nil {
 		return nil, err
 	}
@@ -227,8 +233,10 @@ func parse(file string, data []byte, sets []string, build bool) (*Scenario, erro
 	if err := d.decodeStruct(root, s, ""); err != nil {
 		return nil, err
 	}
-	s.defaults(d.present)
+	s.fromFileSet = d.pos["cluster.fromFile"].set != ""
 	v := &validator{d: d}
+	s.refuseZeros(v)
+	s.defaults(d.present)
 	s.validate(v)
 	if err := v.errs.orNil(); err != nil {
 		return nil, err
@@ -244,4 +252,39 @@ func parse(file string, data []byte, sets []string, build bool) (*Scenario, erro
 	}
 	s.warnSetSizes()
 	return s, nil
+}
+
+// kubernetesObject reports whether a document is a Kubernetes object or
+// list, as kubectl writes them, rather than a scenario (which has none of
+// these keys).
+func kubernetesObject(root *yaml.Node) bool {
+	if root.Kind != yaml.MappingNode {
+		return false
+	}
+	for _, k := range []string{"apiVersion", "kind", "items"} {
+		if mappingValue(root, k) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// exportReplacesCluster makes a --set cluster.fromFile run the scenario on
+// that export: the generator fields the scenario file gives for its own
+// cluster (fromFileExcludes) give way, so that any scenario can replay an
+// export (kpsim run -s smoke --set cluster.fromFile=export.json). Written
+// together in one place, they are still an error.
+func (d *decoder) exportReplacesCluster(root *yaml.Node) {
+	c := mappingValue(root, "cluster")
+	if c == nil || c.Kind != yaml.MappingNode {
+		return
+	}
+	if ff := mappingValue(c, "fromFile"); ff == nil || d.origin[ff] == "" {
+		return
+	}
+	for _, k := range fromFileExcludes {
+		if v := mappingValue(c, k); v != nil && d.origin[v] == "" {
+			removeKey(c, k)
+		}
+	}
 }

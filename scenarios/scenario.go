@@ -44,11 +44,14 @@ type Scenario struct {
 	// measures nothing. Default 5.
 	StopAfterFailedSyncs int `yaml:"stopAfterFailedSyncs" json:"stopAfterFailedSyncs"`
 
-	file     string       // where it was read from, for relative paths
-	warnings []string     // findings that do not stop the run, see Warnings
-	set      *objects.Set // the cluster, built by Parse
-	gen      *generator   // allocates from the cluster's pools as the timeline runs
-	ran      bool         // a scenario's generator state is consumed by one run
+	file string // where it was read from, for relative paths
+	// fromFileSet: cluster.fromFile came from --set, so a relative path is
+	// relative to the working directory, where it was typed.
+	fromFileSet bool
+	warnings    []string     // findings that do not stop the run, see Warnings
+	set         *objects.Set // the cluster, built by Parse
+	gen         *generator   // allocates from the cluster's pools as the timeline runs
+	ran         bool         // a scenario's generator state is consumed by one run
 }
 
 // proxierConfig is the proxier section for the scenario's node.
@@ -77,8 +80,10 @@ type Cluster struct {
 	// FromFile loads Services and EndpointSlices from a kubectl export
 	// (`kubectl get services,endpointslices -A -o json`, see
 	// scenarios/objects) instead of generating them; a relative path is
-	// relative to the scenario file. Services, KubeDNS and APIServer are then not
-	// allowed; the other generator fields shape what addServices adds.
+	// relative to the scenario file (to the working directory with --set).
+	// Services, KubeDNS and APIServer are then not allowed (a --set of
+	// fromFile drops the file's); the other generator fields shape what
+	// addServices adds.
 	FromFile string `yaml:"fromFile" json:"fromFile,omitempty"`
 
 	Services int `yaml:"services" json:"services"`

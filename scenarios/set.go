@@ -186,8 +186,9 @@ func ProxierOverrides(sets []string) (cfg proxier.Config, ipset dataplane.IPSetS
 		s.Proxier.Families = []dataplane.Family{dataplane.IPv4}
 	}
 	s.Cluster.Node.Name = "node"
-	s.defaultSections()
 	v := &validator{d: d}
+	s.refuseZeros(v)
+	s.defaultSections()
 	s.validateSections(v)
 	if err := v.errs.orNil(); err != nil {
 		return cfg, "", nil, err

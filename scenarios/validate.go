@@ -25,6 +25,7 @@ const (
 	maxNamespaces          = 10_000
 	maxProbeTargets        = 256
 	minProbeInterval       = 10 * time.Millisecond
+	defaultProbeInterval   = 100 * time.Millisecond
 	maxRepeatTimes         = 1000
 	maxExpandedSteps       = 100_000
 	maxWatchDelay          = 5 * time.Minute
@@ -32,6 +33,10 @@ const (
 
 	defaultStopAfterFailedSyncs = 5
 )
+
+// fromFileExcludes are the cluster fields that generate services, which a
+// cluster loaded from a file does not take: the file says what is there.
+var fromFileExcludes = []string{"services", "kubeDNS", "apiServer"}
 
 // ProbeKinds are the address kinds a probe target can have.
 var ProbeKinds = []string{"clusterip", "nodeport", "external", "loadbalancer"}
@@ -90,7 +95,7 @@ func (s *Scenario) defaults(present func(string) bool) {
 	s.defaultSections()
 
 	if s.Probes.Interval == 0 {
-		s.Probes.Interval = Duration(100 * time.Millisecond)
+		s.Probes.Interval = Duration(defaultProbeInterval)
 	}
 	if len(s.Probes.Kinds) == 0 {
 		s.Probes.Kinds = []string{"clusterip"}
@@ -106,7 +111,35 @@ func (s *Scenario) defaults(present func(string) bool) {
 	})
 }
 
-// walkSteps calls f with every step, repeats' steps included, and its path.
+// refuseZeros refuses an explicit zero for the settings whose defaults take
+// zero for "not given": let through, it would run with the default and say
+// nothing (syncPeriod 0 ran with 30s). It runs before the defaults, which
+// cannot tell the two apart. Zeros with a meaning (stopAfterFailedSyncs,
+// sim.timeScale, a rate) are not listed.
+func (s *Scenario) refuseZeros(v *validator) {
+	def := proxier.Config{}.Defaults()
+	for _, z := range []struct {
+		path  string
+		zero  bool
+		want  string
+		def   time.Duration
+		extra string
+	}{
+		// kube-proxy gives --ipvs-min-sync-period=0 a meaning, a sync on
+		// every change, but proxier.Config cannot hold it: its zero is
+		// "not given", filled with 1s wherever the proxier starts.
+		{"proxier.minSyncPeriod", s.Proxier.MinSyncPeriod == 0, "must be > 0", def.MinSyncPeriod,
+			"; kube-proxy's 0, a sync on every change, is not available: 1ms comes closest"},
+		{"proxier.syncPeriod", s.Proxier.SyncPeriod == 0, "must be > 0", def.SyncPeriod, ""},
+		{"proxier.gracefulTerminationRetry", s.Proxier.GracefulTerminationRetry == 0, "must be > 0", def.GracefulTerminationRetry, ""},
+		{"probes.interval", s.Probes.Interval == 0, "must be at least " + minProbeInterval.String(), defaultProbeInterval, ""},
+	} {
+		if z.zero && v.d.present(z.path) {
+			v.errf(z.path, "%s (default %s)%s", z.want, z.def, z.extra)
+		}
+	}
+}
+
 // defaultSections fills kube-proxy's defaults into the proxier section, as
 // proxier.Run would, so that the scenario as run shows them (its node stays
 // cluster.node's), and the dataplane's.
@@ -147,6 +180,7 @@ func (s *Scenario) validateSections(v *validator) {
 	v.oneOf("dataplane.ipset", string(s.Dataplane.IPSet), strategies)
 }
 
+// walkSteps calls f with every step, repeats' steps included, and its path.
 func walkSteps(steps []Step, path string, f func(st *Step, path string)) {
 	for i := range steps {
 		p := fmt.Sprintf("%s[%d]", path, i)
@@ -181,7 +215,7 @@ func (v *validator) intRange(path string, x, lo, hi int) {
 
 func (v *validator) oneOf(path, x string, allowed []string) {
 	if !slices.Contains(allowed, x) {
-		v.errf(path, "%q is not one of %s", x, strings.Join(allowed, ", "))
+		v.errf(path, "%s is not one of %s", quote(x), strings.Join(allowed, ", "))
 	}
 }
 
@@ -244,7 +278,7 @@ func (s *Scenario) validate(v *validator) {
 
 func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 	if c.FromFile != "" {
-		for _, k := range []string{"services", "kubeDNS", "apiServer"} {
+		for _, k := range fromFileExcludes {
 			if v.d.present("cluster." + k) {
 				v.errf("cluster."+k, "not allowed with cluster.fromFile: the file says what the cluster is")
 			}
@@ -320,7 +354,7 @@ func validateSelector(v *validator, path string, s Selector, maxCount int) {
 	for i, n := range s.Names {
 		ns, name, ok := strings.Cut(n, "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			v.errf(fmt.Sprintf("%s[%d]", path, i), "must be namespace/name, got %q", n)
+			v.errf(fmt.Sprintf("%s[%d]", path, i), "must be namespace/name, got %s", quote(n))
 		}
 	}
 }

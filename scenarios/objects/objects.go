@@ -189,6 +189,9 @@ func (l *loader) object(file string, raw json.RawMessage, itemKind string) error
 	}
 	wg.Wait()
 	for i, it := range items {
+		if ne, ok := it.err.(*notObjectError); ok {
+			ne.item = i // it says which item, in place of "(item i of the list)"
+		}
 		var err error
 		if it.items != nil {
 			err = l.object(file, d.items[i], d.itemKind)
@@ -196,11 +199,37 @@ func (l *loader) object(file string, raw json.RawMessage, itemKind string) error
 			err = l.add(file, it)
 		}
 		if err != nil {
+			if _, ok := errors.AsType[*notObjectError](err); ok {
+				return err
+			}
 			return fmt.Errorf("%w (item %d of the list)", err, i)
 		}
 	}
 	return nil
 }
+
+// notAnExport says what an export file holds, for a file that holds
+// something else altogether.
+const notAnExport = "not a kubectl export: want a List of Service and EndpointSlice objects (kubectl get services,endpointslices -A -o yaml)"
+
+// notObjectError is a document, or an item of a list, that is no object at
+// all: a string, a number, a list, a mapping without kind or name. Such a
+// file is not an export with a bad object but something else, and json's
+// "cannot unmarshal string into Go value of type objects.item" said neither.
+type notObjectError struct {
+	is   string // what it is instead: "is a string", "is a mapping with no kind"
+	item int    // its index in the list, or -1: the document itself
+}
+
+func (e *notObjectError) Error() string {
+	if e.item < 0 {
+		return notAnExport + "; it " + e.is
+	}
+	return fmt.Sprintf("%s; item %d %s", notAnExport, e.item, e.is)
+}
+
+// jsonKinds name json.UnmarshalTypeError's values as a user would.
+var jsonKinds = map[string]string{"string": "a string", "number": "a number", "array": "a list", "bool": "true or false"}
 
 // decoded is one object as decodeItem made it, before the loader adds it.
 type decoded struct {
@@ -222,6 +251,9 @@ type decoded struct {
 func decodeItem(raw json.RawMessage, itemKind string) decoded {
 	var h item
 	if err := json.Unmarshal(raw, &h); err != nil {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field == "" && jsonKinds[te.Value] != "" {
+			return decoded{err: &notObjectError{is: "is " + jsonKinds[te.Value], item: -1}}
+		}
 		// Name the object if its kind and name can be read at all.
 		var id struct {
 			Kind     string `json:"kind"`
@@ -296,6 +328,8 @@ func decodeItem(raw json.RawMessage, itemKind string) decoded {
 		if err := validateNode(node); err != nil {
 			d.err = fmt.Errorf("nodes %s: %w", d.id, err)
 		}
+	case d.kind == "" && d.id == "":
+		d.err = &notObjectError{is: "is a mapping with no kind", item: -1}
 	case d.kind == "":
 		d.err = fmt.Errorf("object %q has no kind", d.id)
 	default:

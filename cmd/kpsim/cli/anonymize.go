@@ -5,10 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
@@ -75,7 +75,7 @@ func runAnonymize(cmd *cobra.Command, in, out string, seed int64) error {
 		_, err := stdout.Write(buf.Bytes())
 		return err
 	}
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+	if err := results.WriteFile(out, buf.Bytes()); err != nil {
 		return fmt.Errorf("anonymize: %w", err)
 	}
 	fmt.Fprintf(stderr, "wrote %d services, %d endpoint slices, %d nodes to %s\n", len(anon.Services), len(anon.EndpointSlices), len(anon.Nodes), out)

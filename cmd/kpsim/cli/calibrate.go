@@ -14,6 +14,7 @@ import (
 	"github.com/kpsim/kpsim/kernel/calibrate"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/results"
 )
 
 func init() { register("calibrate", newCalibrateCommand) }
@@ -107,7 +108,7 @@ func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
 		_, err = stdout.Write(b)
 		return err
 	}
-	if err := os.WriteFile(o.out, b, 0o644); err != nil {
+	if err := results.WriteFile(o.out, b); err != nil {
 		return fmt.Errorf("write profile: %w", err)
 	}
 	fmt.Fprintf(stderr, "wrote %s\n", o.out)

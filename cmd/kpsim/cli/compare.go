@@ -2,9 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -171,7 +171,7 @@ func runCompare(cmd *cobra.Command, f compareFlags, files []string) error {
 		return err
 	}
 	if out != "" {
-		if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		if err := results.WriteFile(out, buf.Bytes()); err != nil {
 			return fmt.Errorf("write comparison: %w", err)
 		}
 	} else if _, err := stdout.Write(buf.Bytes()); err != nil {
@@ -256,7 +256,7 @@ func readSummarized(paths []string) ([]*results.File, error) {
 	for i, p := range paths {
 		f, err := results.Read(p)
 		if err != nil {
-			return nil, usageError("%v", err)
+			return nil, cmp.Or(notResults(p), usageError("%v", err))
 		}
 		results.Summarize(f)
 		fs[i] = f

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -62,7 +62,7 @@ func runReport(cmd *cobra.Command, paths []string, out, format string) error {
 	files := make([]*results.File, len(paths))
 	for i, p := range paths {
 		if files[i], err = results.Read(p); err != nil {
-			return usageError("%v", err)
+			return cmp.Or(notResults(p), usageError("%v", err))
 		}
 	}
 	if dest != "" {
@@ -98,7 +98,7 @@ func writeReport(cmd *cobra.Command, r interface {
 		_, err = stdout.Write(b.Bytes())
 		return err
 	}
-	if err := os.WriteFile(dest, b.Bytes(), 0o644); err != nil {
+	if err := results.WriteFile(dest, b.Bytes()); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	fmt.Fprintf(stdout, "report: %s\n", dest)

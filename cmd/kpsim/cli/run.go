@@ -46,7 +46,10 @@ run and still writes what was measured, marked interrupted (exit status 3); whil
 the scenario is still loading it stops at once and writes nothing.
 
 The results file is written to --output, whose directory must exist unless it is
-under the working directory (the default, out/, is created).`,
+under the working directory (the default, out/, is created). A file there is
+replaced whole, never left half-written; but if another run wrote it while this
+one ran, it is kept, and this run's results go to NAME-2.json beside it (the
+'results:' line names the file, and a warning says why).`,
 		Example: `  kpsim run -s smoke
   kpsim run -s restart-stale-ipsets --set proxier.initialSync=legacy --set dataplane.ipset=exec -o out/legacy.json
   kpsim run -s scale-10k --set cluster.services=2000 --metrics-addr 127.0.0.1:9099
@@ -126,15 +129,20 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	release := claimSignals(cmd)
 	defer release()
 	ctx := cmd.Context()
+	// What is at the outputs now, to tell at the end whether another run
+	// wrote there meanwhile.
+	var outStamp, stateStamp outputStamp
 	if o.out != "" {
 		if err := checkOutput("--output", o.out); err != nil {
 			return err
 		}
+		outStamp = stampOutput(o.out)
 	}
 	if o.state != "" {
 		if err := checkOutput("--state", o.state); err != nil {
 			return err
 		}
+		stateStamp = stampOutput(o.state)
 	}
 	sc, err := loadInterruptible(ctx, o.scenario, o.sets, stderr)
 	if err != nil {
@@ -152,6 +160,7 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 		if err := checkOutput("--output", path); err != nil {
 			return err
 		}
+		outStamp = stampOutput(path)
 	}
 	spec, err := sc.BackendSpec()
 	if err != nil {
@@ -205,7 +214,8 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	}
 	f.Kpsim = buildInfo()
 	f.Environment = environment()
-	if err := results.Write(path, f); err != nil {
+	path, err = outStamp.write(stderr, "kpsim run", func(p string) error { return results.Write(p, f) })
+	if err != nil {
 		return errors.Join(runErr, err)
 	}
 	if o.state != "" {
@@ -213,7 +223,7 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 		// backend), so a sim run and a kernel run diff with the same command.
 		st, err := state.Read(node.Dataplane(), sc.Proxier.Families)
 		if err == nil {
-			err = writeState(o.state, st, stdout)
+			_, err = stateStamp.write(stderr, "kpsim run", func(p string) error { return writeState(p, st, stdout) })
 		}
 		if err != nil {
 			return errors.Join(runErr, fmt.Errorf("--state: %w", err))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/proxier/dataplane/state"
+	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/objects"
 )
@@ -166,7 +166,7 @@ func writeState(path string, st *state.State, stdout io.Writer) error {
 		_, err := stdout.Write(b.Bytes())
 		return err
 	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	if err := results.WriteFile(path, b.Bytes()); err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
 	return nil

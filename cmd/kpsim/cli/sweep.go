@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/results/report"
 	"github.com/kpsim/kpsim/results/sweep"
@@ -157,7 +158,7 @@ func runSweepPlan(cmd *cobra.Command, spec, out, format string) error {
 		_, err := cmd.OutOrStdout().Write(b.Bytes())
 		return err
 	}
-	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+	if err := results.WriteFile(out, b.Bytes()); err != nil {
 		return fmt.Errorf("write plan: %w", err)
 	}
 	return nil
@@ -180,6 +181,33 @@ func cellNames(p *sweep.Plan) string {
 func sweepIndex(path string) bool {
 	kind, err := sweep.KindOf(path)
 	return err == nil && kind == sweep.KindIndex
+}
+
+// notResults explains a sweep's own document given where results files go
+// (report, compare), or is nil: read as results, a plan or a cell record
+// said only "not a complete kpsim results file: no scenario, start, ...".
+func notResults(path string) error {
+	kind, err := sweep.KindOf(path)
+	if err != nil {
+		return nil // not JSON: results.Read says so
+	}
+	switch kind {
+	case sweep.KindPlan:
+		p, err := sweep.ReadPlan(path)
+		if err != nil {
+			return usageError("%s is a sweep plan, not results: %v", path, err)
+		}
+		// What sweep run writes by default, and where merge then puts the index.
+		cells := filepath.Join("out", "sweep", p.Sweep, "cells")
+		index := filepath.Join("out", "sweep", p.Sweep, "index.json")
+		return usageError("%s is a sweep plan, not results: run its cells (kpsim sweep run %s CELL, for each CELL of kpsim sweep plan %s --format names), "+
+			"merge them (kpsim sweep merge %s --plan %s -o %s), then report the index (kpsim report %s)",
+			path, p.Spec, p.Spec, cells, path, index, index)
+	case sweep.KindCell:
+		return usageError("%s is a sweep cell's record, not results: its runs are beside it (kpsim report %s), "+
+			"and the sweep's index is what 'kpsim sweep merge' writes", path, filepath.Join(filepath.Dir(path), "run-*.json"))
+	}
+	return nil
 }
 
 // loadIndex loads a sweep index and its results files; a bad one is bad input.
@@ -239,7 +267,7 @@ func compareSweeps(cmd *cobra.Command, f compareFlags, basePaths, headPaths []st
 		return err
 	}
 	if f.out != "" {
-		if err := os.WriteFile(f.out, b.Bytes(), 0o644); err != nil {
+		if err := results.WriteFile(f.out, b.Bytes()); err != nil {
 			return fmt.Errorf("write comparison: %w", err)
 		}
 	} else if _, err := cmd.OutOrStdout().Write(b.Bytes()); err != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -33,13 +32,6 @@ not errors: the scenario still runs.`,
 				sc, err := scenarios.Load(p, sets)
 				if err != nil {
 					bad++
-					var es scenarios.Errors
-					if errors.As(err, &es) {
-						for _, e := range es {
-							fmt.Fprintln(out, e)
-						}
-						continue
-					}
 					fmt.Fprintln(out, err)
 					continue
 				}
