@@ -21,6 +21,9 @@ type figure struct {
 	id, title, caption, noData, svgTitle string
 	svgShapes                            int // path, line, circle, rect and text elements
 	legend                               []string
+	svgHeight                            string   // the chart's, in points
+	texts                                []string // the chart's text elements
+	strokes                              []string // the style of each path the chart strokes
 }
 
 func parseReport(t *testing.T, page []byte) (map[string]figure, *html.Node) {
@@ -50,8 +53,17 @@ func parseReport(t *testing.T, page []byte) (map[string]figure, *html.Node) {
 				fig.svgTitle = text(n)
 			case fig != nil && n.Data == "li":
 				fig.legend = append(fig.legend, text(n))
-			case fig != nil && (n.Data == "path" || n.Data == "text" || n.Data == "line" || n.Data == "circle" || n.Data == "rect"):
+			case fig != nil && n.Data == "svg" && attr(n, "class") != "swatch":
+				fig.svgHeight = attr(n, "height")
+			}
+			if fig != nil && (n.Data == "path" || n.Data == "text" || n.Data == "line" || n.Data == "circle" || n.Data == "rect") {
 				fig.svgShapes++
+			}
+			if fig != nil && n.Data == "text" {
+				fig.texts = append(fig.texts, text(n))
+			}
+			if fig != nil && n.Data == "path" && strings.Contains(attr(n, "style"), "stroke:") {
+				fig.strokes = append(fig.strokes, attr(n, "style"))
 			}
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
@@ -359,7 +371,7 @@ func TestReportFirstSuccess(t *testing.T) {
 	require.Equal(t, []string{"node-join (5 targets, 1 never succeeded)"}, figs["reachability"].legend)
 	s := string(page)
 	require.Contains(t, s, `<h2 id="first-success">`)
-	require.Regexp(t, `<td>default/svc-4:http</td><td>clusterip</td><td>10.96.0.14:80/TCP</td><td class="num">never</td>`, s)
+	require.Regexp(t, `<td>default/svc-4:http</td><td>ClusterIP from pod</td><td>10.96.0.14:80/TCP</td><td class="num">never</td>`, s)
 	require.Regexp(t, `<th>first success</th><td>p50 300ms  p99 900ms  max 900ms`, s)
 	require.Less(t, strings.Index(s, ">never<"), strings.Index(s, ">900ms<"), "never first, then the slowest")
 
