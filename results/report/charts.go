@@ -424,28 +424,29 @@ func syncTimeline(runs []*run, basis string, v timeView) (chart, error) {
 // widens the axis to whatever the data holds, and a zoom is narrower).
 func setTimeRange(p *plot.Plot, lo, hi float64) {
 	p.X.Min, p.X.Max = lo, hi
-	if lo < 0 {
-		p.X.Tick.Marker = zeroTicks{p.X.Tick.Marker}
-	}
+	p.X.Tick.Marker = timeTicks{p.X.Tick.Marker}
 }
 
-// zeroTicks labels zero among another ticker's ticks: on an axis aligned
-// at a step, zero is the step, and the default ticks of a range such as
-// -3.4 to 1.3 s label -3, -1 and 1 but not 0.
-type zeroTicks struct{ inner plot.Ticker }
+// timeTicks labels another ticker's ticks as plain seconds ("25", where
+// the default writes "25.00" for a range that starts below zero), and
+// labels zero: on an axis aligned at a step, zero is the step, and the
+// default ticks of a range such as -3.4 to 1.3 s label -3, -1 and 1 only.
+type timeTicks struct{ inner plot.Ticker }
 
-func (z zeroTicks) Ticks(min, max float64) []plot.Tick {
+func (z timeTicks) Ticks(min, max float64) []plot.Tick {
 	ts := z.inner.Ticks(min, max)
-	if min > 0 || max < 0 {
-		return ts
-	}
+	zero := min > 0 || max < 0 // or there is no zero to label
 	for i, t := range ts {
 		if math.Abs(t.Value) < 1e-9*(max-min) {
-			ts[i].Label = "0"
-			return ts
+			ts[i].Value, ts[i].Label, zero = 0, "0", true
+		} else if t.Label != "" {
+			ts[i].Label = strconv.FormatFloat(t.Value, 'g', 6, 64)
 		}
 	}
-	return append(ts, plot.Tick{Value: 0, Label: "0"})
+	if !zero {
+		ts = append(ts, plot.Tick{Value: 0, Label: "0"})
+	}
+	return ts
 }
 
 // drawOrder is the runs from the longest to the shortest, so that the

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -395,4 +397,96 @@ func TestReportModeledClock(t *testing.T) {
 	wall := string(renderHTML(t, []string{"smoke.json"}, resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 10, Probes: true})))
 	require.NotContains(t, wall, "modeled time since run start")
 	require.Contains(t, wall, "time since run start (s)")
+}
+
+// twoWays is a run in which one service is probed twice, by ClusterIP from
+// a pod and by NodePort from the node, and both probes fail alike: the
+// same failures at the same instants.
+func twoWays() *results.File {
+	f := resultstest.File(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 12, Probes: true})
+	pr := f.Probes
+	pr.Targets[3].Service, pr.Targets[3].Kind, pr.Targets[3].From = pr.Targets[1].Service, "nodeport", results.FromNode
+	var same []results.Failure
+	for _, fl := range pr.Failures {
+		if fl.Target == 1 {
+			fl.Target = 3
+			same = append(same, fl)
+		}
+	}
+	pr.Failures = slices.DeleteFunc(pr.Failures, func(fl results.Failure) bool { return fl.Target == 3 })
+	pr.Failures = append(pr.Failures, same...)
+	slices.SortStableFunc(pr.Failures, func(a, b results.Failure) int { return a.Time.Compare(b.Time) })
+	results.Summarize(f)
+	return f
+}
+
+// TestIdenticalLinesStayVisible: two services that fail alike draw the
+// same line; each is drawn with its own dashes and width, so that the one
+// underneath still shows, and the legend draws each as the chart does.
+func TestIdenticalLinesStayVisible(t *testing.T) {
+	page := renderHTML(t, []string{"incident.json"}, twoWays())
+	figs, doc := parseReport(t, page)
+	fig := figs["disruption-timeline"]
+	require.Len(t, fig.legend, 2)
+	// The series' colours are the palette's first two, as the chart
+	// writes them.
+	styleOf := func(color string) string {
+		var found []string
+		for _, s := range fig.strokes {
+			if strings.Contains(s, "stroke:"+color+";") {
+				found = append(found, s)
+			}
+		}
+		require.Len(t, found, 1, "one line of %s: %v", color, fig.strokes)
+		return found[0]
+	}
+	dashes := regexp.MustCompile(`stroke-dasharray:([0-9.,]+)`)
+	width := regexp.MustCompile(`stroke-width:([0-9.]+)`)
+	under, over := styleOf("#4E79A7"), styleOf("#F28E2B")
+	require.NotEqual(t, dashes.FindString(under), dashes.FindString(over), "the lines' dashes differ")
+	wu, err := strconv.ParseFloat(width.FindStringSubmatch(under)[1], 64)
+	require.NoError(t, err)
+	wo, err := strconv.ParseFloat(width.FindStringSubmatch(over)[1], 64)
+	require.NoError(t, err)
+	require.Greater(t, wu, wo, "the line drawn first is the wider, showing either side of the one over it")
+
+	// The legend's swatches are drawn as the lines are.
+	var swatches []string
+	var walk func(n *html.Node, in bool)
+	walk = func(n *html.Node, in bool) {
+		in = in || (n.Type == html.ElementNode && n.Data == "figure" && attr(n, "id") == "disruption-timeline")
+		if in && n.Type == html.ElementNode && n.Data == "line" {
+			swatches = append(swatches, attr(n, "stroke-width")+" "+attr(n, "stroke-dasharray"))
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c, in)
+		}
+	}
+	walk(doc, false)
+	require.Len(t, swatches, 2)
+	require.NotEqual(t, swatches[0], swatches[1])
+	require.Contains(t, swatches[1], strings.Join(strings.Split(dashes.FindStringSubmatch(over)[1], ","), ","))
+}
+
+// TestDisruptionNamesTheProbe: a service probed two ways is listed once
+// per probe, each named, in the table (HTML and Markdown) and the chart.
+func TestDisruptionNamesTheProbe(t *testing.T) {
+	f := twoWays()
+	svc := f.Probes.Targets[1].Service
+	page := string(renderHTML(t, []string{"incident.json"}, f))
+	require.Contains(t, page, "<th>probe</th>")
+	require.Contains(t, page, "<td>"+svc+"</td><td>ClusterIP from pod</td>")
+	require.Contains(t, page, "<td>"+svc+"</td><td>NodePort from node</td>")
+	figs, _ := parseReport(t, []byte(page))
+	legend := strings.Join(figs["disruption-timeline"].legend, "\n")
+	require.Contains(t, legend, svc+" (ClusterIP from pod)")
+	require.Contains(t, legend, svc+" (NodePort from node)")
+
+	r, err := report.New([]string{"incident.json"}, []*results.File{f})
+	require.NoError(t, err)
+	var md bytes.Buffer
+	require.NoError(t, r.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| run | service | probe | start (s since run start) | length | failed attempts |")
+	require.Contains(t, md.String(), " | "+results.EscapeMarkdown(svc)+" | NodePort from node | ")
+	require.Contains(t, md.String(), " | "+results.EscapeMarkdown(svc)+" | ClusterIP from pod | ")
 }

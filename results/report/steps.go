@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -242,8 +243,30 @@ func (v timeView) name(ch *chart, runs []*run) {
 		strconv.FormatFloat(v.lo, 'f', 1, 64), strconv.FormatFloat(v.hi, 'f', 1, 64)+" s")
 }
 
-// AlignAt puts each run's zero at its first step whose kind or label
-// contains step (case-insensitive: "restart" finds restart-proxier), so
+// matchStep is the index of the first step that q names, or -1: by kind
+// first (restart-proxier, or one of its words: restart), then by a word of
+// the label or a phrase in it ("probes on"), so that "restart" finds the
+// restart and not a "rolling restarts" churn before it.
+func matchStep(steps []results.Step, q string) int {
+	words := func(s string) []string {
+		return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	}
+	rules := []func(results.Step) bool{
+		func(st results.Step) bool { return strings.ToLower(st.Kind) == q },
+		func(st results.Step) bool { return slices.Contains(words(st.Kind), q) },
+		func(st results.Step) bool { return slices.Contains(words(st.Label), q) },
+		func(st results.Step) bool { return strings.Contains(strings.ToLower(st.Label), q) },
+	}
+	for _, rule := range rules {
+		if j := slices.IndexFunc(steps, rule); j >= 0 {
+			return j
+		}
+	}
+	return -1
+}
+
+// AlignAt puts each run's zero at its first step that step names, by kind
+// or label (case-insensitive: "restart" finds restart-proxier), so
 // that runs of different lengths are drawn at a readable width and their
 // events line up. A run with no such step is an error that lists the
 // steps it has.
@@ -254,9 +277,7 @@ func (r *Report) AlignAt(step string) error {
 	}
 	found := make([]results.Step, len(r.runs))
 	for i, rn := range r.runs {
-		j := slices.IndexFunc(rn.File.Steps, func(st results.Step) bool {
-			return strings.Contains(strings.ToLower(st.Kind), q) || strings.Contains(strings.ToLower(st.Label), q)
-		})
+		j := matchStep(rn.File.Steps, q)
 		if j < 0 {
 			have := make([]string, len(rn.File.Steps))
 			for k, st := range rn.File.Steps {
@@ -266,7 +287,7 @@ func (r *Report) AlignAt(step string) error {
 			if len(have) > 0 {
 				list = strings.Join(have, "; ")
 			}
-			return fmt.Errorf("run %q has no step whose kind or label contains %q; its steps: %s", rn.Label, step, list)
+			return fmt.Errorf("run %q has no step whose kind or label matches %q; its steps: %s", rn.Label, step, list)
 		}
 		found[i] = rn.File.Steps[j]
 	}
