@@ -198,7 +198,7 @@ func useLogY(p *plot.Plot, lo, hi float64) {
 	}
 }
 
-func addLine(p *plot.Plot, xys plotter.XYs, c color.RGBA, dashed bool, points bool) error {
+func addLine(p *plot.Plot, xys plotter.XYs, c color.RGBA, dashed bool) error {
 	l, err := plotter.NewLine(xys)
 	if err != nil {
 		return err
@@ -209,9 +209,6 @@ func addLine(p *plot.Plot, xys plotter.XYs, c color.RGBA, dashed bool, points bo
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	}
 	p.Add(l)
-	if points {
-		return addGlyphs(p, xys, draw.GlyphStyle{Color: c, Radius: vg.Points(2), Shape: draw.CircleGlyph{}})
-	}
 	return nil
 }
 
@@ -243,16 +240,28 @@ var seriesGlyphs = []struct {
 	{"ring", draw.RingGlyph{}}, {"pyramid", draw.PyramidGlyph{}}, {"square", draw.SquareGlyph{}},
 }
 
-// addSeries draws the i-th of n series as a line in its series style, and
-// returns its legend entry.
-func addSeries(p *plot.Plot, xys plotter.XYs, label string, c color.RGBA, i, n int) (legendItem, error) {
-	l, err := plotter.NewLine(xys)
-	if err != nil {
-		return legendItem{}, err
+// addSeries draws the i-th of n series as a line in its series style,
+// with its points marked in the series' glyph when marks is set, and
+// returns its legend entry. A series without points is only in the legend.
+func addSeries(p *plot.Plot, xys plotter.XYs, label string, c color.RGBA, i, n int, marks bool) (legendItem, error) {
+	sty := seriesStyle(c, i, n)
+	glyph := ""
+	if marks {
+		g := seriesGlyphs[i%len(seriesGlyphs)]
+		glyph = g.name
+		if err := addGlyphs(p, xys, draw.GlyphStyle{Color: c, Radius: vg.Points(2.5), Shape: g.shape}); err != nil {
+			return legendItem{}, err
+		}
 	}
-	l.LineStyle = seriesStyle(c, i, n)
-	p.Add(l)
-	return lineLegend(label, l.LineStyle, ""), nil
+	if len(xys) > 0 {
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return legendItem{}, err
+		}
+		l.LineStyle = sty
+		p.Add(l)
+	}
+	return lineLegend(label, sty, glyph), nil
 }
 
 // lineLegend is the legend entry of a line drawn in sty, with glyph.
@@ -393,7 +402,7 @@ func syncTimeline(runs []*run, basis string, v timeView) (chart, error) {
 				c = failedColor
 			}
 			x, y := r.since(s.Start), math.Max(s.Seconds, lo)
-			if err := addLine(p, plotter.XYs{{X: x, Y: y}, {X: x + s.Seconds, Y: y}}, c, false, false); err != nil {
+			if err := addLine(p, plotter.XYs{{X: x, Y: y}, {X: x + s.Seconds, Y: y}}, c, false); err != nil {
 				return ch, err
 			}
 			if err := addGlyphs(p, plotter.XYs{{X: x, Y: y}}, draw.GlyphStyle{Color: c, Radius: vg.Points(2.5), Shape: g.shape}); err != nil {
@@ -802,20 +811,22 @@ func programmingCDF(runs []*run, basis string) (chart, error) {
 		return ch, nil
 	}
 	p := newCDFPlot("latency from change to kernel (s)", "share of changes")
-	for _, r := range runs {
+	for i, r := range runs {
 		xs := programmedSeconds(r.File)
 		if len(xs) == 0 {
 			continue
 		}
-		pts := cdfPoints(xs, cdfSteps)
-		if err := addLine(p, pts, r.Color, false, false); err != nil {
+		// Runs with the same latencies draw the same curve: each its own
+		// dashes, so that both show.
+		item, err := addSeries(p, cdfPoints(xs, cdfSteps), fmt.Sprintf("%s (%d changes)", r.Label, len(xs)), r.Color, i, len(runs), false)
+		if err != nil {
 			return ch, err
 		}
-		ch.Legend = append(ch.Legend, legendItem{Label: fmt.Sprintf("%s (%d changes)", r.Label, len(xs)), Color: hexColor(r.Color), Style: "line"})
+		ch.Legend = append(ch.Legend, item)
 	}
 	// Room right of the slowest sample, so that its step is not the frame.
 	p.X.Max *= 1.04
-	if err := addLine(p, plotter.XYs{{X: 0, Y: 0.99}, {X: p.X.Max, Y: 0.99}}, color.RGBA{0x99, 0x99, 0x99, 0xff}, true, false); err != nil {
+	if err := addLine(p, plotter.XYs{{X: 0, Y: 0.99}, {X: p.X.Max, Y: 0.99}}, color.RGBA{0x99, 0x99, 0x99, 0xff}, true); err != nil {
 		return ch, err
 	}
 	var err error
@@ -982,7 +993,7 @@ func disruptionTimeline(runs []*run, v timeView) (chart, error) {
 			pts = append(pts, plotter.XY{X: from, Y: rate}, plotter.XY{X: to, Y: rate})
 			top = math.Max(top, rate)
 		}
-		item, err := addSeries(p, pts, fmt.Sprintf("%s (%d failures)", s.label, len(s.times)), s.color, i, len(all))
+		item, err := addSeries(p, pts, fmt.Sprintf("%s (%d failures)", s.label, len(s.times)), s.color, i, len(all), false)
 		if err != nil {
 			return ch, err
 		}
@@ -1071,7 +1082,7 @@ func reachability(runs []*run) (chart, error) {
 	}
 	p := newCDFPlot("time from first attempt to first success (s)", "share of probed targets")
 	secondsAxis(&p.X)
-	for _, r := range runs {
+	for i, r := range runs {
 		fss := firstSuccesses(r.File)
 		if len(fss) == 0 {
 			continue
@@ -1089,14 +1100,15 @@ func reachability(runs []*run) (chart, error) {
 		for i := range pts {
 			pts[i].Y *= share
 		}
-		if err := addLine(p, pts, r.Color, false, false); err != nil {
-			return ch, err
-		}
 		label := fmt.Sprintf("%s (%d targets", r.Label, len(fss))
 		if never := len(fss) - len(xs); never > 0 {
 			label += fmt.Sprintf(", %d never succeeded", never)
 		}
-		ch.Legend = append(ch.Legend, legendItem{Label: label + ")", Color: hexColor(r.Color), Style: "line"})
+		item, err := addSeries(p, pts, label+")", r.Color, i, len(runs), false)
+		if err != nil {
+			return ch, err
+		}
+		ch.Legend = append(ch.Legend, item)
 	}
 	p.X.Max *= 1.04 // as in the latency CDF
 	var err error
