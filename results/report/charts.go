@@ -918,6 +918,18 @@ func disruptionTimeline(runs []*run, v timeView) (chart, error) {
 			continue
 		}
 		lo, hi := timeSpan([]*run{r})
+		// Nothing was probed before the first attempt ("probes on" may come
+		// long after the start): no line there, rather than a zero that
+		// reads as traffic that did not fail.
+		var first time.Time
+		for _, t := range pr.Targets {
+			if !t.First.IsZero() && (first.IsZero() || t.First.Before(first)) {
+				first = t.First
+			}
+		}
+		if !first.IsZero() {
+			lo = max(lo, r.since(first))
+		}
 		if len(runs) > 1 {
 			s := series{label: r.Label, lo: lo, hi: hi, color: r.Color}
 			for _, fl := range pr.Failures {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
@@ -489,4 +490,29 @@ func TestDisruptionNamesTheProbe(t *testing.T) {
 	require.Contains(t, md.String(), "| run | service | probe | start (s since run start) | length | failed attempts |")
 	require.Contains(t, md.String(), " | "+results.EscapeMarkdown(svc)+" | NodePort from node | ")
 	require.Contains(t, md.String(), " | "+results.EscapeMarkdown(svc)+" | ClusterIP from pod | ")
+}
+
+// TestDisruptionLinesBeginWithTheProbes: before the first probe attempt
+// nothing was probed, and no line is drawn there.
+func TestDisruptionLinesBeginWithTheProbes(t *testing.T) {
+	// The failed-probes chart, where the first line is the first service's.
+	page := func(f *results.File) string {
+		s := string(renderHTML(t, []string{"incident.json"}, f))
+		return s[strings.Index(s, `id="disruption-timeline"`):]
+	}
+	start := regexp.MustCompile(`<path d="M([0-9.]+),[0-9.]+[^"]*" style="fill:none;stroke:#4E79A7;stroke-width`)
+	x := func(f *results.File) float64 {
+		m := start.FindStringSubmatch(page(f))
+		require.NotNil(t, m)
+		v, err := strconv.ParseFloat(m[1], 64)
+		require.NoError(t, err)
+		return v
+	}
+	f := twoWays()
+	whole := x(f)
+	restart := f.Steps[slices.IndexFunc(f.Steps, func(st results.Step) bool { return st.Kind == "restart-proxier" })].Start
+	for i := range f.Probes.Targets {
+		f.Probes.Targets[i].First = restart.Add(-time.Second)
+	}
+	require.Greater(t, x(f), whole+100, "the line begins a second before the restart, not at the run's start")
 }
