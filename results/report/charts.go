@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"image/color"
 	"math"
@@ -53,7 +54,13 @@ type chart struct {
 type legendItem struct {
 	Label string
 	Color string
-	Style string // "line", "dashed", "box" or "cross"
+	Style string // "line", "box" or "cross"
+	// A line's swatch is drawn as the chart draws it: its dashes (an SVG
+	// dash array, "" for solid), width in points, and glyph ("" for none,
+	// else a draw.GlyphDrawer's shape name as glyphName gives it).
+	Dash  string
+	Width float64
+	Glyph string
 }
 
 // run is one results file as a report draws it.
@@ -61,10 +68,13 @@ type run struct {
 	Label string
 	File  *results.File
 	Color color.RGBA
-	start time.Time
+	// begin is when the run started; origin is the zero of its time axis:
+	// begin, or the step the report is aligned at (named by from).
+	begin, origin time.Time
+	from          string
 }
 
-func (r *run) since(t time.Time) float64 { return t.Sub(r.start).Seconds() }
+func (r *run) since(t time.Time) float64 { return t.Sub(r.origin).Seconds() }
 
 const (
 	chartWidth  = 10 * vg.Inch
@@ -98,8 +108,51 @@ var svgProlog = regexp.MustCompile(`(?s)^<\?xml[^>]*>\s*(<!--.*?-->\s*)?`)
 
 // render draws p as inline SVG, titled for screen readers and tests.
 func render(p *plot.Plot, title string, height vg.Length) ([]byte, error) {
+	f := frame(p)
+	return renderWith(title, height, f.draw)
+}
+
+// framed is a plot ready to draw, with the label of a log y axis taken
+// off it: gonum/plot reserves room for that label as if it were centred
+// on the arithmetic middle of the range, which on a log axis is near the
+// top, and pads the plot's top by up to half the label's length. The
+// label is drawn beside the axis instead, in room of its own.
+type framed struct {
+	p     *plot.Plot
+	label string
+	room  vg.Length
+}
+
+func frame(p *plot.Plot) framed {
+	f := framed{p: p}
+	if _, log := p.Y.Scale.(plot.LogScale); log && p.Y.Label.Text != "" {
+		sty := p.Y.Label.TextStyle
+		f.label, p.Y.Label.Text = p.Y.Label.Text, ""
+		f.room = sty.Height(f.label) + sty.FontExtents().Descent + p.Y.Label.Padding
+	}
+	return f
+}
+
+// area is the part of c the plot is drawn in.
+func (f framed) area(c draw.Canvas) draw.Canvas { return draw.Crop(c, f.room, 0, 0, 0) }
+
+func (f framed) draw(c draw.Canvas) {
+	inner := f.area(c)
+	f.p.Draw(inner)
+	if f.label == "" {
+		return
+	}
+	sty := f.p.Y.Label.TextStyle
+	sty.Rotation += math.Pi / 2
+	data := f.p.DataCanvas(inner)
+	x := c.Min.X + sty.Height(f.label) - sty.FontExtents().Descent
+	c.FillText(sty, vg.Point{X: x, Y: data.Center().Y}, f.label)
+}
+
+// renderWith draws a chart of the given height with drawing, as render does.
+func renderWith(title string, height vg.Length, drawing func(draw.Canvas)) ([]byte, error) {
 	c := vgsvg.New(chartWidth, height)
-	p.Draw(draw.New(c))
+	drawing(draw.New(c))
 	var b bytes.Buffer
 	if _, err := c.WriteTo(&b); err != nil {
 		return nil, fmt.Errorf("render chart %q: %w", title, err)
@@ -145,7 +198,7 @@ func useLogY(p *plot.Plot, lo, hi float64) {
 	}
 }
 
-func addLine(p *plot.Plot, xys plotter.XYs, c color.RGBA, dashed bool, points bool) error {
+func addLine(p *plot.Plot, xys plotter.XYs, c color.RGBA, dashed bool) error {
 	l, err := plotter.NewLine(xys)
 	if err != nil {
 		return err
@@ -156,10 +209,69 @@ func addLine(p *plot.Plot, xys plotter.XYs, c color.RGBA, dashed bool, points bo
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	}
 	p.Add(l)
-	if points {
-		return addGlyphs(p, xys, draw.GlyphStyle{Color: c, Radius: vg.Points(2), Shape: draw.CircleGlyph{}})
-	}
 	return nil
+}
+
+// seriesDashes tell apart lines drawn over one another: two services that
+// fail together draw the same steps, and colour alone would show only the
+// line drawn last. In points; nil is solid.
+var seriesDashes = [][]vg.Length{nil, {6, 3}, {2, 2}, {8, 3, 2, 3}, {1, 2.5}, {10, 3, 2, 3, 2, 3}}
+
+// seriesStyle is the line of the i-th of n series drawn over one another:
+// its own dashes, and thinner than the series drawn before it, so that a
+// line exactly over another leaves that one's edges showing on both sides.
+func seriesStyle(c color.RGBA, i, n int) draw.LineStyle {
+	d := seriesDashes[i%len(seriesDashes)]
+	dashes := make([]vg.Length, len(d))
+	for j, l := range d {
+		dashes[j] = vg.Points(float64(l))
+	}
+	return draw.LineStyle{Color: c, Width: vg.Points(1.2 + 0.5*float64(min(n-1-i, 4))), Dashes: dashes}
+}
+
+// seriesGlyphs are the dots' shapes per series, filled and outlined in
+// turn, so that dots at the same place stay apart; the cross is kept for
+// failed syncs. Their names are what the legend's swatch draws.
+var seriesGlyphs = []struct {
+	name  string
+	shape draw.GlyphDrawer
+}{
+	{"circle", draw.CircleGlyph{}}, {"triangle", draw.TriangleGlyph{}}, {"box", draw.BoxGlyph{}},
+	{"ring", draw.RingGlyph{}}, {"pyramid", draw.PyramidGlyph{}}, {"square", draw.SquareGlyph{}},
+}
+
+// addSeries draws the i-th of n series as a line in its series style,
+// with its points marked in the series' glyph when marks is set, and
+// returns its legend entry. A series without points is only in the legend.
+func addSeries(p *plot.Plot, xys plotter.XYs, label string, c color.RGBA, i, n int, marks bool) (legendItem, error) {
+	sty := seriesStyle(c, i, n)
+	glyph := ""
+	if marks {
+		g := seriesGlyphs[i%len(seriesGlyphs)]
+		glyph = g.name
+		if err := addGlyphs(p, xys, draw.GlyphStyle{Color: c, Radius: vg.Points(2.5), Shape: g.shape}); err != nil {
+			return legendItem{}, err
+		}
+	}
+	if len(xys) > 0 {
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return legendItem{}, err
+		}
+		l.LineStyle = sty
+		p.Add(l)
+	}
+	return lineLegend(label, sty, glyph), nil
+}
+
+// lineLegend is the legend entry of a line drawn in sty, with glyph.
+func lineLegend(label string, sty draw.LineStyle, glyph string) legendItem {
+	dash := make([]string, len(sty.Dashes))
+	for i, d := range sty.Dashes {
+		dash[i] = strconv.FormatFloat(d.Points(), 'g', 4, 64)
+	}
+	c, _ := sty.Color.(color.RGBA)
+	return legendItem{Label: label, Color: hexColor(c), Style: "line", Dash: strings.Join(dash, ","), Width: sty.Width.Points(), Glyph: glyph}
 }
 
 func addGlyphs(p *plot.Plot, xys plotter.XYs, g draw.GlyphStyle) error {
@@ -178,14 +290,27 @@ func addGlyphs(p *plot.Plot, xys plotter.XYs, g draw.GlyphStyle) error {
 // timeAxis names the time axis by the clock the runs' timestamps were
 // read from: on the modeled clock they are modeled instants, on which a
 // sync lasts its modeled duration.
+// When the runs are aligned at a step, it is seconds from that step.
 func timeAxis(runs []*run) string {
 	clock := runs[0].File.Clock
 	for _, r := range runs[1:] {
 		if r.File.Clock != clock {
-			return "time since run start (s; clocks differ between runs)"
+			clock = "mixed"
 		}
 	}
-	if clock == results.ClockModeled {
+	if from := runs[0].from; from != "" {
+		switch clock {
+		case "mixed":
+			return "seconds from " + from + " (clocks differ between runs)"
+		case results.ClockModeled:
+			return "seconds from " + from + " (modeled time)"
+		}
+		return "seconds from " + from
+	}
+	switch clock {
+	case "mixed":
+		return "time since run start (s; clocks differ between runs)"
+	case results.ClockModeled:
 		return "modeled time since run start (s)"
 	}
 	return "time since run start (s)"
@@ -214,11 +339,11 @@ func notPhased(runs []*run) string {
 
 // syncTimeline is sync duration against time since the run started, with
 // the scenario's steps marked.
-func syncTimeline(runs []*run, basis string) (chart, error) {
+func syncTimeline(runs []*run, basis string, v timeView) (chart, error) {
 	ch := chart{ID: "sync-timeline", Title: "Sync duration over time (" + basis + ")",
-		Caption: "Each dot is a sync at its start, its horizontal bar how long it ran; vertical dashed lines mark the scenario's steps. Look for spikes right after a step (a restart, a burst of changes) and for a floor that rises over the run."}
+		Caption: "Each mark is a sync at its start, its horizontal bar how long it ran; vertical dashed lines mark the scenario's steps, labelled above the plot. Look for spikes right after a step (a restart, a burst of changes) and for a floor that rises over the run."}
+	v.name(&ch, runs)
 	lo, hi := math.Inf(1), 0.0
-	maxX := 0.0
 	enough := false
 	for _, r := range runs {
 		enough = enough || len(r.File.Syncs) > 1
@@ -227,7 +352,6 @@ func syncTimeline(runs []*run, basis string) (chart, error) {
 				lo = math.Min(lo, s.Seconds)
 			}
 			hi = math.Max(hi, s.Seconds)
-			maxX = math.Max(maxX, r.since(s.Start)+s.Seconds)
 		}
 	}
 	if !enough {
@@ -237,72 +361,163 @@ func syncTimeline(runs []*run, basis string) (chart, error) {
 	p := newPlot(timeAxis(runs), "sync duration")
 	useLogY(p, lo, hi)
 	secondsAxis(&p.Y)
-	// Headroom above the slowest sync keeps the step labels off the data.
-	yLo, yHi := 0.0, hi*1.3
+	// Headroom above the slowest sync keeps its dot off the frame.
+	yLo, yHi := 0.0, hi*1.1
 	if _, log := p.Y.Scale.(plot.LogScale); log {
-		yLo, yHi = lo*0.8, hi*4
+		yLo, yHi = lo*0.8, hi*1.5
 	}
 	p.Y.Min, p.Y.Max = yLo, yHi
-	p.X.Min, p.X.Max = 0, maxX*1.02
-	for _, r := range runs {
-		for _, st := range r.File.Steps {
-			x := r.since(st.Start)
-			if err := addLine(p, plotter.XYs{{X: x, Y: yLo}, {X: x, Y: yHi}}, withAlpha(r.Color, 0x90), true, false); err != nil {
-				return ch, err
-			}
+	// One colour and mark per proxier generation and family (one run), or
+	// per run. Syncs are not joined by lines: the time between two syncs
+	// is not a duration of anything.
+	series := map[string]int{}
+	key := func(i int, s results.Sync) string {
+		if len(runs) > 1 {
+			return runs[i].Label
 		}
-		if len(runs) == 1 {
-			if err := stepLabels(p, r, yHi); err != nil {
-				return ch, err
-			}
-		}
-		// One colour per proxier generation and family (one run), or per
-		// run. Syncs are not joined by lines: the time between two syncs
-		// is not a duration of anything.
-		keys := map[string]int{}
-		var failed plotter.XYs
+		return fmt.Sprintf("proxier %d %s", s.Proxier, s.Family)
+	}
+	for i, r := range runs {
 		for _, s := range r.File.Syncs {
-			k := fmt.Sprintf("proxier %d %s", s.Proxier, s.Family)
-			j, ok := keys[k]
-			if !ok {
-				j = len(keys)
-				keys[k] = j
-				if len(runs) == 1 {
-					ch.Legend = append(ch.Legend, legendItem{Label: k, Color: hexColor(colorOf(j)), Style: "line"})
-				}
+			if _, ok := series[key(i, s)]; !ok {
+				series[key(i, s)] = len(series)
 			}
-			c := r.Color
-			if len(runs) == 1 {
-				c = colorOf(j)
+		}
+	}
+	legend := make([]legendItem, len(series))
+	var failed plotter.XYs
+	// The shortest run last, on top: on a shared axis its syncs are the
+	// fewest and the most crowded.
+	for _, i := range drawOrder(runs) {
+		r := runs[i]
+		for _, s := range r.File.Syncs {
+			j := series[key(i, s)]
+			c := colorOf(j)
+			if len(runs) > 1 {
+				c = r.Color
 			}
+			g := seriesGlyphs[j%len(seriesGlyphs)]
+			legend[j] = lineLegend(key(i, s), draw.LineStyle{Color: c, Width: vg.Points(1.2)}, g.name)
 			if s.Failed() {
 				c = failedColor
 			}
 			x, y := r.since(s.Start), math.Max(s.Seconds, lo)
-			if err := addLine(p, plotter.XYs{{X: x, Y: y}, {X: x + s.Seconds, Y: y}}, c, false, false); err != nil {
+			if err := addLine(p, plotter.XYs{{X: x, Y: y}, {X: x + s.Seconds, Y: y}}, c, false); err != nil {
 				return ch, err
 			}
-			if err := addLine(p, plotter.XYs{{X: x, Y: y}}, c, false, true); err != nil {
+			if err := addGlyphs(p, plotter.XYs{{X: x, Y: y}}, draw.GlyphStyle{Color: c, Radius: vg.Points(2.5), Shape: g.shape}); err != nil {
 				return ch, err
 			}
 			if s.Failed() {
 				failed = append(failed, plotter.XY{X: x, Y: y})
 			}
 		}
-		if err := addCrosses(p, failed); err != nil {
-			return ch, err
-		}
-		if len(runs) > 1 {
-			ch.Legend = append(ch.Legend, legendItem{Label: r.Label, Color: hexColor(r.Color), Style: "line"})
-		}
 	}
+	if err := addCrosses(p, failed); err != nil {
+		return ch, err
+	}
+	// A little room after the last event, so that it is not on the frame.
+	setTimeRange(p, v.lo, v.hi+(v.hi-v.lo)*0.02)
+	ch.Legend = legend
 	if item, note, ok := failedLegend(runs); ok {
 		ch.Legend = append(ch.Legend, item)
 		ch.Caption += " " + note
 	}
+	ch.Caption += alignHint(runs)
 	var err error
-	ch.SVG, err = render(p, ch.Title, chartHeight)
+	ch.SVG, err = renderTimeChart(p, ch.Title, stepMarks(runs))
 	return ch, err
+}
+
+// setTimeRange sets a time axis's range, once the data is added (adding
+// widens the axis to whatever the data holds, and a zoom is narrower).
+func setTimeRange(p *plot.Plot, lo, hi float64) {
+	p.X.Min, p.X.Max = lo, hi
+	p.X.Tick.Marker = timeTicks{p.X.Tick.Marker}
+}
+
+// timeTicks labels another ticker's ticks as plain seconds ("25", where
+// the default writes "25.00" for a range that starts below zero), and
+// labels zero: on an axis aligned at a step, zero is the step, and the
+// default ticks of a range such as -3.4 to 1.3 s label -3, -1 and 1 only.
+type timeTicks struct{ inner plot.Ticker }
+
+func (z timeTicks) Ticks(min, max float64) []plot.Tick {
+	ts := z.inner.Ticks(min, max)
+	zero := min > 0 || max < 0 // or there is no zero to label
+	for i, t := range ts {
+		if math.Abs(t.Value) < 1e-9*(max-min) {
+			ts[i].Value, ts[i].Label, zero = 0, "0", true
+		} else if t.Label != "" {
+			ts[i].Label = strconv.FormatFloat(t.Value, 'g', 6, 64)
+		}
+	}
+	if !zero {
+		ts = append(ts, plot.Tick{Value: 0, Label: "0"})
+	}
+	return ts
+}
+
+// drawOrder is the runs from the longest to the shortest, so that the
+// shortest is drawn last, on top of the others.
+func drawOrder(runs []*run) []int {
+	order := make([]int, len(runs))
+	for i := range order {
+		order[i] = i
+	}
+	length := func(i int) float64 { lo, hi := timeSpan(runs[i : i+1]); return hi - lo }
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(length(b), length(a)) })
+	return order
+}
+
+// alignHint is a caption sentence for runs of very different lengths on
+// one axis, where the short one is squeezed into a corner: it names a step
+// they all have to align them at. Empty when they are aligned already,
+// or close enough in length.
+func alignHint(runs []*run) string {
+	if len(runs) < 2 || runs[0].from != "" {
+		return ""
+	}
+	short, long := math.Inf(1), 0.0
+	for _, r := range runs {
+		lo, hi := timeSpan([]*run{r})
+		short, long = math.Min(short, hi-lo), math.Max(long, hi-lo)
+	}
+	if short*4 > long {
+		return ""
+	}
+	hint := fmt.Sprintf(" The runs differ in length (%s and %s) on one axis", results.FormatSeconds(short), results.FormatSeconds(long))
+	if k := commonStep(runs); k != "" {
+		return hint + fmt.Sprintf("; align them at a step they share with --align %s.", k)
+	}
+	return hint + "; align them at a step they share with --align."
+}
+
+// commonStep is a step kind every run has other than the first step (which
+// is at the start anyway), preferring a restart: the event runs are
+// usually compared at.
+func commonStep(runs []*run) string {
+	var kinds []string
+	for i, r := range runs {
+		var have []string
+		for j, st := range r.File.Steps {
+			if j > 0 && !slices.Contains(have, st.Kind) {
+				have = append(have, st.Kind)
+			}
+		}
+		if i == 0 {
+			kinds = have
+			continue
+		}
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(have, k) })
+	}
+	if i := slices.IndexFunc(kinds, func(k string) bool { return strings.Contains(k, "restart") }); i >= 0 {
+		return kinds[i]
+	}
+	if len(kinds) > 0 {
+		return kinds[0]
+	}
+	return ""
 }
 
 // addCrosses marks failed syncs.
@@ -333,43 +548,6 @@ func failedLegend(runs []*run) (item legendItem, note string, ok bool) {
 func withAlpha(c color.RGBA, a uint8) color.RGBA {
 	// Premultiplied: scale the channels with the alpha.
 	return color.RGBA{uint8(uint16(c.R) * uint16(a) / 0xff), uint8(uint16(c.G) * uint16(a) / 0xff), uint8(uint16(c.B) * uint16(a) / 0xff), a}
-}
-
-// stepLabels writes each step's kind vertically beside its marker. Steps
-// closer together than the text's height would overlap; only the first of
-// such a cluster is labelled.
-func stepLabels(p *plot.Plot, r *run, y float64) error {
-	if len(r.File.Steps) == 0 {
-		return nil
-	}
-	var xyl plotter.XYLabels
-	minGap := (p.X.Max - p.X.Min) / 45
-	last := math.Inf(-1)
-	for _, st := range r.File.Steps {
-		x := r.since(st.Start)
-		if x-last < minGap {
-			continue
-		}
-		last = x
-		label := stepText(st)
-		xyl.XYs = append(xyl.XYs, plotter.XY{X: x, Y: y})
-		xyl.Labels = append(xyl.Labels, label)
-	}
-	l, err := plotter.NewLabels(xyl)
-	if err != nil {
-		return err
-	}
-	for i := range l.TextStyle {
-		l.TextStyle[i].Font.Variant = "Sans"
-		l.TextStyle[i].Font.Size = vg.Points(8)
-		l.TextStyle[i].Color = color.Gray{0x55}
-		l.TextStyle[i].Rotation = math.Pi / 2
-		l.TextStyle[i].XAlign = -1 // the text ends at the top of the plot
-		l.TextStyle[i].YAlign = 0
-	}
-	l.Offset = vg.Point{X: vg.Points(-3)}
-	p.Add(l)
-	return nil
 }
 
 // stepText names a step without repeating its kind ("sleep: sleep 300ms").
@@ -633,20 +811,22 @@ func programmingCDF(runs []*run, basis string) (chart, error) {
 		return ch, nil
 	}
 	p := newCDFPlot("latency from change to kernel (s)", "share of changes")
-	for _, r := range runs {
+	for i, r := range runs {
 		xs := programmedSeconds(r.File)
 		if len(xs) == 0 {
 			continue
 		}
-		pts := cdfPoints(xs, cdfSteps)
-		if err := addLine(p, pts, r.Color, false, false); err != nil {
+		// Runs with the same latencies draw the same curve: each its own
+		// dashes, so that both show.
+		item, err := addSeries(p, cdfPoints(xs, cdfSteps), fmt.Sprintf("%s (%d changes)", r.Label, len(xs)), r.Color, i, len(runs), false)
+		if err != nil {
 			return ch, err
 		}
-		ch.Legend = append(ch.Legend, legendItem{Label: fmt.Sprintf("%s (%d changes)", r.Label, len(xs)), Color: hexColor(r.Color), Style: "line"})
+		ch.Legend = append(ch.Legend, item)
 	}
 	// Room right of the slowest sample, so that its step is not the frame.
 	p.X.Max *= 1.04
-	if err := addLine(p, plotter.XYs{{X: 0, Y: 0.99}, {X: p.X.Max, Y: 0.99}}, color.RGBA{0x99, 0x99, 0x99, 0xff}, true, false); err != nil {
+	if err := addLine(p, plotter.XYs{{X: 0, Y: 0.99}, {X: p.X.Max, Y: 0.99}}, color.RGBA{0x99, 0x99, 0x99, 0xff}, true); err != nil {
 		return ch, err
 	}
 	var err error
@@ -702,7 +882,7 @@ const maxServiceLines = 6
 
 // disruptionTimeline is failed probe attempts per second, per service (one
 // run) or per run (several).
-func disruptionTimeline(runs []*run) (chart, error) {
+func disruptionTimeline(runs []*run, v timeView) (chart, error) {
 	ch := chart{ID: "disruption-timeline", Title: "Failed probes per second",
 		Caption: "Connection attempts through the dataplane that failed, per second. Any line above zero is broken service traffic; look at how long it lasts and which step it follows."}
 	var probed, failed int
@@ -715,6 +895,7 @@ func disruptionTimeline(runs []*run) (chart, error) {
 		}
 	}
 	ch.Title += " (" + results.BasisText(basis) + ")"
+	v.name(&ch, runs)
 	switch {
 	case probed == 0:
 		ch.NoData = "No data: this run made no probe attempts, so disruption was not measured."
@@ -724,62 +905,70 @@ func disruptionTimeline(runs []*run) (chart, error) {
 		return ch, nil
 	}
 	p := newPlot(timeAxis(runs), "failed attempts per second")
-	maxX := 0.0
-	for _, r := range runs {
-		maxX = math.Max(maxX, r.since(r.File.End))
-		for _, st := range r.File.Steps {
-			maxX = math.Max(maxX, r.since(st.End))
-		}
-	}
 	type series struct {
 		label  string
 		times  []float64
+		lo, hi float64 // the span of the run it belongs to
 		color  color.RGBA
-		dashed bool
 	}
 	var all []series
-	for i, r := range runs {
+	for _, r := range runs {
 		pr := r.File.Probes
 		if pr == nil || pr.Attempts == 0 {
 			continue
 		}
+		lo, hi := timeSpan([]*run{r})
+		// Nothing was probed before the first attempt ("probes on" may come
+		// long after the start): no line there, rather than a zero that
+		// reads as traffic that did not fail.
+		var first time.Time
+		for _, t := range pr.Targets {
+			if !t.First.IsZero() && (first.IsZero() || t.First.Before(first)) {
+				first = t.First
+			}
+		}
+		if !first.IsZero() {
+			lo = max(lo, r.since(first))
+		}
 		if len(runs) > 1 {
-			// Later runs dashed, so that identical runs stay visible.
-			s := series{label: r.Label, color: r.Color, dashed: i > 0}
+			s := series{label: r.Label, lo: lo, hi: hi, color: r.Color}
 			for _, fl := range pr.Failures {
 				s.times = append(s.times, r.since(fl.Time))
 			}
 			all = append(all, s)
 			continue
 		}
-		byService := map[string][]float64{}
+		// One line per service and probe kind: a service probed by
+		// ClusterIP and by NodePort can fail one way only.
+		byTarget := map[string][]float64{}
 		for _, fl := range pr.Failures {
 			name := fmt.Sprintf("target %d", fl.Target)
 			if fl.Target >= 0 && fl.Target < len(pr.Targets) {
-				name = pr.Targets[fl.Target].Service
+				t := pr.Targets[fl.Target]
+				name = t.Service + " (" + probeKind(t) + ")"
 			}
-			byService[name] = append(byService[name], r.since(fl.Time))
+			byTarget[name] = append(byTarget[name], r.since(fl.Time))
 		}
-		names := make([]string, 0, len(byService))
-		for n := range byService {
+		names := make([]string, 0, len(byTarget))
+		for n := range byTarget {
 			names = append(names, n)
 		}
 		sort.Slice(names, func(i, j int) bool {
-			if len(byService[names[i]]) != len(byService[names[j]]) {
-				return len(byService[names[i]]) > len(byService[names[j]])
+			if len(byTarget[names[i]]) != len(byTarget[names[j]]) {
+				return len(byTarget[names[i]]) > len(byTarget[names[j]])
 			}
 			return names[i] < names[j]
 		})
 		var rest []float64
 		for i, n := range names {
 			if i >= maxServiceLines-1 && len(names) > maxServiceLines {
-				rest = append(rest, byService[n]...)
+				rest = append(rest, byTarget[n]...)
 				continue
 			}
-			all = append(all, series{label: n, times: byService[n], color: colorOf(i)})
+			all = append(all, series{label: n, times: byTarget[n], lo: lo, hi: hi, color: colorOf(i)})
 		}
 		if len(rest) > 0 {
-			all = append(all, series{label: fmt.Sprintf("%d other services", len(names)-maxServiceLines+1), times: rest, color: colorOf(maxServiceLines - 1)})
+			all = append(all, series{label: fmt.Sprintf("%d other services", len(names)-maxServiceLines+1), times: rest, lo: lo, hi: hi, color: colorOf(maxServiceLines - 1)})
 		}
 	}
 	interval := 0.0
@@ -788,50 +977,64 @@ func disruptionTimeline(runs []*run) (chart, error) {
 			interval = math.Max(interval, r.File.Probes.Interval)
 		}
 	}
-	width := bucketWidth(maxX, interval)
-	buckets := int(math.Ceil(maxX/width)) + 1
+	lo, hi := v.lo, v.hi
+	width := bucketWidth(hi-lo, interval)
+	// Buckets on multiples of the width, so that zero (the run's start, or
+	// the step the runs are aligned at) is a bucket's edge.
+	base := math.Floor(lo/width) * width
+	buckets := int(math.Ceil((hi-base)/width)) + 1
 	top := 0.0
-	for _, s := range all {
+	for i, s := range all {
 		counts := make([]float64, buckets)
 		for _, t := range s.times {
-			i := int(math.Floor(t / width))
-			if i >= 0 && i < buckets {
-				counts[i]++
+			j := int(math.Floor((t - base) / width))
+			if j >= 0 && j < buckets {
+				counts[j]++
 			}
 		}
-		// Draw as steps: each bucket's rate holds across the bucket.
+		// Draw as steps: each bucket's rate holds across the bucket. A
+		// line spans only its own run, so that a short run does not
+		// read as failing nowhere for as long as the longest one ran.
 		pts := make(plotter.XYs, 0, 2*buckets)
-		for i, c := range counts {
-			rate := c / width
-			pts = append(pts, plotter.XY{X: float64(i) * width, Y: rate}, plotter.XY{X: float64(i+1) * width, Y: rate})
+		for j, n := range counts {
+			from, to := base+float64(j)*width, base+float64(j+1)*width
+			if to <= s.lo || from > s.hi {
+				continue
+			}
+			rate := n / width
+			pts = append(pts, plotter.XY{X: from, Y: rate}, plotter.XY{X: to, Y: rate})
 			top = math.Max(top, rate)
 		}
-		if err := addLine(p, pts, s.color, s.dashed, false); err != nil {
+		item, err := addSeries(p, pts, fmt.Sprintf("%s (%d failures)", s.label, len(s.times)), s.color, i, len(all), false)
+		if err != nil {
 			return ch, err
 		}
-		style := "line"
-		if s.dashed {
-			style = "dashed"
-		}
-		ch.Legend = append(ch.Legend, legendItem{Label: fmt.Sprintf("%s (%d failures)", s.label, len(s.times)), Color: hexColor(s.color), Style: style})
+		ch.Legend = append(ch.Legend, item)
 	}
-	p.X.Min, p.X.Max = 0, float64(buckets)*width
+	setTimeRange(p, base, base+float64(buckets)*width)
 	p.Y.Min, p.Y.Max = 0, top*1.1
 	ch.Caption += fmt.Sprintf(" Counted in %s buckets.", results.FormatSeconds(width))
-	if len(runs) == 1 {
-		for _, st := range runs[0].File.Steps {
-			x := runs[0].since(st.Start)
-			if err := addLine(p, plotter.XYs{{X: x, Y: 0}, {X: x, Y: p.Y.Max}}, color.RGBA{0xaa, 0xaa, 0xaa, 0xff}, true, false); err != nil {
-				return ch, err
-			}
-		}
-		if err := stepLabels(p, runs[0], p.Y.Max); err != nil {
-			return ch, err
-		}
+	if len(all) > 1 {
+		ch.Caption += " Lines that coincide are told apart by their dashes; each is drawn thinner than those under it."
 	}
+	ch.Caption += alignHint(runs)
 	var err error
-	ch.SVG, err = render(p, ch.Title, chartHeight)
+	ch.SVG, err = renderTimeChart(p, ch.Title, stepMarks(runs))
 	return ch, err
+}
+
+// probeKind names how a target was probed, as Kubernetes spells the
+// service type, and from where: "NodePort from node".
+func probeKind(t results.Target) string {
+	kind := map[string]string{"clusterip": "ClusterIP", "nodeport": "NodePort", "loadbalancer": "LoadBalancer", "external": "external IP"}[t.Kind]
+	if kind == "" {
+		kind = results.OrDash(t.Kind)
+	}
+	from := t.From
+	if from == "" {
+		from = results.FromPod
+	}
+	return kind + " from " + from
 }
 
 // firstSuccess is one probed target's time from its first attempt to its
@@ -891,7 +1094,7 @@ func reachability(runs []*run) (chart, error) {
 	}
 	p := newCDFPlot("time from first attempt to first success (s)", "share of probed targets")
 	secondsAxis(&p.X)
-	for _, r := range runs {
+	for i, r := range runs {
 		fss := firstSuccesses(r.File)
 		if len(fss) == 0 {
 			continue
@@ -909,14 +1112,15 @@ func reachability(runs []*run) (chart, error) {
 		for i := range pts {
 			pts[i].Y *= share
 		}
-		if err := addLine(p, pts, r.Color, false, false); err != nil {
-			return ch, err
-		}
 		label := fmt.Sprintf("%s (%d targets", r.Label, len(fss))
 		if never := len(fss) - len(xs); never > 0 {
 			label += fmt.Sprintf(", %d never succeeded", never)
 		}
-		ch.Legend = append(ch.Legend, legendItem{Label: label + ")", Color: hexColor(r.Color), Style: "line"})
+		item, err := addSeries(p, pts, label+")", r.Color, i, len(runs), false)
+		if err != nil {
+			return ch, err
+		}
+		ch.Legend = append(ch.Legend, item)
 	}
 	p.X.Max *= 1.04 // as in the latency CDF
 	var err error

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 )
 
 func TestWholeTicks(t *testing.T) {
@@ -50,4 +51,45 @@ func TestCDFPoints(t *testing.T) {
 		require.GreaterOrEqual(t, pts[i].X, pts[i-1].X)
 		require.GreaterOrEqual(t, pts[i].Y, pts[i-1].Y)
 	}
+}
+
+// TestLayoutLabels: labels that collide go to further lanes, never
+// dropped; no two labels in a lane overlap; a label that would run off the
+// right edge ends at its step instead; lanes are as few as the most labels
+// overlapping at one point need.
+func TestLayoutLabels(t *testing.T) {
+	const lo, hi, gap = 0, 500, 4
+	// Eight steps within 3 points of one another (a restart a moment
+	// after "probes on"), one apart from them, and two at the right edge.
+	xs := []vg.Length{100, 100, 101, 102, 102, 103, 103, 103, 300, 495, 498}
+	widths := []vg.Length{60, 40, 80, 30, 30, 50, 20, 90, 60, 70, 40}
+	placed, lanes := layoutLabels(xs, widths, lo, hi, gap)
+	require.Len(t, placed, len(xs), "every label is placed")
+	require.Equal(t, 8, lanes, "the eight labels at one point need eight lanes, and no more")
+	for i, p := range placed {
+		require.GreaterOrEqual(t, p.left, vg.Length(lo), "label %d", i)
+		require.LessOrEqual(t, p.left+widths[i], vg.Length(hi), "label %d", i)
+		if p.right {
+			require.Equal(t, xs[i], p.left+widths[i], "label %d ends at its step", i)
+		} else {
+			require.Equal(t, xs[i], p.left, "label %d begins at its step", i)
+		}
+		for j := range i {
+			q := placed[j]
+			if p.lane != q.lane {
+				continue
+			}
+			apart := p.left >= q.left+widths[j]+gap || q.left >= p.left+widths[i]+gap
+			require.True(t, apart, "labels %d [%v, %v] and %d [%v, %v] overlap in lane %d",
+				i, p.left, p.left+widths[i], j, q.left, q.left+widths[j], p.lane)
+		}
+	}
+	require.True(t, placed[9].right && placed[10].right, "the labels at the right edge end at their steps")
+	require.Zero(t, placed[8].lane, "a label clear of the others stays in the first lane")
+
+	// Labels apart from one another share one lane.
+	_, lanes = layoutLabels([]vg.Length{0, 100, 200}, []vg.Length{90, 90, 90}, lo, hi, gap)
+	require.Equal(t, 1, lanes)
+	_, lanes = layoutLabels(nil, nil, lo, hi, gap)
+	require.Zero(t, lanes)
 }

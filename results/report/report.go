@@ -40,7 +40,7 @@ func New(paths []string, files []*results.File) (*Report, error) {
 		if start.IsZero() && len(f.Syncs) > 0 {
 			start = f.Syncs[0].Start
 		}
-		r.runs = append(r.runs, &run{Label: labels[i], File: f, Color: colorOf(i), start: start})
+		r.runs = append(r.runs, &run{Label: labels[i], File: f, Color: colorOf(i), begin: start, origin: start})
 	}
 	r.phases = results.PhaseNames(r.files())
 	return r, nil
@@ -69,7 +69,22 @@ func (r *Report) charts() ([]chart, error) {
 		out = append(out, c)
 		return nil
 	}
-	if err := add(syncTimeline(r.runs, basis)); err != nil {
+	views := timeViews(r.runs)
+	// Each time chart in every view, the zoom right below the whole: a
+	// zoom with nothing to draw says nothing the whole has not said.
+	timeCharts := func(draw func(timeView) (chart, error)) error {
+		for _, v := range views {
+			c, err := draw(v)
+			if v.zoom && err == nil && c.NoData != "" {
+				continue
+			}
+			if err := add(c, err); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := timeCharts(func(v timeView) (chart, error) { return syncTimeline(r.runs, basis, v) }); err != nil {
 		return nil, err
 	}
 	for _, rn := range r.runs {
@@ -80,7 +95,15 @@ func (r *Report) charts() ([]chart, error) {
 	for _, f := range []func() (chart, error){
 		func() (chart, error) { return phaseBoxes(r.runs, r.phases, basis) },
 		func() (chart, error) { return programmingCDF(r.runs, basis) },
-		func() (chart, error) { return disruptionTimeline(r.runs) },
+	} {
+		if err := add(f()); err != nil {
+			return nil, err
+		}
+	}
+	if err := timeCharts(func(v timeView) (chart, error) { return disruptionTimeline(r.runs, v) }); err != nil {
+		return nil, err
+	}
+	for _, f := range []func() (chart, error){
 		func() (chart, error) { return reachability(r.runs) },
 		func() (chart, error) { return opsChart(r.runs, r.phases) },
 	} {
@@ -284,8 +307,16 @@ func (r *Report) opsRows() []row {
 const maxWindows = 15
 
 type windowRow struct {
-	Run, Service, Start, Length string
-	Failures                    int
+	Run, Service, Probe, Start, Length string
+	Failures                           int
+}
+
+// timeOrigin names what the tables' times are counted from.
+func (r *Report) timeOrigin() string {
+	if from := r.runs[0].from; from != "" {
+		return "s from " + from
+	}
+	return "s since run start"
 }
 
 func (r *Report) windows() (rows []windowRow, more int) {
@@ -297,7 +328,13 @@ func (r *Report) windows() (rows []windowRow, more int) {
 				more += len(ws) - maxWindows
 				break
 			}
-			rows = append(rows, windowRow{Run: rn.Label, Service: results.OrDash(w.Service), Start: fmt.Sprintf("%.2f s", rn.since(w.Start)),
+			// A service probed several ways (ClusterIP, NodePort) has a
+			// window per target: the probe tells them apart.
+			probe := "-"
+			if pr := rn.File.Probes; pr != nil && w.Target >= 0 && w.Target < len(pr.Targets) {
+				probe = probeKind(pr.Targets[w.Target])
+			}
+			rows = append(rows, windowRow{Run: rn.Label, Service: results.OrDash(w.Service), Probe: probe, Start: fmt.Sprintf("%.2f s", rn.since(w.Start)),
 				Length: results.FormatSeconds(w.End.Sub(w.Start).Seconds()), Failures: w.Failures})
 		}
 	}
@@ -329,7 +366,7 @@ func (r *Report) slowestReached() (rows []reachRow, more int) {
 				after = "never"
 			}
 			t := fs.target
-			rows = append(rows, reachRow{Run: rn.Label, Service: t.Service, Kind: t.Kind, Address: t.Address + "/" + string(t.Protocol), After: after})
+			rows = append(rows, reachRow{Run: rn.Label, Service: t.Service, Kind: probeKind(t), Address: t.Address + "/" + string(t.Protocol), After: after})
 		}
 	}
 	return rows, more
@@ -380,6 +417,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Ops         []row
 		Windows     []windowRow
 		MoreWindows int
+		TimeOrigin  string
 		Reached     []reachRow
 		MoreReached int
 		Histograms  []histRow
@@ -400,6 +438,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 	data.PhaseHeader, data.Phases = r.phaseTable()
 	data.Windows, data.MoreWindows = r.windows()
+	data.TimeOrigin = r.timeOrigin()
 	data.Reached, data.MoreReached = r.slowestReached()
 	var b bytes.Buffer
 	if err := reportTemplate.Execute(&b, data); err != nil {
@@ -454,15 +493,15 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 <h2 id="disruption">Disruption windows</h2>
 {{if .Windows}}<p class="note">Consecutive failed probes of one target form a window; it ends one probe interval after its last failure. Longest first.</p>
 <table>
-<tr><th>run</th><th>service</th><th>start (s since run start)</th><th>length</th><th>failed attempts</th></tr>
-{{range .Windows}}<tr><td>{{.Run}}</td><td>{{.Service}}</td><td class="num">{{.Start}}</td><td class="num">{{.Length}}</td><td class="num">{{.Failures}}</td></tr>
+<tr><th>run</th><th>service</th><th>probe</th><th>start ({{.TimeOrigin}})</th><th>length</th><th>failed attempts</th></tr>
+{{range .Windows}}<tr><td>{{.Run}}</td><td>{{.Service}}</td><td>{{.Probe}}</td><td class="num">{{.Start}}</td><td class="num">{{.Length}}</td><td class="num">{{.Failures}}</td></tr>
 {{end}}</table>{{if .MoreWindows}}<p class="note">and {{.MoreWindows}} shorter windows.</p>{{end}}
 {{else}}<p class="nodata">No data: no probe failed (or no probes ran).</p>{{end}}
 
 <h2 id="first-success">Time to first success</h2>
 {{if .Reached}}<p class="note">Each probed target's time from its first attempt to its first success; those that never succeeded first, then the slowest.</p>
 <table>
-<tr><th>run</th><th>service</th><th>kind</th><th>address</th><th>first success after</th></tr>
+<tr><th>run</th><th>service</th><th>probe</th><th>address</th><th>first success after</th></tr>
 {{range .Reached}}<tr><td>{{.Run}}</td><td>{{.Service}}</td><td>{{.Kind}}</td><td>{{.Address}}</td><td class="num">{{.After}}</td></tr>
 {{end}}</table>{{if .MoreReached}}<p class="note">and {{.MoreReached}} faster targets.</p>{{end}}
 {{else}}<p class="nodata">No data: this run recorded no first attempt per target.</p>{{end}}
@@ -505,8 +544,7 @@ figcaption { color: #444; font-size: 0.92em; margin-top: 0.4em; }
 .nodata { padding: 2em 1em; text-align: center; color: #555; background: #fafafa; border: 1px dashed #ccc; }
 ul.legend { list-style: none; padding: 0; margin: 0.3em 0 0; display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; font-size: 0.88em; }
 ul.legend span { display: inline-block; width: 1.4em; height: 0.7em; margin-right: 0.35em; vertical-align: middle; }
-ul.legend span.line { height: 3px; }
-ul.legend span.dashed { height: 0; border-top: 3px dashed; background: none !important; }
+figure ul.legend svg.swatch { width: 30px; height: 12px; display: inline-block; vertical-align: middle; margin-right: 0.35em; }
 ul.legend span.cross { width: auto; height: auto; font-weight: bold; }
 .ok { color: #14602a; font-weight: bold; }
 .bad { color: #b00020; font-weight: bold; }
@@ -515,8 +553,11 @@ pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.85em; 
 {{end}}{{define "chart"}}<figure class="chart" id="{{.ID}}">
 <h3>{{.Title}}</h3>
 {{if .NoData}}<div class="nodata">{{.NoData}}</div>{{else}}{{.SVGHTML}}
-{{if .Legend}}<ul class="legend">{{range .Legend}}<li>{{if eq .Style "cross"}}<span class="cross" style="color:{{.Color}}">&#10005;</span>{{else}}<span class="{{.Style}}" style="background:{{.Color}};border-color:{{.Color}}"></span>{{end}}{{.Label}}</li>{{end}}</ul>{{end}}{{end}}
+{{if .Legend}}<ul class="legend">{{range .Legend}}<li>{{if eq .Style "cross"}}<span class="cross" style="color:{{.Color}}">&#10005;</span>{{else if eq .Style "line"}}{{template "swatch" .}}{{else}}<span class="{{.Style}}" style="background:{{.Color}};border-color:{{.Color}}"></span>{{end}}{{.Label}}</li>{{end}}</ul>{{end}}{{end}}
 <figcaption>{{.Caption}}</figcaption>
 </figure>
-{{end}}{{define "cell"}}{{.Text}}{{if .Basis}}<span class="basis {{.Basis}}">{{.Basis}}</span>{{end}}{{if .Note}}<div class="note">{{.Note}}</div>{{end}}{{end}}
+{{end}}{{define "swatch"}}<svg class="swatch" width="30" height="12" viewBox="0 0 30 12" aria-hidden="true"><line x1="1" y1="6" x2="29" y2="6" stroke="{{.Color}}" stroke-width="{{.Width}}"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/>
+{{- if eq .Glyph "circle" "ring"}}<circle cx="15" cy="6" r="3.2" fill="{{if eq .Glyph "ring"}}#fff{{else}}{{.Color}}{{end}}" stroke="{{.Color}}"/>
+{{- else if eq .Glyph "box" "square"}}<rect x="12" y="3" width="6" height="6" fill="{{if eq .Glyph "square"}}#fff{{else}}{{.Color}}{{end}}" stroke="{{.Color}}"/>
+{{- else if eq .Glyph "pyramid" "triangle"}}<polygon points="15,2 18.8,9.5 11.2,9.5" fill="{{if eq .Glyph "triangle"}}#fff{{else}}{{.Color}}{{end}}" stroke="{{.Color}}"/>{{end}}</svg>{{end}}{{define "cell"}}{{.Text}}{{if .Basis}}<span class="basis {{.Basis}}">{{.Basis}}</span>{{end}}{{if .Note}}<div class="note">{{.Note}}</div>{{end}}{{end}}
 `))

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
@@ -21,6 +24,9 @@ type figure struct {
 	id, title, caption, noData, svgTitle string
 	svgShapes                            int // path, line, circle, rect and text elements
 	legend                               []string
+	svgHeight                            string   // the chart's, in points
+	texts                                []string // the chart's text elements
+	strokes                              []string // the style of each path the chart strokes
 }
 
 func parseReport(t *testing.T, page []byte) (map[string]figure, *html.Node) {
@@ -50,8 +56,17 @@ func parseReport(t *testing.T, page []byte) (map[string]figure, *html.Node) {
 				fig.svgTitle = text(n)
 			case fig != nil && n.Data == "li":
 				fig.legend = append(fig.legend, text(n))
-			case fig != nil && (n.Data == "path" || n.Data == "text" || n.Data == "line" || n.Data == "circle" || n.Data == "rect"):
+			case fig != nil && n.Data == "svg" && attr(n, "class") != "swatch":
+				fig.svgHeight = attr(n, "height")
+			}
+			if fig != nil && (n.Data == "path" || n.Data == "text" || n.Data == "line" || n.Data == "circle" || n.Data == "rect") {
 				fig.svgShapes++
+			}
+			if fig != nil && n.Data == "text" {
+				fig.texts = append(fig.texts, text(n))
+			}
+			if fig != nil && n.Data == "path" && strings.Contains(attr(n, "style"), "stroke:") {
+				fig.strokes = append(fig.strokes, attr(n, "style"))
 			}
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
@@ -359,7 +374,7 @@ func TestReportFirstSuccess(t *testing.T) {
 	require.Equal(t, []string{"node-join (5 targets, 1 never succeeded)"}, figs["reachability"].legend)
 	s := string(page)
 	require.Contains(t, s, `<h2 id="first-success">`)
-	require.Regexp(t, `<td>default/svc-4:http</td><td>clusterip</td><td>10.96.0.14:80/TCP</td><td class="num">never</td>`, s)
+	require.Regexp(t, `<td>default/svc-4:http</td><td>ClusterIP from pod</td><td>10.96.0.14:80/TCP</td><td class="num">never</td>`, s)
 	require.Regexp(t, `<th>first success</th><td>p50 900ms  p99 2.5s  max 2.5s`, s)
 	table := s[strings.Index(s, `<h2 id="first-success">`):]
 	require.Less(t, strings.Index(table, ">never<"), strings.Index(table, ">900ms<"), "never first, then the slowest")
@@ -384,4 +399,121 @@ func TestReportModeledClock(t *testing.T) {
 	wall := string(renderHTML(t, []string{"smoke.json"}, resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 10, Probes: true})))
 	require.NotContains(t, wall, "modeled time since run start")
 	require.Contains(t, wall, "time since run start (s)")
+}
+
+// twoWays is a run in which one service is probed twice, by ClusterIP from
+// a pod and by NodePort from the node, and both probes fail alike: the
+// same failures at the same instants.
+func twoWays() *results.File {
+	f := resultstest.File(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 12, Probes: true})
+	pr := f.Probes
+	pr.Targets[3].Service, pr.Targets[3].Kind, pr.Targets[3].From = pr.Targets[1].Service, "nodeport", results.FromNode
+	var same []results.Failure
+	for _, fl := range pr.Failures {
+		if fl.Target == 1 {
+			fl.Target = 3
+			same = append(same, fl)
+		}
+	}
+	pr.Failures = slices.DeleteFunc(pr.Failures, func(fl results.Failure) bool { return fl.Target == 3 })
+	pr.Failures = append(pr.Failures, same...)
+	slices.SortStableFunc(pr.Failures, func(a, b results.Failure) int { return a.Time.Compare(b.Time) })
+	results.Summarize(f)
+	return f
+}
+
+// TestIdenticalLinesStayVisible: two services that fail alike draw the
+// same line; each is drawn with its own dashes and width, so that the one
+// underneath still shows, and the legend draws each as the chart does.
+func TestIdenticalLinesStayVisible(t *testing.T) {
+	page := renderHTML(t, []string{"incident.json"}, twoWays())
+	figs, doc := parseReport(t, page)
+	fig := figs["disruption-timeline"]
+	require.Len(t, fig.legend, 2)
+	// The series' colours are the palette's first two, as the chart
+	// writes them.
+	styleOf := func(color string) string {
+		var found []string
+		for _, s := range fig.strokes {
+			if strings.Contains(s, "stroke:"+color+";") {
+				found = append(found, s)
+			}
+		}
+		require.Len(t, found, 1, "one line of %s: %v", color, fig.strokes)
+		return found[0]
+	}
+	dashes := regexp.MustCompile(`stroke-dasharray:([0-9.,]+)`)
+	width := regexp.MustCompile(`stroke-width:([0-9.]+)`)
+	under, over := styleOf("#4E79A7"), styleOf("#F28E2B")
+	require.NotEqual(t, dashes.FindString(under), dashes.FindString(over), "the lines' dashes differ")
+	wu, err := strconv.ParseFloat(width.FindStringSubmatch(under)[1], 64)
+	require.NoError(t, err)
+	wo, err := strconv.ParseFloat(width.FindStringSubmatch(over)[1], 64)
+	require.NoError(t, err)
+	require.Greater(t, wu, wo, "the line drawn first is the wider, showing either side of the one over it")
+
+	// The legend's swatches are drawn as the lines are.
+	var swatches []string
+	var walk func(n *html.Node, in bool)
+	walk = func(n *html.Node, in bool) {
+		in = in || (n.Type == html.ElementNode && n.Data == "figure" && attr(n, "id") == "disruption-timeline")
+		if in && n.Type == html.ElementNode && n.Data == "line" {
+			swatches = append(swatches, attr(n, "stroke-width")+" "+attr(n, "stroke-dasharray"))
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c, in)
+		}
+	}
+	walk(doc, false)
+	require.Len(t, swatches, 2)
+	require.NotEqual(t, swatches[0], swatches[1])
+	require.Contains(t, swatches[1], strings.Join(strings.Split(dashes.FindStringSubmatch(over)[1], ","), ","))
+}
+
+// TestDisruptionNamesTheProbe: a service probed two ways is listed once
+// per probe, each named, in the table (HTML and Markdown) and the chart.
+func TestDisruptionNamesTheProbe(t *testing.T) {
+	f := twoWays()
+	svc := f.Probes.Targets[1].Service
+	page := string(renderHTML(t, []string{"incident.json"}, f))
+	require.Contains(t, page, "<th>probe</th>")
+	require.Contains(t, page, "<td>"+svc+"</td><td>ClusterIP from pod</td>")
+	require.Contains(t, page, "<td>"+svc+"</td><td>NodePort from node</td>")
+	figs, _ := parseReport(t, []byte(page))
+	legend := strings.Join(figs["disruption-timeline"].legend, "\n")
+	require.Contains(t, legend, svc+" (ClusterIP from pod)")
+	require.Contains(t, legend, svc+" (NodePort from node)")
+
+	r, err := report.New([]string{"incident.json"}, []*results.File{f})
+	require.NoError(t, err)
+	var md bytes.Buffer
+	require.NoError(t, r.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| run | service | probe | start (s since run start) | length | failed attempts |")
+	require.Contains(t, md.String(), " | "+results.EscapeMarkdown(svc)+" | NodePort from node | ")
+	require.Contains(t, md.String(), " | "+results.EscapeMarkdown(svc)+" | ClusterIP from pod | ")
+}
+
+// TestDisruptionLinesBeginWithTheProbes: before the first probe attempt
+// nothing was probed, and no line is drawn there.
+func TestDisruptionLinesBeginWithTheProbes(t *testing.T) {
+	// The failed-probes chart, where the first line is the first service's.
+	page := func(f *results.File) string {
+		s := string(renderHTML(t, []string{"incident.json"}, f))
+		return s[strings.Index(s, `id="disruption-timeline"`):]
+	}
+	start := regexp.MustCompile(`<path d="M([0-9.]+),[0-9.]+[^"]*" style="fill:none;stroke:#4E79A7;stroke-width`)
+	x := func(f *results.File) float64 {
+		m := start.FindStringSubmatch(page(f))
+		require.NotNil(t, m)
+		v, err := strconv.ParseFloat(m[1], 64)
+		require.NoError(t, err)
+		return v
+	}
+	f := twoWays()
+	whole := x(f)
+	restart := f.Steps[slices.IndexFunc(f.Steps, func(st results.Step) bool { return st.Kind == "restart-proxier" })].Start
+	for i := range f.Probes.Targets {
+		f.Probes.Targets[i].First = restart.Add(-time.Second)
+	}
+	require.Greater(t, x(f), whole+100, "the line begins a second before the restart, not at the run's start")
 }

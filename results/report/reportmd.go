@@ -44,16 +44,16 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	ws, moreWindows := r.windows()
 	windows := make([][]string, len(ws))
 	for i, wr := range ws {
-		windows[i] = []string{results.EscapeMarkdown(wr.Run), results.EscapeMarkdown(wr.Service), wr.Start, wr.Length, fmt.Sprint(wr.Failures)}
+		windows[i] = []string{results.EscapeMarkdown(wr.Run), results.EscapeMarkdown(wr.Service), wr.Probe, wr.Start, wr.Length, fmt.Sprint(wr.Failures)}
 	}
-	list(&b, "**Disruption windows** (longest first)", "| run | service | start (s) | length | failed attempts |\n|---|---|---:|---:|---:|",
+	list(&b, "**Disruption windows** (longest first)", "| run | service | probe | start ("+r.timeOrigin()+") | length | failed attempts |\n|---|---|---|---:|---:|---:|",
 		windows, moreWindows, "shorter windows")
 	rs, moreReached := r.slowestReached()
 	reached := make([][]string, len(rs))
 	for i, rr := range rs {
 		reached[i] = []string{results.EscapeMarkdown(rr.Run), results.EscapeMarkdown(rr.Service), rr.Kind, rr.Address, rr.After}
 	}
-	list(&b, "**Time to first success** (never first, then slowest)", "| run | service | kind | address | after |\n|---|---|---|---|---:|",
+	list(&b, "**Time to first success** (never first, then slowest)", "| run | service | probe | address | after |\n|---|---|---|---|---:|",
 		reached, moreReached, "faster targets")
 	if hs := r.histograms(); len(hs) > 0 {
 		bad := 0

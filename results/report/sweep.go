@@ -347,13 +347,17 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 		label := all[i].label
 		if len(xys) == 0 {
 			label += " (no result)"
-		} else if err := addLine(p, xys, c, false, true); err != nil {
+		}
+		// Modes that agree on a figure (no disruption in either) draw one
+		// line over another: each keeps its own dashes and marks.
+		item, err := addSeries(p, xys, label, c, i, len(lines), true)
+		if err != nil {
 			return ch, err
 		}
 		if err := addGlyphs(p, spread, draw.GlyphStyle{Color: withAlpha(c, 0x70), Radius: vg.Points(1.5), Shape: draw.RingGlyph{}}); err != nil {
 			return ch, err
 		}
-		ch.Legend = append(ch.Legend, legendItem{Label: label, Color: hexColor(c), Style: "line"})
+		ch.Legend = append(ch.Legend, item)
 	}
 	p.Y.Min, p.Y.Max = 0, math.Max(top*1.1, 1e-9)
 	// Cells without results are crossed out at their value, below the

@@ -70,6 +70,16 @@ func TestSweepReportDrawsEveryFigureAgainstTheAxis(t *testing.T) {
 		require.Empty(t, f.noData)
 		require.Greater(t, f.svgShapes, 10)
 		require.Equal(t, []string{"exec", "netlink", "✕no result (2 cells)"}, f.legend)
+		// Modes that agree draw one line over another: each has its own
+		// dashes (the first solid).
+		var dashes []bool
+		for _, st := range f.strokes {
+			line := !strings.Contains(st, "stroke-width:0.5") // not a triangle's outline
+			if line && (strings.Contains(st, "stroke:#4E79A7;") || strings.Contains(st, "stroke:#F28E2B;")) {
+				dashes = append(dashes, strings.Contains(st, "stroke-dasharray"))
+			}
+		}
+		require.Equal(t, []bool{false, true}, dashes, "%s: the lines of exec and netlink", id)
 		failed, missing := l.Index.Cells[4].Name, l.Index.Cells[5].Name
 		require.Contains(t, f.caption, "Crosses below the zero line mark the 2 cells without a result: "+failed+" (failed), "+missing+" (missing).")
 	}

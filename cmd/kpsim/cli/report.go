@@ -17,34 +17,39 @@ import (
 func init() { register("report", newReportCommand) }
 
 func newReportCommand() *cobra.Command {
-	var out, format string
+	var out, format, align string
 	c := &cobra.Command{
-		Use:   "report RESULTS.json... [-o FILE] [--format html|md]",
+		Use:   "report RESULTS.json... [-o FILE] [--format html|md] [--align STEP]",
 		Short: "turn results files into an HTML report (or a Markdown summary)",
 		Long: `Turn results files into one self-contained HTML page with charts, or Markdown tables
 for a pull-request comment. Several files are overlaid in one report, each labelled
-by what sets it apart (a setting, the backend, the file name).
+by what sets it apart (a setting, the backend, the file name), each with its own
+scenario steps marked. Runs of different lengths share one time axis; --align STEP
+counts each run's time from its first step whose kind or label contains STEP
+(--align restart: from restart-proxier), so that the runs line up at the event.
 
 A sweep index ('kpsim sweep merge') is reported on its own: sync p99, disruption and
 kernel writes against each swept axis, one line per mode, proxier or kernel, and every
 cell with what became of it.`,
 		Example: `  kpsim report out/smoke.json                       # writes out/smoke.html
   kpsim report out/legacy.json out/fixed.json -o out/restart.html
+  kpsim report out/legacy.json out/fixed.json --align restart -o out/restart.html
   kpsim report out/smoke.json --format md > comment.md
   kpsim report out/sweep/restart-scale/index.json -o out/sweep/restart-scale/report.html`,
 		RunE: func(cmd *cobra.Command, paths []string) error {
-			return runReport(cmd, paths, out, format)
+			return runReport(cmd, paths, out, format, align)
 		},
 		ValidArgsFunction: resultsFiles,
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "output `FILE`; '-' for standard output (default: next to the first results file for html, standard output for md)")
 	c.Flags().StringVar(&format, "format", "html", "output format, `html|md`: html (self-contained page with charts) or md (tables for a pull-request comment)")
+	c.Flags().StringVar(&align, "align", "", "count each run's time from its first step whose kind or label contains `STEP` (e.g. restart), instead of from its start")
 	completeValues(c, "format", "html", "md")
 	completeFiles(c, "output", "html", "md")
 	return c
 }
 
-func runReport(cmd *cobra.Command, paths []string, out, format string) error {
+func runReport(cmd *cobra.Command, paths []string, out, format, align string) error {
 	if format != "html" && format != "md" {
 		return usageError("--format %q: want html or md", format)
 	}
@@ -56,6 +61,9 @@ func runReport(cmd *cobra.Command, paths []string, out, format string) error {
 		dest = strings.TrimSuffix(paths[0], ".json") + ".html"
 	}
 	if slices.ContainsFunc(paths, sweepIndex) {
+		if align != "" {
+			return usageError("--align: a sweep report draws no time axis; it applies to results files")
+		}
 		return reportSweep(cmd, paths, dest, format)
 	}
 	var err error
@@ -73,6 +81,11 @@ func runReport(cmd *cobra.Command, paths []string, out, format string) error {
 	r, err := report.New(paths, files)
 	if err != nil {
 		return err
+	}
+	if align != "" {
+		if err := r.AlignAt(align); err != nil {
+			return usageError("--align: %v", err)
+		}
 	}
 	return writeReport(cmd, r, dest, format)
 }

@@ -40,6 +40,7 @@ func TestReportCommand(t *testing.T) {
 		stdout   string // substring
 		stderr   string // substring
 		wantFile string // written, containing
+		fileHas  string // and this
 	}{
 		{name: "default html next to the file", args: []string{"report", one}, stdout: "report: " + filepath.Join(dir, "smoke-0.html"),
 			wantFile: filepath.Join(dir, "smoke-0.html")},
@@ -51,6 +52,10 @@ func TestReportCommand(t *testing.T) {
 		{name: "bad format", args: []string{"report", "--format", "pdf", one}, code: 2, stderr: `--format "pdf"`},
 		{name: "unknown schema", args: []string{"report", bad}, code: 2, stderr: "schemaVersion 4, this kpsim reads versions 1 to 3"},
 		{name: "missing file", args: []string{"report", filepath.Join(dir, "nope.json")}, code: 2, stderr: "nope.json"},
+		{name: "aligned at a step", args: []string{"report", one, one, "--align", "restart", "-o", filepath.Join(dir, "aligned.html")},
+			stdout: "aligned.html", wantFile: filepath.Join(dir, "aligned.html"), fileHas: "seconds from restart-proxier"},
+		{name: "align at a step no run has", args: []string{"report", one, "--align", "bogus"}, code: 2,
+			stderr: `--align: run "smoke" has no step whose kind or label matches "bogus"; its steps: create-cluster: 100 services; churn-endpoints: rolling restarts; restart-proxier`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,6 +67,7 @@ func TestReportCommand(t *testing.T) {
 				b, err := os.ReadFile(tt.wantFile)
 				require.NoError(t, err)
 				require.Contains(t, string(b), "kpsim report")
+				require.Contains(t, string(b), tt.fileHas)
 			}
 		})
 	}
