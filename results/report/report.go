@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -225,9 +226,42 @@ func (r *Report) environment() []row {
 
 // headline is one row per figure of the table (results.Figures) that any
 // of the runs has something to say about.
-func (r *Report) headline() []row {
+func (r *Report) headline() []row { return r.rows(results.Figures(r.files()...)) }
+
+// question is the segment every run's scenario asks about, with each run's
+// account of it ("restart (from step 6, ..., at 41.8s)"); "" when the runs
+// name none or not the same one.
+func (r *Report) question() (name string, titles []string) {
+	for i, rn := range r.runs {
+		q := rn.File.Summary.Question
+		if q == "" || (i > 0 && q != name) {
+			return "", nil
+		}
+		name = q
+		seg, _ := rn.File.SegmentNamed(q)
+		titles = append(titles, results.SegmentTitle(rn.File, seg.Segment))
+	}
+	return name, titles
+}
+
+// questionHeadline is the headline of the segment the runs' scenario asks
+// about: its figures lead, the whole run's follow.
+func (r *Report) questionHeadline() (title string, rows []row) {
+	q, titles := r.question()
+	if q == "" {
+		return "", nil
+	}
+	figs := slices.DeleteFunc(results.SegmentFigures(q, r.files()...), func(fg results.Figure) bool { return fg.RunOnly })
+	title = titles[0]
+	if len(slices.Compact(slices.Clone(titles))) > 1 {
+		title = q
+	}
+	return title, r.rows(figs)
+}
+
+func (r *Report) rows(figs []results.Figure) []row {
 	var rows []row
-	for _, fg := range results.Figures(r.files()...) {
+	for _, fg := range figs {
 		if fg.Line == nil {
 			continue
 		}
@@ -411,6 +445,8 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Runs        []htmlRun
 		Environment []row
 		Headline    []row
+		Question    string
+		QHeadline   []row
 		Charts      []htmlChart
 		PhaseHeader []string
 		Phases      []row
@@ -436,6 +472,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		// escaped by its writer; it is trusted markup.
 		data.Charts = append(data.Charts, htmlChart{chart: c, SVGHTML: template.HTML(c.SVG)})
 	}
+	data.Question, data.QHeadline = r.questionHeadline()
 	data.PhaseHeader, data.Phases = r.phaseTable()
 	data.Windows, data.MoreWindows = r.windows()
 	data.TimeOrigin = r.timeOrigin()
@@ -469,7 +506,13 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 {{range .Runs}}<h3>{{.Label}}</h3><pre>{{.Scenario}}</pre>{{end}}
 </details>
 
-<h2 id="headline">Headline</h2>
+{{if .Question}}<h2 id="question">Headline: the scenario's question, {{.Question}}</h2>
+<table>
+<tr><th></th>{{range .Runs}}<th>{{.Label}}</th>{{end}}</tr>
+{{range .QHeadline}}<tr><th>{{.Label}}</th>{{range .Cells}}<td>{{template "cell" .}}</td>{{end}}</tr>
+{{end}}</table>
+{{end}}
+<h2 id="headline">{{if .Question}}The whole run{{else}}Headline{{end}}</h2>
 <table>
 <tr><th></th>{{range .Runs}}<th>{{.Label}}</th>{{end}}</tr>
 {{range .Headline}}<tr><th>{{.Label}}</th>{{range .Cells}}<td>{{template "cell" .}}</td>{{end}}</tr>

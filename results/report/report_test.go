@@ -2,6 +2,8 @@ package report_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -516,4 +518,32 @@ func TestDisruptionLinesBeginWithTheProbes(t *testing.T) {
 		f.Probes.Targets[i].First = restart.Add(-time.Second)
 	}
 	require.Greater(t, x(f), whole+100, "the line begins a second before the restart, not at the run's start")
+}
+
+// TestReportLeadsWithTheQuestion: a scenario that names its question's
+// segment gets that segment's headline first (the restart's syncs, not the
+// cold start's), then the whole run's.
+func TestReportLeadsWithTheQuestion(t *testing.T) {
+	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 10, Probes: true, Modeled: true})
+	var sc map[string]any
+	require.NoError(t, json.Unmarshal(f.Scenario, &sc))
+	sc["question"] = "restart"
+	var err error
+	f.Scenario, err = json.Marshal(sc)
+	require.NoError(t, err)
+	results.Summarize(f)
+	page := string(renderHTML(t, []string{"smoke.json"}, f))
+	q := strings.Index(page, `<h2 id="question">Headline: the scenario's question, restart (from step 3, restart proxier, at `)
+	whole := strings.Index(page, `<h2 id="headline">The whole run</h2>`)
+	require.Positive(t, q)
+	require.Less(t, q, whole)
+	restart := f.View("restart")
+	require.Contains(t, page[q:whole], fmt.Sprintf("<th>kernel writes</th><td>%d", restart.Totals.Ops.Writes()))
+	require.Contains(t, page[whole:], fmt.Sprintf("<th>kernel writes</th><td>%d", f.Totals.Ops.Writes()))
+
+	r, err := report.New([]string{"smoke.json"}, []*results.File{f})
+	require.NoError(t, err)
+	var md bytes.Buffer
+	require.NoError(t, r.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "**The scenario's question: restart (from step 3")
 }

@@ -29,6 +29,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	labels := r.labels()
+	if q, rows := r.questionHeadline(); q != "" {
+		b.WriteString("**The scenario's question: " + results.EscapeMarkdown(q) + "**\n\n")
+		table("", labels, rows)
+		b.WriteString("**The whole run**\n\n")
+	}
 	table("", labels, r.headline())
 	b.WriteString("<details><summary>Scenario and environment</summary>\n\n")
 	table("", labels, r.environment())
