@@ -49,7 +49,9 @@ func summarize(f *File, withSegments bool) {
 	s.Disruption = Disrupt(f.Probes)
 	s.Reachable, s.Unreachable = reachable(f, s.Disruption.Windows)
 	f.Summary = s
-	if !withSegments {
+	// Files before schema version 3 did not record each step's probe
+	// attempts, without which a segment's broken traffic has no share.
+	if !withSegments || (f.SchemaVersion > 0 && f.SchemaVersion < 3) {
 		return
 	}
 	segs := Segments(f)

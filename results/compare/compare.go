@@ -234,11 +234,21 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 	if len(unphased) > 0 {
 		c.Notes = append(c.Notes, "phases not compared: not phased in "+strings.Join(unphased, ", "))
 	}
+	// Time to first success changed its meaning with schema version 3
+	// (from each disruption window, not each target's first attempt).
+	oldReach := slices.ContainsFunc(all, func(f *results.File) bool { return f.SchemaVersion > 0 && f.SchemaVersion < 3 }) &&
+		slices.ContainsFunc(all, func(f *results.File) bool { return f.SchemaVersion == 0 || f.SchemaVersion >= 3 })
+	if oldReach {
+		c.Notes = append(c.Notes, "time to first success not compared: files before schema version 3 measured it from each target's first attempt, newer ones from each disruption window")
+	}
 	pairs := c.seedPairs(baseRuns, headRuns)
 	groups := map[string]*test{} // each distribution's test, by figure
 	var varying []string
 	for _, d := range Catalog(all) {
 		if len(unphased) > 0 && (strings.HasPrefix(d.Group, "phase/") || strings.Contains(d.Group, "/phase/")) {
+			continue
+		}
+		if oldReach && (d.Group == "reachable" || d.Group == "unreachable") {
 			continue
 		}
 		basis := commonBasis(all, d.Basis)
