@@ -2,7 +2,6 @@ package report_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -525,13 +524,7 @@ func TestDisruptionLinesBeginWithTheProbes(t *testing.T) {
 // cold start's), then the whole run's.
 func TestReportLeadsWithTheQuestion(t *testing.T) {
 	f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 10, Probes: true, Modeled: true})
-	var sc map[string]any
-	require.NoError(t, json.Unmarshal(f.Scenario, &sc))
-	sc["question"] = "restart"
-	var err error
-	f.Scenario, err = json.Marshal(sc)
-	require.NoError(t, err)
-	results.Summarize(f)
+	resultstest.Ask(f, "restart")
 	page := string(renderHTML(t, []string{"smoke.json"}, f))
 	q := strings.Index(page, `<h2 id="question">Headline: the scenario's question, restart (from step 3, restart proxier, at `)
 	whole := strings.Index(page, `<h2 id="headline">The whole run</h2>`)

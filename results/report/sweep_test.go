@@ -2,7 +2,6 @@ package report_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -146,13 +145,7 @@ func TestSweepReportPlotsTheQuestion(t *testing.T) {
 	l := sweepOf([]string{"100", "200"}, []string{"exec"}, nil)
 	for _, fs := range l.Files {
 		for _, f := range fs {
-			var sc map[string]any
-			require.NoError(t, json.Unmarshal(f.Scenario, &sc))
-			sc["question"] = "restart"
-			var err error
-			f.Scenario, err = json.Marshal(sc)
-			require.NoError(t, err)
-			results.Summarize(f)
+			resultstest.Ask(f, "restart")
 			require.Equal(t, "restart", f.Summary.Question)
 		}
 	}

@@ -279,3 +279,19 @@ func observe(f *results.File) []results.Metric {
 	}
 	return ms
 }
+
+// Ask makes f's scenario ask about one segment of its timeline (as
+// `question:` does) and summarizes it again.
+func Ask(f *results.File, segment string) {
+	var sc map[string]any
+	if err := json.Unmarshal(f.Scenario, &sc); err != nil {
+		panic(fmt.Sprintf("synthetic scenario: %v", err))
+	}
+	sc["question"] = segment
+	js, err := json.Marshal(sc)
+	if err != nil {
+		panic(fmt.Sprintf("synthetic scenario: %v", err))
+	}
+	f.Scenario = js
+	results.Summarize(f)
+}
