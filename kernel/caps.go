@@ -13,7 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // Check is one capability: whether the kernel (and the tools next to it)
@@ -60,9 +60,6 @@ var kubeProxySetTypes = []dataplane.SetType{
 	dataplane.HashIP, dataplane.HashIPPort, dataplane.HashIPPortIP, dataplane.HashIPPortNet, dataplane.BitmapPort,
 }
 
-// Backends are the run backends Missing knows.
-var Backends = []string{"sim", "kernel"}
-
 // Needs are what a particular run asks of the kernel beyond the kernel
 // backend's basics.
 type Needs struct {
@@ -82,11 +79,11 @@ func (c Capabilities) Missing(backend string) []string { return c.MissingFor(bac
 // scheduler, families and ipset strategy).
 func (c Capabilities) MissingFor(backend string, n Needs) []string {
 	switch backend {
-	case "sim":
+	case dataplane.BackendSim:
 		return nil
-	case "kernel":
+	case dataplane.BackendKernel:
 	default:
-		return []string{fmt.Sprintf("unknown backend %q (want one of %v)", backend, Backends)}
+		return []string{fmt.Sprintf("unknown backend %q (want one of %v)", backend, dataplane.Backends)}
 	}
 	if n.Scheduler == "" {
 		n.Scheduler = "rr"

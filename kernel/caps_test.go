@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 func allCaps() Capabilities {

@@ -4,7 +4,7 @@
 // conntrack and sysctls, and detection of what the kernel offers. The
 // namespaces a kernel run lives in are kernel/netns; the topology, real
 // probes and the scenario backend around it, kernel/testbed; measuring its
-// costs for the sim, kernel/calibrate.
+// costs for the sim, calibrate.
 //
 // The dataplane works in the network namespace of the current process. kpsim
 // moves its whole process into a fresh namespace before any kernel work, so
@@ -24,8 +24,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/netns"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // Options configure the kernel dataplane.

@@ -13,10 +13,10 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 func TestNewRefusesTheStartingNamespace(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // iptables is dataplane.IPTables over iptables-restore / iptables-save of

@@ -14,7 +14,7 @@ import (
 	"github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // ipvsTable is dataplane.IPVS over moby/ipvs. The handle's socket matches

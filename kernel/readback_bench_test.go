@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // BenchmarkReadBack measures the ways a full sync can read the whole kernel

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -158,33 +158,12 @@ type Options struct {
 	Clock clock.WithTicker
 	// Stepper, when set, steps the proxier through modeled time (kpsim's
 	// sim on a modeled clock); nil means free-running, as kube-proxy runs.
-	Stepper Stepper
+	Stepper dataplane.Stepper
 	// Handlers, when set, wraps each informer event handler before it is
 	// registered (kind is "Service", "EndpointSlice" or "Node"): the replay
 	// uses it to count events, and to make handlers lag behind the
 	// informers' stores as they did in the incident.
 	Handlers func(kind string, h cache.ResourceEventHandler) cache.ResourceEventHandler
-}
-
-// Stepper is a replay that moves a proxier through modeled time, so that a
-// run repeats exactly: the same scenario gives the same syncs, applying the
-// same changes at the same modeled instants. It decides when each sync may
-// start and learns when a runner has nothing left to do; it never changes
-// what a sync does. The replay that implements it also drives
-// Options.Clock, and the dataplane's modeled clock moves with every kernel
-// operation and every unit of the proxier's own work (dataplane.Model).
-type Stepper interface {
-	// Begin is called by a family's runner before each sync and returns
-	// when the sync may start: once everything the replay did before this
-	// modeled instant has reached the handlers.
-	Begin(f dataplane.Family)
-	// Turn returns the family's current turn and a channel closed when its
-	// next turn starts: the replay lets one runner at a time look for work,
-	// so that what runners do (arm timers, begin syncs) is in a fixed order.
-	Turn(f dataplane.Family) (turn uint64, next <-chan struct{})
-	// Idle is called by a family's sync runner when, during turn, it found
-	// nothing to do: no request, no due timer. It then waits for its next turn.
-	Idle(f dataplane.Family, turn uint64)
 }
 
 // FieldError is one invalid field of a Config, named as in YAML and JSON

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // nodeInfo is what the proxier knows about its own node, read from the

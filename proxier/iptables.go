@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 func tableChains(table string) []string {

@@ -2,6 +2,8 @@ package proxier
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kpsim/kpsim/results"
 )
 
 // Metrics are kube-proxy's sync metrics (pkg/proxy/metrics, with the
@@ -34,41 +36,41 @@ var ProgrammingBuckets = func() []float64 {
 
 // NewMetrics creates the metrics and registers them with reg (which may be nil).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	fam := []string{"ip_family"}
+	fam := []string{results.LabelFamily}
 	m := &Metrics{
 		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds",
+			Name: results.MetricSyncDuration, Help: "SyncProxyRules latency in seconds",
 			Buckets: SyncBuckets,
 		}, fam),
 		NetworkProgramming: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kubeproxy_network_programming_duration_seconds", Help: "In Cluster Network Programming Latency in seconds",
+			Name: results.MetricNetworkProgramming, Help: "In Cluster Network Programming Latency in seconds",
 			Buckets: ProgrammingBuckets,
 		}, fam),
 		LastTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Help: "The last time proxy rules were successfully synced",
+			Name: results.MetricLastSync, Help: "The last time proxy rules were successfully synced",
 		}, fam),
 		LastQueuedTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", Help: "The last time a sync of proxy rules was queued",
+			Name: results.MetricLastQueued, Help: "The last time a sync of proxy rules was queued",
 		}, fam),
 		EndpointChangesPend: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_endpoint_changes_pending", Help: "Pending proxy rules Endpoint changes",
+			Name: results.MetricEndpointChangesPending, Help: "Pending proxy rules Endpoint changes",
 		}, fam),
 		EndpointChangesTot: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_endpoint_changes_total", Help: "Cumulative proxy rules Endpoint changes",
+			Name: results.MetricEndpointChangesTotal, Help: "Cumulative proxy rules Endpoint changes",
 		}, fam),
 		ServiceChangesPend: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_service_changes_pending", Help: "Pending proxy rules Service changes",
+			Name: results.MetricServiceChangesPending, Help: "Pending proxy rules Service changes",
 		}, fam),
 		ServiceChangesTot: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_service_changes_total", Help: "Cumulative proxy rules Service changes",
+			Name: results.MetricServiceChangesTotal, Help: "Cumulative proxy rules Service changes",
 		}, fam),
 		RestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "Cumulative proxy iptables restore failures",
+			Name: results.MetricRestoreFailures, Help: "Cumulative proxy iptables restore failures",
 		}, fam),
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kpsim_sync_phase_duration_seconds", Help: "Duration of one named phase of syncProxyRules in seconds",
+			Name: results.MetricSyncPhaseDuration, Help: "Duration of one named phase of syncProxyRules in seconds",
 			Buckets: SyncBuckets,
-		}, []string{"phase"}),
+		}, []string{results.LabelPhase}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{

@@ -3,7 +3,7 @@ package proxier
 import (
 	"strings"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // Phase names of a sync, in the order they run. Metrics, logs, results and

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // ---------------------------------------------------------------------------

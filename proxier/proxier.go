@@ -1,7 +1,7 @@
 // Package proxier is an IPVS proxier with kube-proxy's semantics: it turns
 // Services, EndpointSlices and the Node into IPVS virtual servers, ipsets,
 // iptables rules and addresses on kube-ipvs0, through the small interfaces
-// of proxier/dataplane.
+// of dataplane.
 //
 // Unlike upstream, a sync does only the kernel work its changes require:
 // the proxier keeps a model of what it has programmed, recomputes only the
@@ -22,9 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 // Proxier programs one IP family of one node.

@@ -12,13 +12,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 var updateRulesets = flag.Bool("update-rulesets", false, "rewrite the conformance suite's kube-proxy rulesets from the proxier")
 
 // rulesetDir is where the conformance suite reads kube-proxy's rulesets from.
-const rulesetDir = "dataplane/conformance/testdata"
+const rulesetDir = "../dataplane/conformance/testdata"
 
 // TestFullRuleset writes kube-proxy's whole ruleset, every rule it can
 // write, into the conformance suite (which restores it on every kernel and

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // tokenBucket allows burst runs at once and refills one token per interval:
@@ -76,7 +76,7 @@ type runner struct {
 	idle chan struct{}
 	// stepper, when set, starts each run and hears when the loop has
 	// nothing to do (Options.Stepper); family names the loop to it.
-	stepper Stepper
+	stepper dataplane.Stepper
 	family  dataplane.Family
 }
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/sim"
 )

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
 )
 

@@ -12,8 +12,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/objects"
 )
 
 // annotationTriggerTime is when the change to a slice was triggered; kube-proxy measures network programming latency from it.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // Class says how comparisons treat a figure.

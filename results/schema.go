@@ -11,7 +11,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // SchemaVersion is bumped on any change that an older reader would misread.
@@ -55,7 +55,7 @@ type File struct {
 	SchemaVersion int         `json:"schemaVersion"`
 	Kpsim         Build       `json:"kpsim"`
 	Environment   Environment `json:"environment"`
-	Backend       string      `json:"backend"` // "sim" or "kernel"
+	Backend       string      `json:"backend"` // one of dataplane.Backends
 	// Basis of every duration in Syncs and Phases: Modeled for the sim
 	// (kernel time from the cost profile plus the proxier's own time, priced
 	// by the profile on the modeled clock and measured otherwise), Measured

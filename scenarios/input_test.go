@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/objects"
 )
 
 // TestExplicitZeroIsRefused: a zero the defaults would take for "not given"
@@ -89,7 +89,7 @@ func TestLongSetValuesAreCut(t *testing.T) {
 // --set cluster.fromFile puts the export in place of the cluster the
 // scenario generates, its path relative to the working directory.
 func TestExportGivenAsScenario(t *testing.T) {
-	export, err := os.ReadFile(filepath.Join("objects", "testdata", "example", "cluster.json"))
+	export, err := os.ReadFile(filepath.Join("..", "objects", "testdata", "example", "cluster.json"))
 	require.NoError(t, err)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "export.json"), export, 0o644))

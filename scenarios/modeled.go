@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -37,7 +37,7 @@ import (
 //     round sees half an ipset batch, an API batch arrives mid-sync and is
 //     applied by a later sync, the other family's sync interleaves with it.
 //
-// The runners report idleness per turn (proxier.Stepper): before it takes
+// The runners report idleness per turn (dataplane.Stepper): before it takes
 // an event, the timeline gives each family's runner a turn in family order,
 // and waits until the runner is idle in that turn or waits for an instant.
 // Between turns a runner sleeps, whatever its timers or requests say: only
@@ -85,7 +85,7 @@ const rankSpend = 1 << 30
 
 var _ interface {
 	clock.WithTicker
-	proxier.Stepper
+	dataplane.Stepper
 } = (*sched)(nil)
 
 func newSched(start time.Time, fams []dataplane.Family, writes func() int) *sched {

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/objects"
 )
 
 // clearActionsEvery bounds the fake clientset's action log, which otherwise

@@ -11,10 +11,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 // Scenario is one scenario file. Field names are the YAML keys; the JSON form
@@ -79,7 +79,7 @@ type Sim struct {
 type Cluster struct {
 	// FromFile loads Services and EndpointSlices from a kubectl export
 	// (`kubectl get services,endpointslices -A -o json`, see
-	// scenarios/objects) instead of generating them; a relative path is
+	// objects) instead of generating them; a relative path is
 	// relative to the scenario file (to the working directory with --set).
 	// Services, KubeDNS and APIServer are then not allowed (a --set of
 	// fromFile drops the file's); the other generator fields shape what

@@ -8,8 +8,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // pathSeg is one step of an override path: a mapping key or a list index.
@@ -180,7 +180,7 @@ func ProxierOverrides(sets []string) (cfg proxier.Config, ipset dataplane.IPSetS
 	}
 	// Validated as a scenario validates them, with stand-ins for what the
 	// caller decides (node, families).
-	s := &Scenario{Proxier: doc.Proxier, Dataplane: doc.Dataplane, Backend: "sim"} // kpsim state's kernel
+	s := &Scenario{Proxier: doc.Proxier, Dataplane: doc.Dataplane, Backend: dataplane.BackendSim} // kpsim state's kernel
 	families := s.Proxier.Families
 	if len(families) == 0 {
 		s.Proxier.Families = []dataplane.Family{dataplane.IPv4}

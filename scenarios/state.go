@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/proxier/dataplane/state"
-	"github.com/kpsim/kpsim/scenarios/objects"
 	"github.com/kpsim/kpsim/sim"
 )
 

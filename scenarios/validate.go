@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/sim"
 )
@@ -45,7 +45,7 @@ var ProbeKinds = []string{"clusterip", "nodeport", "external", "loadbalancer"}
 // (or an override) gave a value, for fields where zero is a valid choice.
 func (s *Scenario) defaults(present func(string) bool) {
 	if s.Backend == "" {
-		s.Backend = "sim"
+		s.Backend = dataplane.BackendSim
 	}
 	if s.Sim.Profile == "" {
 		s.Sim.Profile = sim.DefaultProfile
@@ -163,7 +163,7 @@ func (s *Scenario) validateSections(v *validator) {
 		}
 	}
 	if impl := s.Proxier.Implementation; upstream(impl) {
-		if s.Backend != "kernel" {
+		if s.Backend != dataplane.BackendKernel {
 			v.errf("proxier.implementation", "%s runs only on the kernel backend, not %s: it programs the kernel of the network namespace it runs in, "+
 				"through its own netlink handle and ipvs, ipset and iptables utilities (the kernel backend runs in a namespace of its own)", impl, s.Backend)
 		}
@@ -251,7 +251,7 @@ func (s *Scenario) validate(v *validator) {
 	if strings.TrimSpace(s.Description) == "" {
 		v.errf("description", "required: say what question the scenario answers")
 	}
-	v.oneOf("backend", s.Backend, []string{"sim", "kernel"})
+	v.oneOf("backend", s.Backend, dataplane.Backends)
 	if _, err := sim.LoadProfile(s.Sim.Profile); err != nil {
 		v.errf("sim.profile", "%v", err)
 	}
@@ -408,7 +408,7 @@ func expandSteps(steps []Step, fn func(*Step)) {
 // the sim at time scale 0, unless an API fault (which acts in wall time) is
 // on the timeline.
 func (s *Scenario) modeledClock() bool {
-	return s.Backend == "sim" && s.Sim.TimeScale == 0 && !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil })
+	return s.Backend == dataplane.BackendSim && s.Sim.TimeScale == 0 && !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil })
 }
 
 // warnSetSizes warns when the cluster needs more KUBE-CLUSTER-IP entries

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // Flow is a conntrack entry: a client's flow to a service address and the

@@ -3,7 +3,7 @@
 // canonical forms) and charges each operation a modeled cost from a cost
 // profile, so that a proxier run against it reports what a real node would
 // take without needing one. The conformance suite in
-// proxier/dataplane/conformance holds it to the same tests as the real kernel.
+// dataplane/conformance holds it to the same tests as the real kernel.
 //
 // Where the kernel's answer is not an errno, or not the contract's, the sim
 // picks one and the real dataplane maps to it:

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // Fault makes chosen operations fail, so that the proxier's error paths run.

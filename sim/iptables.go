@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // builtinChains are each table's built-in chains in the order iptables-save prints them.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 type ipvsService struct {

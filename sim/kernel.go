@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // nOps is the number of operation kinds; cost tables are indexed by dataplane.Op.
@@ -43,13 +43,13 @@ type Kernel struct {
 	costs   costTable
 
 	ops     dataplane.Ops
-	modeled time.Duration // every cost charged
-	delay   time.Duration // the part of modeled not slept
-	owed    time.Duration // scaled cost not yet slept (sleeping is batched)
-	sleep   time.Duration // to sleep when the current call releases the lock
-	clock   Clock         // a modeled clock the costs are spent on, instead of sleeping
-	spend   time.Duration // to spend on clock when the current call releases the lock
-	work    ProxierCost   // prices the proxier's own work on the modeled clock
+	modeled time.Duration   // every cost charged
+	delay   time.Duration   // the part of modeled not slept
+	owed    time.Duration   // scaled cost not yet slept (sleeping is batched)
+	sleep   time.Duration   // to sleep when the current call releases the lock
+	clock   dataplane.Clock // a modeled clock the costs are spent on, instead of sleeping
+	spend   time.Duration   // to spend on clock when the current call releases the lock
+	work    ProxierCost     // prices the proxier's own work on the modeled clock
 
 	faults   []*faultState
 	faultOps [nOps]int // active faults per op, so the hot path checks one int
@@ -133,19 +133,12 @@ func (k *Kernel) Dataplane() dataplane.Dataplane {
 	return dataplane.Dataplane{IPVS: k, IPSet: k, IPTables: k, Links: k, Sysctls: k, Conntrack: k, Model: k}
 }
 
-// Clock is a discrete-event clock: Spend returns once d of modeled time has
-// passed for the caller, which may be at once or after other events due
-// earlier have happened.
-type Clock interface {
-	Spend(d time.Duration)
-}
-
 // SetClock puts the kernel on a modeled clock: from now on each operation's
 // cost is spent on c by the calling goroutine after the kernel's lock is
 // released (so probes and the other family's proxier see the kernel in the
 // meantime), and Compute prices the proxier's work on it too. Only a kernel
 // at time scale 0 can have a clock: at any other scale time is real.
-func (k *Kernel) SetClock(c Clock) error {
+func (k *Kernel) SetClock(c dataplane.Clock) error {
 	if k.scale != 0 {
 		return fmt.Errorf("sim: a modeled clock needs time scale 0, not %v", k.scale)
 	}

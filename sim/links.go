@@ -7,7 +7,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // maxLinkName is IFNAMSIZ (16) less the terminating NUL.

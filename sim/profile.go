@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // DefaultProfile is the profile a Kernel charges from when none is given:

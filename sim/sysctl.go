@@ -5,7 +5,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // defaultSysctls are the keys kube-proxy reads or writes, at the values a

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/sweep"
 	"github.com/kpsim/kpsim/scenarios"
@@ -85,7 +86,7 @@ func (s *Spec) Plan(build results.Build) (*sweep.Plan, error) {
 							continue
 						}
 						seen[c.Key()] = i
-						if proxier != results.ProxierKpsim && target.backend == sweep.BackendSim {
+						if proxier != results.ProxierKpsim && target.backend == dataplane.BackendSim {
 							p.LeftOut = append(p.LeftOut, sweep.LeftOut{Cell: c, Why: LeftOutOnSim})
 							continue
 						}
@@ -112,7 +113,7 @@ type target struct{ backend, kernel string }
 func (s *Spec) targets() []target {
 	var out []target
 	for _, b := range s.Backends {
-		if b != sweep.BackendKernel {
+		if b != dataplane.BackendKernel {
 			out = append(out, target{backend: b})
 			continue
 		}

@@ -14,8 +14,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/results/sweep"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
@@ -264,7 +264,7 @@ func Parse(file string, data []byte) (*Spec, error) {
 		return nil, err
 	}
 	d := &decoder{file: file, lines: map[string]int{}}
-	s := &Spec{File: file, lines: d.lines, Proxiers: []string{results.ProxierKpsim}, Backends: []string{sweep.BackendSim}, Runs: 1}
+	s := &Spec{File: file, lines: d.lines, Proxiers: []string{results.ProxierKpsim}, Backends: []string{dataplane.BackendSim}, Runs: 1}
 	empty := func(n *yaml.Node, p, what string) {
 		if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
 			d.errf(n, p, "empty: list at least one %s, or leave the field out", what)
@@ -313,7 +313,7 @@ func Parse(file string, data []byte) (*Spec, error) {
 	case len(s.Scenarios) == 0:
 		d.errf(at("scenarios"), "scenarios", "empty: list at least one scenario")
 	}
-	kernel := slices.Contains(s.Backends, sweep.BackendKernel)
+	kernel := slices.Contains(s.Backends, dataplane.BackendKernel)
 	switch {
 	case kernel && len(s.Kernels) == 0:
 		d.errf(at("backends"), "kernels", "the kernel backend needs the kernels to run on: list Debian kernel releases such as 6.1.0-41-amd64")

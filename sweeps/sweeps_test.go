@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/sweep"
 )
@@ -56,7 +57,7 @@ runs: 3
 	require.Len(t, p.LeftOut, 4*2)
 	for _, l := range p.LeftOut {
 		require.Equal(t, "kube-proxy@v1.37.1", l.Proxier)
-		require.Equal(t, sweep.BackendSim, l.Backend)
+		require.Equal(t, dataplane.BackendSim, l.Backend)
 		require.Equal(t, LeftOutOnSim, l.Why)
 	}
 	require.Equal(t, []string{"left out 8 cells: " + LeftOutOnSim + ": " + strings.Join(names(leftCells(p)), ", ")}, p.Notes())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/results"
 )
@@ -25,7 +26,7 @@ func Bin(t testing.TB, env, what string) string {
 		t.Skipf("set %s to %s (make test-kernel does, inside its VM)", env, what)
 	}
 	// Missing names root first: kernel runs create network namespaces.
-	if missing := kernel.Detect().Missing("kernel"); len(missing) > 0 {
+	if missing := kernel.Detect().Missing(dataplane.BackendKernel); len(missing) > 0 {
 		t.Skipf("this kernel cannot run kernel scenarios: %s", strings.Join(missing, "; "))
 	}
 	return v

@@ -13,12 +13,11 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/kernel/netns"
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/scenarios/objects"
-	"github.com/kpsim/kpsim/sim"
 )
 
 // DefaultProbeTimeout is how long one probe attempt waits for a connection
@@ -65,7 +64,7 @@ func NewBackend(opts BackendOptions) (b *Backend, err error) {
 	if !netns.Isolated() {
 		return nil, netns.ErrNotIsolated
 	}
-	if missing := kernel.Detect().Missing("kernel"); len(missing) > 0 {
+	if missing := kernel.Detect().Missing(dataplane.BackendKernel); len(missing) > 0 {
 		return nil, fmt.Errorf("this kernel cannot run kernel scenarios; missing: %s (run `kpsim doctor`)", strings.Join(missing, "; "))
 	}
 	if opts.ProbeTimeout == 0 {
@@ -98,7 +97,7 @@ func (b *Backend) Dataplane() dataplane.Dataplane { return b.k.Dataplane() }
 func (b *Backend) Basis() string { return results.Measured }
 
 // UseClock says no: a real kernel takes the time it takes.
-func (b *Backend) UseClock(sim.Clock) bool { return false }
+func (b *Backend) UseClock(dataplane.Clock) bool { return false }
 
 // Prepare starts servers for the probe targets' ready endpoints in the
 // initial cluster, so the first attempts find them.

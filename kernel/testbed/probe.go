@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/netns"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // Probe outcomes, as results.Failure spells them (plus "ok").

@@ -13,9 +13,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // TestProbeThroughIPVS sends real traffic the way a kernel run does: from

@@ -11,8 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/netns"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // The run's topology, all inside namespaces the isolated process made:

@@ -3,7 +3,7 @@ package observed
 import (
 	"net/netip"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // discard is a kernel that does nothing and holds nothing: the release's

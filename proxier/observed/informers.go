@@ -10,7 +10,7 @@ import (
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/objects"
 )
 
 // Services wraps the Service informer a release's ServiceConfig registers

@@ -39,7 +39,7 @@ func (f *Family) readMetrics() (metricsRead, error) {
 				r.syncs, r.seconds = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 			case results.MetricNetworkProgramming:
 				r.programmed, r.programmedSum = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
-			case metricLastSync:
+			case results.MetricLastSync:
 				r.lastSync = m.GetGauge().GetValue()
 			}
 		}

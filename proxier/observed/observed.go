@@ -26,15 +26,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/scenarios/objects"
 )
-
-// Names of kube-proxy's gauge of its last successful sync; its histograms
-// are results.MetricSyncDuration and results.MetricNetworkProgramming.
-const metricLastSync = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
 
 // Generation is one proxier generation of a release (one kube-proxy
 // process, in kpsim's terms): its families' proxiers, the objects its
@@ -269,7 +265,7 @@ func (f *Family) Sync(run func() error) error {
 		case opErr != nil:
 			rec.Error = opErr.Error()
 		default:
-			rec.Error = "the sync did not finish: " + metricLastSync + " did not move"
+			rec.Error = "the sync did not finish: " + results.MetricLastSync + " did not move"
 		}
 		rec.Stopped = dataplane.Stopped(runErr) || dataplane.Stopped(opErr)
 	} else {

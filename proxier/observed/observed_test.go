@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -39,7 +39,7 @@ func newRelease(labelled bool) *release {
 	r := &release{reg: prometheus.NewRegistry(), labelled: labelled,
 		sync: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: results.MetricSyncDuration}, labels),
 		prog: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: results.MetricNetworkProgramming}, labels),
-		last: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricLastSync}, labels),
+		last: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: results.MetricLastSync}, labels),
 	}
 	r.reg.MustRegister(r.sync, r.prog, r.last)
 	return r

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 
 	"github.com/kpsim/kpsim/results"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/prom"
 )
@@ -92,7 +92,7 @@ func File(o Options) *results.File {
 		SchemaVersion: results.SchemaVersion,
 		Kpsim:         results.Build{Version: "v0.0.0-test", Commit: "0123456789ab"},
 		Environment:   results.Environment{OS: "linux", Kernel: "6.1.0", CPU: "synthetic CPU", CPUs: 2, GoVersion: "go1.26.0"},
-		Backend:       "sim",
+		Backend:       dataplane.BackendSim,
 		Basis:         results.Modeled,
 		Clock:         results.ClockWall,
 		Proxier:       results.ProxierKpsim,

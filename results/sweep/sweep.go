@@ -31,12 +31,6 @@ const (
 // reader would misread.
 const SchemaVersion = 1
 
-// Backends a cell runs on.
-const (
-	BackendSim    = "sim"
-	BackendKernel = "kernel"
-)
-
 // Setting is one swept key and the value a cell gives it.
 type Setting struct {
 	Key   string `json:"key"`

@@ -10,13 +10,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/resultstest"
 )
 
 func cellOf(services, mode string, modeSet ...string) Cell {
 	c := Cell{Scenario: "smoke", Axes: []Setting{{"cluster.services", services}}, Mode: mode, ModeSet: modeSet,
-		Proxier: results.ProxierKpsim, Backend: BackendSim, Runs: 1}
+		Proxier: results.ProxierKpsim, Backend: dataplane.BackendSim, Runs: 1}
 	c.Name = CellName(&c)
 	return c
 }
@@ -39,7 +40,7 @@ func TestCellName(t *testing.T) {
 		{"a fixed override the name does not show", func(c *Cell) { c.Set = []string{"seed=7"} }, false, "smoke_services-1000_legacy+exec_kpsim_sim_"},
 		{"the mode's overrides", func(c *Cell) { c.ModeSet = []string{"proxier.initialSync=handlers"} }, false, ""},
 		{"a kube-proxy release on a kernel", func(c *Cell) {
-			c.Proxier, c.Backend, c.Kernel = "kube-proxy@v1.37.1", BackendKernel, "6.12.100+deb12-amd64"
+			c.Proxier, c.Backend, c.Kernel = "kube-proxy@v1.37.1", dataplane.BackendKernel, "6.12.100+deb12-amd64"
 		}, false, "smoke_services-1000_legacy+exec_kube-proxy-v1.37.1_kernel-6.12.100+deb12-amd64_"},
 		{"a value with characters a file name does not take", func(c *Cell) { c.Axes[0].Value = `"a b/c"` }, false, "smoke_services-a-b-c_legacy+exec_kpsim_sim_"},
 	} {
@@ -60,8 +61,8 @@ func TestCellName(t *testing.T) {
 // TestCellKeyIgnoresOrder: overrides never share a key, so the order they
 // are listed in does not change what the cell runs, nor its key.
 func TestCellKeyIgnoresOrder(t *testing.T) {
-	a := Cell{Scenario: "smoke", Set: []string{"seed=1", "cluster.nodes=3"}, Proxier: "kpsim", Backend: BackendSim}
-	b := Cell{Scenario: "smoke", Set: []string{"cluster.nodes=3", "seed=1"}, Proxier: "kpsim", Backend: BackendSim}
+	a := Cell{Scenario: "smoke", Set: []string{"seed=1", "cluster.nodes=3"}, Proxier: "kpsim", Backend: dataplane.BackendSim}
+	b := Cell{Scenario: "smoke", Set: []string{"cluster.nodes=3", "seed=1"}, Proxier: "kpsim", Backend: dataplane.BackendSim}
 	require.Equal(t, a.Key(), b.Key())
 	require.Equal(t, []string{"seed=1", "cluster.nodes=3", "backend=sim"}, a.Sets())
 }
@@ -69,7 +70,7 @@ func TestCellKeyIgnoresOrder(t *testing.T) {
 // TestCellSetsNameTheRelease: a kube-proxy cell's runs select the release;
 // a kpsim cell's runs leave the default.
 func TestCellSetsNameTheRelease(t *testing.T) {
-	c := Cell{Scenario: "smoke", Proxier: "kube-proxy@v1.37.1", Backend: BackendKernel, Kernel: "6.1.0-56-amd64"}
+	c := Cell{Scenario: "smoke", Proxier: "kube-proxy@v1.37.1", Backend: dataplane.BackendKernel, Kernel: "6.1.0-56-amd64"}
 	require.Equal(t, []string{"proxier.implementation=kube-proxy@v1.37.1", "backend=kernel"}, c.Sets())
 	c.Proxier = results.ProxierKpsim
 	require.Equal(t, []string{"backend=kernel"}, c.Sets())

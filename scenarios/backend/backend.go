@@ -15,10 +15,9 @@ import (
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/testbed"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/scenarios/objects"
-	"github.com/kpsim/kpsim/sim"
 )
 
 // Backend is the node a scenario runs on: the dataplane the proxier
@@ -45,7 +44,7 @@ type Backend interface {
 	// run on one (the in-memory kernel at time scale 0), so that the run
 	// goes as a discrete-event simulation, and reports whether it did. A
 	// real kernel runs on the wall clock.
-	UseClock(c sim.Clock) bool
+	UseClock(c dataplane.Clock) bool
 	Close() error
 }
 
@@ -60,7 +59,7 @@ type Profiled interface {
 
 // Spec is what a backend is built from: a scenario's backend settings.
 type Spec struct {
-	Name string // "sim" or "kernel" (kernel.Backends)
+	Name string // one of dataplane.Backends
 	// Profile and TimeScale price and pace the in-memory kernel (sim only).
 	Profile   string
 	TimeScale float64
@@ -84,12 +83,12 @@ var ErrIsolate = errors.New("the kernel backend runs only in a network namespace
 // New builds the backend s names.
 func New(s Spec) (Backend, error) {
 	switch s.Name {
-	case "sim":
+	case dataplane.BackendSim:
 		return NewSim(s)
-	case "kernel":
+	case dataplane.BackendKernel:
 		return newKernel(s)
 	}
-	return nil, fmt.Errorf("unknown backend %q (want one of %v)", s.Name, kernel.Backends)
+	return nil, fmt.Errorf("unknown backend %q (want one of %v)", s.Name, dataplane.Backends)
 }
 
 // newKernel checks, outside isolation, that this kernel can run the scenario
@@ -97,7 +96,7 @@ func New(s Spec) (Backend, error) {
 // it builds the testbed.
 func newKernel(s Spec) (Backend, error) {
 	if !netns.Isolated() {
-		if missing := kernel.Detect().Missing("kernel"); len(missing) > 0 {
+		if missing := kernel.Detect().Missing(dataplane.BackendKernel); len(missing) > 0 {
 			return nil, fmt.Errorf("this kernel cannot run kernel scenarios (see `kpsim doctor`); missing: %s", strings.Join(missing, "; "))
 		}
 		return nil, ErrIsolate

@@ -7,10 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/testbed"
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/scenarios/objects"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -103,7 +103,7 @@ func (b *Sim) Basis() string { return results.Modeled }
 
 // UseClock puts the kernel on the modeled clock at time scale 0; at any other
 // scale its costs are slept, and time is the wall clock's.
-func (b *Sim) UseClock(c sim.Clock) bool { return b.k.SetClock(c) == nil }
+func (b *Sim) UseClock(c dataplane.Clock) bool { return b.k.SetClock(c) == nil }
 
 func (b *Sim) Close() error { return nil }
 

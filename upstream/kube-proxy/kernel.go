@@ -11,7 +11,7 @@ import (
 	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier/observed"
 )
 

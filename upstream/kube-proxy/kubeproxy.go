@@ -47,8 +47,8 @@ import (
 	utilnode "k8s.io/kubernetes/pkg/util/node"
 
 	"github.com/kpsim/kpsim/cmd/kpsim/cli"
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/proxier/observed"
 	"github.com/kpsim/kpsim/scenarios"
 )

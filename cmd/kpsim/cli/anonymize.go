@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 func init() { register("anonymize", newAnonymizeCommand) }

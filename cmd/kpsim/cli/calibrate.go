@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kpsim/kpsim/calibrate"
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel"
-	"github.com/kpsim/kpsim/kernel/calibrate"
 	"github.com/kpsim/kpsim/kernel/netns"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 )
 

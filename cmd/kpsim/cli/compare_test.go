@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/resultstest"
 )

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
@@ -42,7 +42,7 @@ With --require, exit 1 unless that backend can run here: how scripts and VMs ask
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	c.Flags().StringVar(&require, "require", "", "exit 1 unless `BACKEND` (sim or kernel) can run here")
-	completeValues(c, "require", kernel.Backends...)
+	completeValues(c, "require", dataplane.Backends...)
 	return c
 }
 
@@ -68,7 +68,7 @@ type scenarioVerdict struct {
 
 func runDoctor(cmd *cobra.Command, asJSON bool, require string) error {
 	stdout := cmd.OutOrStdout()
-	if require != "" && !slices.Contains(kernel.Backends, require) {
+	if require != "" && !slices.Contains(dataplane.Backends, require) {
 		return usageError("--require %q: want sim or kernel", require)
 	}
 	rep, err := diagnose()
@@ -99,7 +99,7 @@ func runDoctor(cmd *cobra.Command, asJSON bool, require string) error {
 // backend and shipped scenario against what it found.
 func diagnose() (doctorReport, error) {
 	rep := doctorReport{Capabilities: kernel.Detect()}
-	for _, b := range kernel.Backends {
+	for _, b := range dataplane.Backends {
 		rep.Backends = append(rep.Backends, judge(rep.Capabilities, b, kernel.Needs{}))
 	}
 	shipped, err := scenarios.ShippedScenarios()
@@ -115,7 +115,7 @@ func diagnose() (doctorReport, error) {
 			continue
 		}
 		v.Backend = backend
-		for _, b := range kernel.Backends {
+		for _, b := range dataplane.Backends {
 			v.Backends = append(v.Backends, judge(rep.Capabilities, b, needs))
 		}
 		rep.Scenarios = append(rep.Scenarios, v)
@@ -144,7 +144,7 @@ func judge(c kernel.Capabilities, backend string, n kernel.Needs) backendVerdict
 
 func (v backendVerdict) String() string {
 	switch {
-	case v.OK && v.Backend == "sim":
+	case v.OK && v.Backend == dataplane.BackendSim:
 		return "yes (always)"
 	case v.OK:
 		return "yes"

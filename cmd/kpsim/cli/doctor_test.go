@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 func TestScenarioNeeds(t *testing.T) {

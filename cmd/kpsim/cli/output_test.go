@@ -20,7 +20,7 @@ import (
 func TestOutputsAreReplacedNotRewritten(t *testing.T) {
 	dir := t.TempDir()
 	runs := writeRuns(t, dir, "smoke", 2, resultstest.Options{Name: "smoke", Seed: 1, Syncs: 4})
-	export := filepath.Join("..", "..", "..", "scenarios", "objects", "testdata", "example", "cluster.json")
+	export := filepath.Join("..", "..", "..", "objects", "testdata", "example", "cluster.json")
 	spec := filepath.Join("..", "..", "..", "sweeps", "restart-scale.yaml")
 	for _, tc := range []struct {
 		name string

@@ -10,11 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/proxier/dataplane/state"
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
-	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 func init() { register("state", newStateCommand) }

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/scenarios"
-	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 // TestIncrementalEqualsScratch is the --then property: for random clusters

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 // TestStateFollowsKubeProxy runs small exports through kpsim state, one

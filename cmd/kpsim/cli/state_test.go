@@ -12,16 +12,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios"
-	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
 const (
-	exampleDir     = "../../../scenarios/objects/testdata/example"
-	exampleChanges = "../../../scenarios/objects/testdata/example-changes.yaml"
+	exampleDir     = "../../../objects/testdata/example"
+	exampleChanges = "../../../objects/testdata/example-changes.yaml"
 )
 
 // vsLine is a virtual server in one line: "ADDR:PORT/PROTO SCHED[ FLAGS/TIMEOUT] -> DEST@WEIGHT ...".

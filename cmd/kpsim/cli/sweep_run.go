@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results/sweep"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sweeps"
@@ -152,7 +153,7 @@ func cannotRun(c *sweep.Cell) string {
 	if err := scenarios.HasImplementation(c.Proxier); err != nil {
 		return err.Error()
 	}
-	if c.Backend != sweep.BackendKernel {
+	if c.Backend != dataplane.BackendKernel {
 		return ""
 	}
 	var u unix.Utsname

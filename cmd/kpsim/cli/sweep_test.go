@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/sweep"
 )
@@ -125,11 +126,11 @@ runs: 2
 	cells := filepath.Join(out, "cells")
 	require.NoError(t, os.Mkdir(cells, 0o755)) // outside the working directory, kpsim creates no directory
 	for _, c := range p.Cells {
-		if c.Axes[0].Value == "30" && c.Backend == sweep.BackendSim {
+		if c.Axes[0].Value == "30" && c.Backend == dataplane.BackendSim {
 			continue // never runs: missing
 		}
 		stdout, errb, code := kpsimRun(t, "sweep", "run", spec, c.Name, "-o", cells)
-		if c.Backend == sweep.BackendKernel {
+		if c.Backend == dataplane.BackendKernel {
 			require.Equal(t, 3, code, errb)
 			require.Contains(t, errb, "runs on kernel 0.0.0-not-this-one and this machine runs")
 			continue
@@ -158,7 +159,7 @@ runs: 2
 	require.Len(t, ix.Files, 2)
 	for _, c := range ix.Index.Cells {
 		switch {
-		case c.Backend == sweep.BackendKernel:
+		case c.Backend == dataplane.BackendKernel:
 			require.Equal(t, sweep.StatusFailed, c.Status)
 			require.Contains(t, c.Error, "runs on kernel 0.0.0-not-this-one")
 			require.Contains(t, stdout, c.Name)

@@ -33,10 +33,10 @@ import (
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/proxier/dataplane/state"
-	"github.com/kpsim/kpsim/scenarios/objects"
 	release "github.com/kpsim/kpsim/upstream/kube-proxy"
 )
 

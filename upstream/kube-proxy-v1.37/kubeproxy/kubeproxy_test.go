@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios"
-	"github.com/kpsim/kpsim/scenarios/objects"
 )
 
-const example = "../../../scenarios/objects/testdata/example"
+const example = "../../../objects/testdata/example"
 
 func TestMain(m *testing.M) {
 	klog.LogToStderr(false) // kube-proxy narrates every sync

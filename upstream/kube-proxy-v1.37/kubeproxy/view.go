@@ -12,7 +12,7 @@ import (
 	ipvstest "k8s.io/kubernetes/pkg/proxy/ipvs/util/testing"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // view shows the fakes through kpsim's dataplane interfaces, so that

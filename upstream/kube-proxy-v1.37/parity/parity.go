@@ -21,11 +21,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
-	"github.com/kpsim/kpsim/proxier/dataplane/state"
 	"github.com/kpsim/kpsim/scenarios"
-	"github.com/kpsim/kpsim/scenarios/objects"
 	"github.com/kpsim/kpsim/upstream/kube-proxy-v1.37/kubeproxy"
 )
 

@@ -20,8 +20,8 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/kpsim/kpsim/proxier/dataplane/state"
-	"github.com/kpsim/kpsim/scenarios/objects"
+	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/upstream/kube-proxy-v1.37/parity"
 )
 

@@ -1,4 +1,14 @@
-// Package objects reads a real cluster's Services and EndpointSlices (a
+// Package objects is kube-proxy's view of the Kubernetes objects it reads,
+// on the ground floor beneath every proxier, both backends and the
+// scenarios: which Services and EndpointSlices it acts on and how it reads
+// their ClusterIPs, ports, endpoints and topology hints (rules.go, hints.go),
+// the informer events and handlers it sees (changes.go), a node's addresses
+// (node.go), and the cluster as a Set of objects. kpsim's proxier, a
+// kube-proxy release's adapters, the kernel backend and the replay all read
+// these rules from here, so that what one programs and what another expects
+// cannot disagree.
+//
+// It also reads a real cluster's Services and EndpointSlices (a
 // `kubectl get services,endpointslices -A -o json` export) and turns them into
 // what a node's kube-proxy would see: the API server's defaults applied, the
 // objects kube-proxy's informers filter out set aside with the reason, and bad

@@ -12,7 +12,7 @@ import (
 // when Capture read it, and takes every write without effect. A sync
 // against it costs the proxier's own work and nothing else, which its Model
 // tallies in units of Work: how that work is measured to price it in cost
-// profiles (kernel/calibrate). Capture an empty kernel for a first sync,
+// profiles (calibrate). Capture an empty kernel for a first sync,
 // a programmed one for a restart onto matching state.
 type Replay struct {
 	services []VirtualServer

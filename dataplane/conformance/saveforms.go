@@ -1,6 +1,6 @@
 package conformance
 
-import "github.com/kpsim/kpsim/proxier/dataplane"
+import "github.com/kpsim/kpsim/dataplane"
 
 // SaveForm is a rule as written to iptables-restore and as iptables-save
 // prints it back (the text after "-A CHAIN"). Each was found by restoring

@@ -16,7 +16,6 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
-	"time"
 )
 
 // Family is an IP family. Dual-stack nodes run one proxier per family.
@@ -271,47 +270,15 @@ type Dataplane struct {
 	Model Model
 }
 
-// Model is how an in-memory kernel accounts for time it does not spend.
-//
-// At a time scale below 1 the kernel's modeled cost is partly not slept: a
-// proxier adds the unspent part to its measured durations. On a modeled
-// clock (a discrete-event run at time scale 0) nothing is measured: each
-// kernel operation moves the clock by its cost when issued, and the proxier
-// reports its own work through Compute, which moves the clock by the work's
-// modeled price, so that a run repeats exactly.
-type Model interface {
-	// Kernel returns the modeled cost of every kernel operation so far, and
-	// the part of it not spent as wall time.
-	Kernel() (total, unspent time.Duration)
-	// Clocked reports whether the kernel runs on a modeled clock.
-	Clocked() bool
-	// Compute prices the proxier's own work and, on a modeled clock, moves
-	// the clock by that much and returns it; otherwise it returns 0.
-	Compute(Work) time.Duration
-}
+// Backend names: the dataplane a run programs, as scenarios, results,
+// sweeps and the command line spell it, declared once.
+const (
+	BackendSim    = "sim"    // the in-memory kernel (sim/)
+	BackendKernel = "kernel" // the real kernel, in the run's network namespaces (kernel/)
+)
 
-// Work is a proxier's own work in a phase of a sync, in the units a cost
-// profile prices: a fixed cost per sync, per service port whose wants are
-// derived (from its Service, EndpointSlices and the node), per virtual
-// server visited (read back or reconciled), per endpoint or real server
-// visited and per ipset entry or bound address compared. Deriving a port's wants costs a few
-// times a visit, so they are priced apart.
-type Work struct {
-	Syncs     int `json:"syncs,omitempty"`
-	Derived   int `json:"derived,omitempty"`
-	Ports     int `json:"ports,omitempty"`
-	Endpoints int `json:"endpoints,omitempty"`
-	Entries   int `json:"entries,omitempty"`
-}
-
-// Add adds o's units to w's.
-func (w *Work) Add(o Work) {
-	w.Syncs += o.Syncs
-	w.Derived += o.Derived
-	w.Ports += o.Ports
-	w.Endpoints += o.Endpoints
-	w.Entries += o.Entries
-}
+// Backends lists the backend names.
+var Backends = []string{BackendSim, BackendKernel}
 
 // Basis says whether a duration was measured on a kernel or includes modeled cost.
 func (d Dataplane) Basis() string {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // Difference is one difference between two dumps, A and B.

@@ -12,11 +12,11 @@ import (
 	"gonum.org/v1/gonum/mat"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
-	"github.com/kpsim/kpsim/scenarios/objects"
 	"github.com/kpsim/kpsim/sim"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 func virtualServer(addr string, port uint16, proto dataplane.Protocol) dataplane.VirtualServer {

@@ -20,7 +20,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kpsim/kpsim/proxier/dataplane"
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // Version is bumped on any change that an older reader would misread.

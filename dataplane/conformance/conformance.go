@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/internal/hosttools"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 )
 
 // Capabilities says what the dataplane under test can do. A part of the

@@ -1,6 +1,8 @@
 // Package calibrate measures what each kernel operation the proxier issues
 // costs on a kernel, and writes it as a cost profile the in-memory kernel
-// (sim/) charges from: how the sim comes to predict a particular node.
+// (sim/) charges from: how the sim comes to predict a particular node. It
+// drives the real kernel (kernel/) and runs scenarios (scenarios/) to price
+// the proxier's own work, so it sits above both, not inside kernel/.
 package calibrate
 
 import (
@@ -18,8 +20,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/netns"
-	"github.com/kpsim/kpsim/proxier/dataplane"
 	"github.com/kpsim/kpsim/sim"
 )
 
