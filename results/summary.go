@@ -70,27 +70,51 @@ func summarize(f *File, withSegments bool) {
 }
 
 // reachable is the time to first success after each disruption window
-// (Summary.Reachable), and how many windows never recovered. Files before
-// schema version 3 recorded no recoveries: theirs is from each target's
-// first attempt to its first success.
+// (Summary.Reachable), and how many windows never recovered.
 func reachable(f *File, windows []Window) (Dist, int) {
-	p := f.Probes
-	if p == nil {
-		return Dist{}, 0
-	}
 	var xs []float64
 	never := 0
+	for _, r := range FirstSuccesses(f, windows) {
+		if r.Never {
+			never++
+		} else {
+			xs = append(xs, r.Seconds)
+		}
+	}
+	return NewDist(xs), never
+}
+
+// FirstSuccess is one sample of the time to first success: a disruption
+// window (Summary.Reachable) and how long after its first failed attempt
+// its target next succeeded; Never when it did not before probing stopped.
+// In a file before schema version 3 it is a target's time from its first
+// attempt to its first success, and Window names only the target.
+type FirstSuccess struct {
+	Window  Window
+	Seconds float64
+	Never   bool
+}
+
+// FirstSuccesses lists the samples of the time to first success of f, one
+// per window of its disruption (Disrupt).
+func FirstSuccesses(f *File, windows []Window) []FirstSuccess {
+	p := f.Probes
+	if p == nil {
+		return nil
+	}
+	var out []FirstSuccess
 	if f.SchemaVersion > 0 && f.SchemaVersion < 3 {
-		for _, t := range p.Targets {
+		for i, t := range p.Targets {
+			w := Window{Target: i, Service: t.Service, Start: t.First}
 			switch {
-			case t.Attempts == 0:
+			case t.Attempts == 0 || t.First.IsZero():
 			case t.FirstOK.IsZero():
-				never++
+				out = append(out, FirstSuccess{Window: w, Never: true})
 			default:
-				xs = append(xs, t.FirstOK.Sub(t.First).Seconds())
+				out = append(out, FirstSuccess{Window: w, Seconds: t.FirstOK.Sub(t.First).Seconds()})
 			}
 		}
-		return NewDist(xs), never
+		return out
 	}
 	for _, w := range windows {
 		var rec []time.Time
@@ -99,12 +123,12 @@ func reachable(f *File, windows []Window) (Dist, int) {
 		}
 		i, _ := slices.BinarySearchFunc(rec, w.Start, func(a, b time.Time) int { return a.Compare(b) })
 		if i == len(rec) {
-			never++
+			out = append(out, FirstSuccess{Window: w, Never: true})
 			continue
 		}
-		xs = append(xs, rec[i].Sub(w.Start).Seconds())
+		out = append(out, FirstSuccess{Window: w, Seconds: rec[i].Sub(w.Start).Seconds()})
 	}
-	return NewDist(xs), never
+	return out
 }
 
 func slowestOf(sy *Sync) *SlowestSync {

@@ -1037,38 +1037,27 @@ func probeKind(t results.Target) string {
 	return kind + " from " + from
 }
 
-// firstSuccess is one probed target's time from its first attempt to its
-// first success; never is set when it did not succeed.
-type firstSuccess struct {
-	target  results.Target
-	seconds float64
-	never   bool
+// firstSuccesses are f's samples of the time to first success
+// (results.FirstSuccesses): one per disruption window.
+func firstSuccesses(f *results.File) []results.FirstSuccess {
+	return results.FirstSuccesses(f, f.Summary.Disruption.Windows)
 }
 
-// firstSuccesses lists the probed targets that recorded a first attempt.
-func firstSuccesses(f *results.File) []firstSuccess {
-	if f.Probes == nil {
-		return nil
+// target is the probe target a first success is of.
+func target(f *results.File, fs results.FirstSuccess) results.Target {
+	if p := f.Probes; p != nil && fs.Window.Target >= 0 && fs.Window.Target < len(p.Targets) {
+		return p.Targets[fs.Window.Target]
 	}
-	var out []firstSuccess
-	for _, t := range f.Probes.Targets {
-		switch {
-		case t.Attempts == 0 || t.First.IsZero():
-		case t.FirstOK.IsZero():
-			out = append(out, firstSuccess{target: t, never: true})
-		default:
-			out = append(out, firstSuccess{target: t, seconds: t.FirstOK.Sub(t.First).Seconds()})
-		}
-	}
-	return out
+	return results.Target{Service: fs.Window.Service}
 }
 
-// reachability is the cumulative share of probed targets reachable within
-// a time of their first attempt: how long a node that just joined, or a
-// proxier that just restarted, left services unreachable.
+// reachability is the cumulative share of disruption windows that had
+// recovered within a time of their first failed attempt: how long a node
+// that just joined, or a proxier that just restarted, left services
+// unreachable.
 func reachability(runs []*run) (chart, error) {
-	ch := chart{ID: "reachability", Title: "Time to first success per probed service",
-		Caption: "Share of probed targets that had succeeded once, by the time since each was first tried. Read the median where the curve crosses 0.5; a curve that stays below 1 means targets that never succeeded."}
+	ch := chart{ID: "reachability", Title: "Time to first success after broken traffic",
+		Caption: "Share of disruption windows (a target's run of failed attempts) whose target had succeeded again, by the time since the window's first failed attempt. Read the median where the curve crosses 0.5; a curve that stays below 1 means windows that never recovered before probing stopped."}
 	basis, recorded, delayed, probed := "", 0, false, 0
 	for _, r := range runs {
 		if r.File.Probes != nil {
@@ -1077,7 +1066,7 @@ func reachability(runs []*run) (chart, error) {
 		}
 		for _, fs := range firstSuccesses(r.File) {
 			recorded++
-			delayed = delayed || fs.never || fs.seconds > 0
+			delayed = delayed || fs.Never || fs.Seconds > 0
 		}
 	}
 	ch.Title += " (" + results.BasisText(basis) + ")"
@@ -1086,13 +1075,13 @@ func reachability(runs []*run) (chart, error) {
 		ch.NoData = "No data: this run made no probe attempts."
 		return ch, nil
 	case recorded == 0:
-		ch.NoData = "No data: this run recorded no first attempt per target (the prober did not record them, or the file predates results schema 2)."
+		ch.NoData = "No data: no probed target failed, so nothing had to recover."
 		return ch, nil
 	case !delayed:
-		ch.NoData = fmt.Sprintf("No delay: all %d probed targets succeeded at their first attempt.", recorded)
+		ch.NoData = fmt.Sprintf("No delay: all %d windows recovered at once.", recorded)
 		return ch, nil
 	}
-	p := newCDFPlot("time from first attempt to first success (s)", "share of probed targets")
+	p := newCDFPlot("time from the first failed attempt to the next success (s)", "share of disruption windows")
 	secondsAxis(&p.X)
 	for i, r := range runs {
 		fss := firstSuccesses(r.File)
@@ -1101,20 +1090,20 @@ func reachability(runs []*run) (chart, error) {
 		}
 		var xs []float64
 		for _, fs := range fss {
-			if !fs.never {
-				xs = append(xs, fs.seconds)
+			if !fs.Never {
+				xs = append(xs, fs.Seconds)
 			}
 		}
-		// The curve is over every probed target: one that never succeeded
-		// keeps it below 1.
+		// The curve is over every window: one that never recovered keeps
+		// it below 1.
 		pts := cdfPoints(xs, cdfSteps)
 		share := float64(len(xs)) / float64(len(fss))
 		for i := range pts {
 			pts[i].Y *= share
 		}
-		label := fmt.Sprintf("%s (%d targets", r.Label, len(fss))
+		label := fmt.Sprintf("%s (%d windows", r.Label, len(fss))
 		if never := len(fss) - len(xs); never > 0 {
-			label += fmt.Sprintf(", %d never succeeded", never)
+			label += fmt.Sprintf(", %d never recovered", never)
 		}
 		item, err := addSeries(p, pts, label+")", r.Color, i, len(runs), false)
 		if err != nil {

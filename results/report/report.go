@@ -376,31 +376,33 @@ func (r *Report) windows() (rows []windowRow, more int) {
 }
 
 type reachRow struct {
-	Run, Service, Kind, Address, After string
+	Run, Service, Kind, Address, Broke, After string
 }
 
-// slowestReached lists, per run, the probed targets that took longest to
-// succeed once (those that never did first), up to maxWindows of them.
+// slowestReached lists, per run, the disruption windows whose target took
+// longest to succeed again (those that never did first), up to maxWindows
+// of them.
 func (r *Report) slowestReached() (rows []reachRow, more int) {
 	for _, rn := range r.runs {
 		fss := firstSuccesses(rn.File)
 		sort.SliceStable(fss, func(i, j int) bool {
-			if fss[i].never != fss[j].never {
-				return fss[i].never
+			if fss[i].Never != fss[j].Never {
+				return fss[i].Never
 			}
-			return fss[i].seconds > fss[j].seconds
+			return fss[i].Seconds > fss[j].Seconds
 		})
 		for i, fs := range fss {
 			if i == maxWindows {
 				more += len(fss) - maxWindows
 				break
 			}
-			after := results.FormatSeconds(fs.seconds)
-			if fs.never {
+			after := results.FormatSeconds(fs.Seconds)
+			if fs.Never {
 				after = "never"
 			}
-			t := fs.target
-			rows = append(rows, reachRow{Run: rn.Label, Service: t.Service, Kind: probeKind(t), Address: t.Address + "/" + string(t.Protocol), After: after})
+			t := target(rn.File, fs)
+			rows = append(rows, reachRow{Run: rn.Label, Service: t.Service, Kind: probeKind(t), Address: t.Address + "/" + string(t.Protocol),
+				Broke: fmt.Sprintf("%.2f s", rn.since(fs.Window.Start)), After: after})
 		}
 	}
 	return rows, more
@@ -542,12 +544,12 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 {{else}}<p class="nodata">No data: no probe failed (or no probes ran).</p>{{end}}
 
 <h2 id="first-success">Time to first success</h2>
-{{if .Reached}}<p class="note">Each probed target's time from its first attempt to its first success; those that never succeeded first, then the slowest.</p>
+{{if .Reached}}<p class="note">For each disruption window, the time from its first failed attempt to its target's next success; windows that never recovered first, then the slowest.</p>
 <table>
-<tr><th>run</th><th>service</th><th>probe</th><th>address</th><th>first success after</th></tr>
-{{range .Reached}}<tr><td>{{.Run}}</td><td>{{.Service}}</td><td>{{.Kind}}</td><td>{{.Address}}</td><td class="num">{{.After}}</td></tr>
-{{end}}</table>{{if .MoreReached}}<p class="note">and {{.MoreReached}} faster targets.</p>{{end}}
-{{else}}<p class="nodata">No data: this run recorded no first attempt per target.</p>{{end}}
+<tr><th>run</th><th>service</th><th>probe</th><th>address</th><th>broke at ({{.TimeOrigin}})</th><th>first success after</th></tr>
+{{range .Reached}}<tr><td>{{.Run}}</td><td>{{.Service}}</td><td>{{.Kind}}</td><td>{{.Address}}</td><td class="num">{{.Broke}}</td><td class="num">{{.After}}</td></tr>
+{{end}}</table>{{if .MoreReached}}<p class="note">and {{.MoreReached}} faster recoveries.</p>{{end}}
+{{else}}<p class="nodata">No data: no probed target failed, so nothing had to recover.</p>{{end}}
 
 <h2 id="histograms">Histogram consistency</h2>
 <p class="note">Each histogram the run exported, as it stood at the end. Checked: cumulative buckets never decrease; the +Inf bucket (the count) covers every finite bucket; and where kpsim kept the raw samples the histogram observed, the count, the sum and every bucket agree with them.</p>

@@ -151,7 +151,7 @@ func TestReportHTML(t *testing.T) {
 	}{
 		{name: "full run", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(full)}, charts: all,
 			legend: map[string][]string{"sync-timeline": {"proxier 0 IPv4", "proxier 0 IPv6", "proxier 1 IPv4", "proxier 1 IPv6"},
-				"phase-stack": resultstest.Phases, "reachability": {"smoke (5 targets, 1 never succeeded)"}}},
+				"phase-stack": resultstest.Phases, "reachability": {"smoke (6 windows, 1 never recovered)"}}},
 		{name: "zero probes", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(noProbes)}, charts: all,
 			noData: map[string]string{"disruption-timeline": "made no probe attempts", "reachability": "made no probe attempts"}},
 		{name: "single sync", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(single)}, charts: all,
@@ -161,7 +161,7 @@ func TestReportHTML(t *testing.T) {
 			files:  []*results.File{resultstest.File(exec), resultstest.File(full)},
 			charts: []string{"sync-timeline", "phase-stack-ipset-exec", "phase-stack-ipset-netlink", "phase-distribution", "programming-cdf", "disruption-timeline", "reachability", "kernel-ops"},
 			legend: map[string][]string{"sync-timeline": {"ipset=exec", "ipset=netlink"}, "phase-distribution": {"ipset=exec", "ipset=netlink"},
-				"kernel-ops": {"ipset=exec", "ipset=netlink"}, "reachability": {"ipset=exec (5 targets, 1 never succeeded)"}}},
+				"kernel-ops": {"ipset=exec", "ipset=netlink"}, "reachability": {"ipset=exec (6 windows, 1 never recovered)"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -372,21 +372,19 @@ func TestReportFirstSuccess(t *testing.T) {
 	figs, _ := parseReport(t, page)
 	require.Empty(t, figs["reachability"].noData)
 	require.Greater(t, figs["reachability"].svgShapes, 20)
-	require.Equal(t, []string{"node-join (5 targets, 1 never succeeded)"}, figs["reachability"].legend)
+	require.Equal(t, []string{"node-join (6 windows, 1 never recovered)"}, figs["reachability"].legend)
 	s := string(page)
 	require.Contains(t, s, `<h2 id="first-success">`)
-	require.Regexp(t, `<td>default/svc-4:http</td><td>ClusterIP from pod</td><td>10.96.0.14:80/TCP</td><td class="num">never</td>`, s)
+	require.Regexp(t, `<td>default/svc-4:http</td><td>ClusterIP from pod</td><td>10.96.0.14:80/TCP</td><td class="num">0.00 s</td><td class="num">never</td>`, s)
 	require.Regexp(t, `<th>first success</th><td>p50 900ms  p99 2.5s  max 2.5s`, s)
 	table := s[strings.Index(s, `<h2 id="first-success">`):]
 	require.Less(t, strings.Index(table, ">never<"), strings.Index(table, ">900ms<"), "never first, then the slowest")
 
-	// Everything reached at the first attempt: nothing to draw, and it says so.
-	for i := range f.Probes.Targets {
-		f.Probes.Targets[i].FirstOK = f.Probes.Targets[i].First
-	}
+	// Nothing broke: nothing had to recover, and it says so.
+	f.Probes.Failures = nil
 	results.Summarize(f)
 	figs, _ = parseReport(t, renderHTML(t, []string{"join.json"}, f))
-	require.Equal(t, "No delay: all 5 probed targets succeeded at their first attempt.", figs["reachability"].noData)
+	require.Equal(t, "No data: no probed target failed, so nothing had to recover.", figs["reachability"].noData)
 }
 
 // TestReportModeledClock: a run on the modeled clock says so on its time

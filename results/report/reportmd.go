@@ -56,10 +56,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	rs, moreReached := r.slowestReached()
 	reached := make([][]string, len(rs))
 	for i, rr := range rs {
-		reached[i] = []string{results.EscapeMarkdown(rr.Run), results.EscapeMarkdown(rr.Service), rr.Kind, rr.Address, rr.After}
+		reached[i] = []string{results.EscapeMarkdown(rr.Run), results.EscapeMarkdown(rr.Service), rr.Kind, rr.Address, rr.Broke, rr.After}
 	}
-	list(&b, "**Time to first success** (never first, then slowest)", "| run | service | probe | address | after |\n|---|---|---|---|---:|",
-		reached, moreReached, "faster targets")
+	list(&b, "**Time to first success after broken traffic** (never first, then slowest)", "| run | service | probe | address | broke at | after |\n|---|---|---|---|---:|---:|",
+		reached, moreReached, "faster recoveries")
 	if hs := r.histograms(); len(hs) > 0 {
 		bad := 0
 		for _, h := range hs {
