@@ -123,7 +123,7 @@ func TestDefaultPodCIDRGrowsFull(t *testing.T) {
 	}
 	s, err := Parse("x.yaml", []byte(base), []string{"cluster.services=100000", "cluster.endpointsPerService=3", "cluster.types={nodePort: 0}"})
 	require.NoError(t, err)
-	require.Equal(t, "10.244.0.0/14", s.Cluster.PodCIDRs[0])
+	require.Equal(t, "10.240.0.0/13", s.Cluster.PodCIDRs[0], "300,000 endpoints need a /13")
 	require.Len(t, s.set.Services, 100_000)
 }
 
