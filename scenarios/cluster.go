@@ -18,8 +18,6 @@ import (
 )
 
 const (
-	nodePortMin = 30000
-	nodePortMax = 32767
 	// managedBy is the EndpointSlice controller's value for the managed-by label.
 	managedBy = "endpointslice-controller.k8s.io"
 )
@@ -62,6 +60,7 @@ type generator struct {
 	podIPs    map[dataplane.Family]*ipAlloc
 	extIPs    map[dataplane.Family]*ipAlloc
 	nodePorts map[int32]bool
+	portRange nodePortRange // cluster.nodePortRange, validated
 	nextPort  int32
 	nextSvc   int
 	taken     map[string]bool // namespace/name of services loaded from a file
@@ -77,9 +76,10 @@ func newGenerator(s *Scenario) *generator {
 		podIPs:    map[dataplane.Family]*ipAlloc{},
 		extIPs:    map[dataplane.Family]*ipAlloc{},
 		nodePorts: map[int32]bool{},
-		nextPort:  nodePortMin,
 		taken:     map[string]bool{},
 	}
+	g.portRange, _ = parseNodePortRange(c.NodePortRange)
+	g.nextPort = int32(g.portRange.lo)
 	for _, f := range s.Proxier.Families {
 		g.fams = append(g.fams, dataplane.Family(f))
 	}
@@ -132,13 +132,13 @@ func (g *generator) reserve(set *objects.Set) {
 }
 
 func (g *generator) nodePort() (int32, error) {
-	for ; g.nextPort <= nodePortMax; g.nextPort++ {
+	for ; g.nextPort <= int32(g.portRange.hi); g.nextPort++ {
 		if !g.nodePorts[g.nextPort] {
 			g.nodePorts[g.nextPort] = true
 			return g.nextPort, nil
 		}
 	}
-	return 0, fmt.Errorf("node port range %d-%d exhausted", nodePortMin, nodePortMax)
+	return 0, fmt.Errorf("node port range %s (cluster.nodePortRange) exhausted", g.portRange)
 }
 
 func ptr[T any](v T) *T { return &v }

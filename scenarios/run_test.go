@@ -199,6 +199,8 @@ var reduced = map[string][]string{
 	"coredns-restart":      {"cluster.services=20", "timeline[7].sleep=200ms"},
 	"dual-stack":           {"cluster.services=100", "timeline[4].churnEndpoints.duration=1s"},
 	"node-join":            {"cluster.services=200"},
+	"scale-100k":           {"cluster.services=300", "timeline[5].churnEndpoints.duration=500ms", "timeline[8].churnEndpoints.duration=500ms"},
+	"endpoint-heavy":       {"cluster.services=100", "timeline[4].churnEndpoints.duration=1s", "timeline[7].churnEndpoints.duration=1s"},
 }
 
 // TestReplayIsDeterministic runs every shipped scenario, reduced, on the

@@ -116,7 +116,11 @@ type Cluster struct {
 	PodCIDRs     []string `yaml:"podCIDRs" json:"podCIDRs"`         // one per family
 	// ExternalCIDRs hold load-balancer ingress IPs and external IPs, one per family.
 	ExternalCIDRs []string `yaml:"externalCIDRs" json:"externalCIDRs"`
-	Node          Node     `yaml:"node" json:"node"`
+	// NodePortRange is where NodePorts are allocated from, as
+	// kube-apiserver's --service-node-port-range: "30000-32767" by
+	// default, wider when the cluster's NodePorts need it (sizes.go).
+	NodePortRange string `yaml:"nodePortRange" json:"nodePortRange"`
+	Node          Node   `yaml:"node" json:"node"`
 }
 
 // ServiceTypes are shares of services by type.

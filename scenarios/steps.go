@@ -355,7 +355,7 @@ func (a *Churn) check(c *stepCheck) {
 	if a.Share < 0 || a.Share > 1 {
 		c.errf("share", "must be a share between 0 and 1, got %v", a.Share)
 	}
-	validateSelector(c.v, c.args+".services", a.Services, maxServices)
+	validateSelector(c.v, c.args+".services", a.Services, memoryMaxServices)
 }
 
 func (a *Churn) run(x *run) error { return x.churnEndpoints(a) }
@@ -367,7 +367,7 @@ type ServiceRate struct {
 }
 
 func (a *ServiceRate) check(c *stepCheck) {
-	c.v.intRange(c.args+".count", a.Count, 1, maxServices)
+	c.v.intRange(c.args+".count", a.Count, 1, memoryMaxServices)
 	if a.Rate < 0 {
 		c.errf("rate", "must not be negative")
 	}
@@ -455,7 +455,7 @@ func (a *KernelDrift) label() string {
 }
 
 func (a *KernelDrift) check(c *stepCheck) {
-	c.v.intRange(c.args+".services", a.Services, 1, maxServices)
+	c.v.intRange(c.args+".services", a.Services, 1, memoryMaxServices)
 	c.v.oneOf(c.args+".delete", a.Delete, []string{driftVirtualServers, driftClusterIPEntries})
 	if !c.st.created {
 		c.errf("", "kernelDrift before createCluster: there is nothing to delete yet")

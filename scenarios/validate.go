@@ -16,11 +16,11 @@ import (
 
 // Limits on generated clusters and timelines. They keep a typo from asking
 // for a run that cannot fit in memory or time, not the proxier's limits.
+// How many services and endpoints a cluster holds follows from its CIDRs
+// and node port range (sizes.go).
 const (
-	maxServices            = 50_000
 	maxPortsPerService     = 16
-	maxEndpointsPerService = 1000 // the API's limit per EndpointSlice
-	maxEndpoints           = 500_000
+	maxEndpointsPerService = 1000 // the API's limit per EndpointSlice: the generator gives a service one slice per family
 	maxNodes               = 5000
 	maxNamespaces          = 10_000
 	maxProbeTargets        = 256
@@ -76,8 +76,9 @@ func (s *Scenario) defaults(present func(string) bool) {
 	if len(c.ServiceCIDRs) == 0 {
 		c.ServiceCIDRs = []string{"10.96.0.0/12", "fd00:10:96::/108"}
 	}
-	if len(c.PodCIDRs) == 0 {
-		c.PodCIDRs = []string{"10.244.0.0/16", "fd00:10:244::/64"}
+	podCIDRsGiven := len(c.PodCIDRs) > 0
+	if !podCIDRsGiven {
+		c.PodCIDRs = []string{defaultPodCIDR4.String(), "fd00:10:244::/64"}
 	}
 	if len(c.ExternalCIDRs) == 0 {
 		c.ExternalCIDRs = []string{"198.18.0.0/15", "fd00:198:18::/108"}
@@ -93,6 +94,7 @@ func (s *Scenario) defaults(present func(string) bool) {
 		}
 	}
 	s.defaultSections()
+	s.sizeDefaults(podCIDRsGiven)
 
 	if s.Probes.Interval == 0 {
 		s.Probes.Interval = Duration(defaultProbeInterval)
@@ -274,6 +276,9 @@ func (s *Scenario) validate(v *validator) {
 	s.Cluster.validate(v, fams)
 	s.Probes.validate(v, &s.Cluster)
 	s.validateTimeline(v)
+	if len(v.errs) == 0 {
+		s.validateSizes(v)
+	}
 }
 
 func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
@@ -284,7 +289,9 @@ func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 			}
 		}
 	}
-	v.intRange("cluster.services", c.Services, 0, maxServices)
+	if c.Services < 0 {
+		v.errf("cluster.services", "must not be negative, got %d", c.Services)
+	}
 	v.share("cluster.types.nodePort", c.Types.NodePort)
 	v.share("cluster.types.loadBalancer", c.Types.LoadBalancer)
 	v.share("cluster.types.externalIPs", c.Types.ExternalIPs)
@@ -294,14 +301,6 @@ func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 	v.intRange("cluster.portsPerService", c.PortsPerService, 1, maxPortsPerService)
 	v.intRange("cluster.endpointsPerService", c.EndpointsPerService, 0, maxEndpointsPerService)
 	v.intRange("cluster.namespaces", c.Namespaces, 1, maxNamespaces)
-	// The product is checked only when both factors are in range: an out of
-	// range one is reported already, and the other is not to blame. (With
-	// the default of 2 endpoints per service no service count in range
-	// exceeds it, so endpointsPerService was given.)
-	if n := c.Services * c.EndpointsPerService; n > maxEndpoints && c.Services <= maxServices && c.EndpointsPerService <= maxEndpointsPerService {
-		v.errf("cluster.endpointsPerService", "%d services x %d endpoints is %d endpoints, more than %d",
-			c.Services, c.EndpointsPerService, n, maxEndpoints)
-	}
 	v.intRange("cluster.nodes", c.Nodes, 1, maxNodes)
 	v.share("cluster.dualStack", c.DualStack)
 	v.share("cluster.udp", c.UDP)

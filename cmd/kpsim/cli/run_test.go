@@ -184,7 +184,7 @@ func TestValidateCommand(t *testing.T) {
 	stdout.Reset()
 	stderr.Reset()
 	require.Equal(t, 2, run([]string{"validate", bad, "smoke"}, &stdout, &stderr))
-	require.Contains(t, stdout.String(), bad+":3: cluster.services: must be between 0 and 50000, got -1\n")
+	require.Contains(t, stdout.String(), bad+":3: cluster.services: must not be negative, got -1\n")
 	require.Contains(t, stdout.String(), "smoke: ok")
 	require.Contains(t, stderr.String(), "1 of 2 scenarios invalid")
 
