@@ -31,6 +31,10 @@ type RunOptions struct {
 	OnStep func(done, total int, label string)
 	// OnSync is called with every sync record, from the proxier's goroutine. Optional.
 	OnSync func(results.Sync)
+	// BeforeStop is called once the timeline has ended (run through, failed
+	// or interrupted), before the proxier stops and the run's state becomes
+	// garbage: the moment to look at what a whole run holds (--memprofile). Optional.
+	BeforeStop func()
 }
 
 // errProxierStopped marks a proxier that returned while the run still needed it.
@@ -154,6 +158,9 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	}
 	if inspect != nil && err == nil {
 		inspect(x)
+	}
+	if o.BeforeStop != nil {
+		o.BeforeStop()
 	}
 
 	x.drv.probesOff()
