@@ -26,9 +26,19 @@ const clearActionsEvery = 2000
 
 // liveService is a service as the replay last wrote it.
 type liveService struct {
-	svc    *v1.Service
-	slices []*discoveryv1.EndpointSlice
+	svc *v1.Service
+	// slices names the service's EndpointSlices (in its namespace). The
+	// slices themselves are held by the API (the fake's tracker) and read
+	// back from it when a step changes them: a record of its own would hold
+	// every endpoint of the cluster once more for the whole run.
+	slices []string
+	// known is what a synced proxier of each of the replay's families
+	// (fams) counts of the service, as last written (see expect).
+	known []expectation
 }
+
+// endpointSlices is the resource the tracker keeps EndpointSlices under.
+var endpointSlices = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
 
 // expectation is what a fully synced proxier of one family knows: its
 // sync records count service ports and their endpoints.
@@ -143,7 +153,7 @@ func (r *replay) createNodes(ctx context.Context, set *objects.Set) error {
 }
 
 // createService creates a service and then its slices. The replay takes
-// the objects over as its record of what it wrote (and stamps the slices):
+// the service over as its record of what it wrote, and stamps the slices:
 // they are the scenario's generated cluster, which a scenario runs once, or
 // new ones. Copying them would hold the whole cluster twice for the run
 // (some 100 MB at 50,000 services); the fake's tracker keeps its own copy.
@@ -159,14 +169,14 @@ func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*disc
 			return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		r.wrote(kindSlice, 1)
-		ls.slices = append(ls.slices, s)
+		ls.slices = append(ls.slices, s.Name)
 	}
 	k := key(svc.Namespace, svc.Name)
 	r.mu.Lock()
 	r.services[k] = ls
 	r.order = append(r.order, k)
 	r.mu.Unlock()
-	r.updateReady(k)
+	r.observe(k, eps)
 	return nil
 }
 
@@ -182,18 +192,35 @@ func (r *replay) createOrphan(ctx context.Context, s *discoveryv1.EndpointSlice)
 	return nil
 }
 
-// updateSlice writes a changed slice of a live service.
-func (r *replay) updateSlice(ctx context.Context, svcKey string, i int, s *discoveryv1.EndpointSlice) error {
+// updateSlice writes a changed slice of a live service: current holds the
+// service's slices as the API has them (currentSlices), slice i changed.
+func (r *replay) updateSlice(ctx context.Context, svcKey string, current []*discoveryv1.EndpointSlice, i int) error {
+	s := current[i]
 	r.stamp(s)
 	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	r.wrote(kindSlice, 0)
-	r.mu.Lock()
-	r.services[svcKey].slices[i] = s
-	r.mu.Unlock()
-	r.updateReady(svcKey)
+	r.observe(svcKey, current)
 	return nil
+}
+
+// currentSlices reads a live service's slices back from the API, in the
+// order they were created: copies, the caller's to change.
+func (r *replay) currentSlices(ls *liveService) ([]*discoveryv1.EndpointSlice, error) {
+	out := make([]*discoveryv1.EndpointSlice, 0, len(ls.slices))
+	for _, name := range ls.slices {
+		o, err := r.client.Tracker().Get(endpointSlices, ls.svc.Namespace, name)
+		if err != nil {
+			return nil, fmt.Errorf("read endpointslice %s/%s: %w", ls.svc.Namespace, name, err)
+		}
+		s, ok := o.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return nil, fmt.Errorf("read endpointslice %s/%s: the API holds a %T", ls.svc.Namespace, name, o)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // deleteService deletes a service, then its slices (the garbage collector's order).
@@ -211,9 +238,9 @@ func (r *replay) deleteService(ctx context.Context, k string) error {
 		return fmt.Errorf("delete service %s: %w", k, err)
 	}
 	r.wrote(kindService, -1)
-	for _, s := range ls.slices {
-		if err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
-			return fmt.Errorf("delete endpointslice %s/%s: %w", s.Namespace, s.Name, err)
+	for _, name := range ls.slices {
+		if err := r.client.DiscoveryV1().EndpointSlices(ls.svc.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete endpointslice %s/%s: %w", ls.svc.Namespace, name, err)
 		}
 		r.wrote(kindSlice, -1)
 	}
@@ -238,16 +265,23 @@ func clusterSlices(set *objects.Set) (bySvc map[string][]*discoveryv1.EndpointSl
 	return bySvc, orphans
 }
 
-// updateReady recomputes which endpoints of a service the API calls ready.
-func (r *replay) updateReady(k string) {
+// observe records what the API now holds of live service k, whose slices
+// are eps: which of its endpoints the API calls ready, and what a synced
+// proxier counts of it.
+func (r *replay) observe(k string, eps []*discoveryv1.EndpointSlice) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ls := r.services[k]
 	if ls == nil {
 		return
 	}
+	ls.known = ls.known[:0]
+	for _, f := range r.fams {
+		ports, endpoints := objects.Known(ls.svc, eps, v1.IPFamily(f))
+		ls.known = append(ls.known, expectation{ports, endpoints})
+	}
 	ready := map[netip.AddrPort]bool{}
-	for _, s := range ls.slices {
+	for _, s := range eps {
 		for _, ep := range s.Endpoints {
 			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
 				continue
@@ -276,10 +310,11 @@ func (r *replay) readyFunc(svcKey string) func(netip.AddrPort) bool {
 	}
 }
 
-// expect computes what a synced proxier of family f reports: the ports of
-// the services kube-proxy acts on with a cluster IP of the family, and their
-// endpoints (every address of the family, ready or not, deduplicated per
-// port as the proxier merges slices), by objects' rules.
+// expect computes what a synced proxier of family f (one of the replay's
+// families) reports: the ports of the services kube-proxy acts on with a
+// cluster IP of the family, and their endpoints (every address of the
+// family, ready or not, deduplicated per port as the proxier merges
+// slices), by objects' rules, as observe counted them per service.
 func (r *replay) expect(f dataplane.Family) expectation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -290,10 +325,11 @@ func (r *replay) expect(f dataplane.Family) expectation {
 		return e
 	}
 	var e expectation
-	for _, ls := range r.services {
-		ports, endpoints := objects.Known(ls.svc, ls.slices, v1.IPFamily(f))
-		e.ports += ports
-		e.endpoints += endpoints
+	if i := slices.Index(r.fams, f); i >= 0 {
+		for _, ls := range r.services {
+			e.ports += ls.known[i].ports
+			e.endpoints += ls.known[i].endpoints
+		}
 	}
 	r.expected[f] = e
 	return e
@@ -357,15 +393,15 @@ func (r *replay) roll(ctx context.Context, k string) error {
 	if ls == nil {
 		return fmt.Errorf("churn %s: service is not live", k)
 	}
-	r.mu.RLock()
-	current := slices.Clone(ls.slices)
-	r.mu.RUnlock()
-	for i, old := range current {
-		f := dataplane.Family(old.AddressType)
+	current, err := r.currentSlices(ls)
+	if err != nil {
+		return fmt.Errorf("churn %s: %w", k, err)
+	}
+	for i, s := range current {
+		f := dataplane.Family(s.AddressType)
 		if r.gen.podIPs[f] == nil {
 			continue // a slice of a family the cluster has no pod CIDR for
 		}
-		s := old.DeepCopy()
 		kept := s.Endpoints[:0]
 		for _, ep := range s.Endpoints {
 			if ep.Conditions.Terminating == nil || !*ep.Conditions.Terminating {
@@ -385,7 +421,7 @@ func (r *replay) roll(ctx context.Context, k string) error {
 			return fmt.Errorf("churn %s: %w", k, err)
 		}
 		s.Endpoints = append(s.Endpoints, ep)
-		if err := r.updateSlice(ctx, k, i, s); err != nil {
+		if err := r.updateSlice(ctx, k, current, i); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -56,13 +57,15 @@ func TestReplayExpectsWhatTheProxierCounts(t *testing.T) {
 			slice("mesh", "mesh-1", discoveryv1.AddressTypeIPv4, http, nil, "10.0.0.7"),
 		},
 	}
-	r := &replay{services: map[string]*liveService{}}
+	r := &replay{services: map[string]*liveService{}, ready: map[string]map[netip.AddrPort]bool{}, fams: []dataplane.Family{dataplane.IPv4}}
 	k, err := sim.New(sim.Options{})
 	require.NoError(t, err)
 	p, err := proxier.New(proxier.Config{}, dataplane.IPv4, k.Dataplane(), proxier.Options{})
 	require.NoError(t, err)
 	for s, eps := range live {
-		r.services[key(s.Namespace, s.Name)] = &liveService{svc: s, slices: eps}
+		k := key(s.Namespace, s.Name)
+		r.services[k] = &liveService{svc: s}
+		r.observe(k, eps) // as createService counts what it wrote
 		p.OnServiceAdd(s)
 		for _, e := range eps {
 			p.OnEndpointSliceAdd(e)

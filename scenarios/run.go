@@ -259,9 +259,15 @@ func (x *run) pace(rate float64, d time.Duration, n int, action func(i int) erro
 
 // createCluster writes the cluster: nodes, each service with its slices (at
 // rate services per second, 0: at once), and slices of no service.
+//
+// The set lets go of its slices as they go to the API: from then on the API
+// (the fake's tracker) holds them and the replay reads them back from there.
+// Kept, they would be the cluster's every endpoint held once more for the
+// whole run, for nothing (a Scenario runs once; Prepare has seen them).
 func (x *run) createCluster(rate float64) error {
 	set := x.s.set
 	bySvc, orphans := clusterSlices(set)
+	set.EndpointSlices = nil
 	nodes := func() error { return x.r.createNodes(x.ctx, set) }
 	service := func(i int) error {
 		svc := set.Services[i]

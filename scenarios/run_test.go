@@ -67,6 +67,8 @@ func requireKernelMatchesAPI(t *testing.T, x *run) {
 	wantVS := map[dataplane.ServiceKey]bool{}
 	for _, key := range x.r.liveKeys() {
 		ls := x.r.service(key)
+		current, err := x.r.currentSlices(ls)
+		require.NoError(t, err)
 		for _, ipStr := range ls.svc.Spec.ClusterIPs {
 			ip := netip.MustParseAddr(ipStr)
 			for _, p := range ls.svc.Spec.Ports {
@@ -74,7 +76,7 @@ func requireKernelMatchesAPI(t *testing.T, x *run) {
 				wantVS[sk] = true
 				require.True(t, inKernel[sk], "service %s: no virtual server %s", key, sk)
 				var ready []netip.AddrPort
-				for _, s := range ls.slices {
+				for _, s := range current {
 					if string(s.AddressType) != string(dataplane.FamilyOf(ip)) {
 						continue
 					}
