@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -24,21 +26,24 @@ import (
 // keeps every request of the run.
 const clearActionsEvery = 2000
 
-// liveService is a service as the replay last wrote it.
+// liveService is what the replay keeps of a live service it wrote. The
+// objects themselves are held by the API (the fake's tracker) and read back
+// from it when a step needs them (currentService, currentSlices): a record
+// of its own would hold the whole cluster once more for the whole run.
 type liveService struct {
-	svc *v1.Service
-	// slices names the service's EndpointSlices (in its namespace). The
-	// slices themselves are held by the API (the fake's tracker) and read
-	// back from it when a step changes them: a record of its own would hold
-	// every endpoint of the cluster once more for the whole run.
+	namespace, name string
+	// slices names the service's EndpointSlices (in its namespace).
 	slices []string
 	// known is what a synced proxier of each of the replay's families
 	// (fams) counts of the service, as last written (see expect).
 	known []expectation
 }
 
-// endpointSlices is the resource the tracker keeps EndpointSlices under.
-var endpointSlices = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+// The resources the tracker keeps Services and EndpointSlices under.
+var (
+	services       = v1.SchemeGroupVersion.WithResource("services")
+	endpointSlices = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+)
 
 // expectation is what a fully synced proxier of one family knows: its
 // sync records count service ports and their endpoints.
@@ -152,17 +157,16 @@ func (r *replay) createNodes(ctx context.Context, set *objects.Set) error {
 	return nil
 }
 
-// createService creates a service and then its slices. The replay takes
-// the service over as its record of what it wrote, and stamps the slices:
-// they are the scenario's generated cluster, which a scenario runs once, or
-// new ones. Copying them would hold the whole cluster twice for the run
-// (some 100 MB at 50,000 services); the fake's tracker keeps its own copy.
+// createService creates a service and then its slices. It stamps the slices
+// in place, not copies: they are the scenario's generated cluster, which a
+// scenario runs once, or new ones, and the fake's tracker keeps a copy of
+// its own.
 func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*discoveryv1.EndpointSlice) error {
 	if _, err := r.client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	r.wrote(kindService, 1)
-	ls := &liveService{svc: svc}
+	ls := &liveService{namespace: svc.Namespace, name: svc.Name}
 	for _, s := range eps {
 		r.stamp(s)
 		if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
@@ -176,7 +180,7 @@ func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*disc
 	r.services[k] = ls
 	r.order = append(r.order, k)
 	r.mu.Unlock()
-	r.observe(k, eps)
+	r.observe(k, svc, eps)
 	return nil
 }
 
@@ -192,17 +196,22 @@ func (r *replay) createOrphan(ctx context.Context, s *discoveryv1.EndpointSlice)
 	return nil
 }
 
-// updateSlice writes a changed slice of a live service: current holds the
-// service's slices as the API has them (currentSlices), slice i changed.
-func (r *replay) updateSlice(ctx context.Context, svcKey string, current []*discoveryv1.EndpointSlice, i int) error {
+// updateSlice writes a changed slice of a live service svc: current holds
+// the service's slices as the API has them (currentSlices), slice i changed.
+func (r *replay) updateSlice(ctx context.Context, svcKey string, svc *v1.Service, current []*discoveryv1.EndpointSlice, i int) error {
 	s := current[i]
 	r.stamp(s)
 	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	r.wrote(kindSlice, 0)
-	r.observe(svcKey, current)
+	r.observe(svcKey, svc, current)
 	return nil
+}
+
+// currentService reads a live service back from the API: a copy.
+func (r *replay) currentService(ls *liveService) (*v1.Service, error) {
+	return apiGet[*v1.Service](r, services, ls.namespace, ls.name)
 }
 
 // currentSlices reads a live service's slices back from the API, in the
@@ -210,17 +219,28 @@ func (r *replay) updateSlice(ctx context.Context, svcKey string, current []*disc
 func (r *replay) currentSlices(ls *liveService) ([]*discoveryv1.EndpointSlice, error) {
 	out := make([]*discoveryv1.EndpointSlice, 0, len(ls.slices))
 	for _, name := range ls.slices {
-		o, err := r.client.Tracker().Get(endpointSlices, ls.svc.Namespace, name)
+		s, err := apiGet[*discoveryv1.EndpointSlice](r, endpointSlices, ls.namespace, name)
 		if err != nil {
-			return nil, fmt.Errorf("read endpointslice %s/%s: %w", ls.svc.Namespace, name, err)
-		}
-		s, ok := o.(*discoveryv1.EndpointSlice)
-		if !ok {
-			return nil, fmt.Errorf("read endpointslice %s/%s: the API holds a %T", ls.svc.Namespace, name, o)
+			return nil, err
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// apiGet reads an object from the fake's tracker directly: the replay's own
+// read, neither an API request of the proxier's nor an action to record.
+func apiGet[T runtime.Object](r *replay, gvr schema.GroupVersionResource, ns, name string) (T, error) {
+	var zero T
+	o, err := r.client.Tracker().Get(gvr, ns, name)
+	if err != nil {
+		return zero, fmt.Errorf("read %s %s/%s: %w", gvr.Resource, ns, name, err)
+	}
+	t, ok := o.(T)
+	if !ok {
+		return zero, fmt.Errorf("read %s %s/%s: the API holds a %T", gvr.Resource, ns, name, o)
+	}
+	return t, nil
 }
 
 // deleteService deletes a service, then its slices (the garbage collector's order).
@@ -234,13 +254,13 @@ func (r *replay) deleteService(ctx context.Context, k string) error {
 	if ls == nil {
 		return fmt.Errorf("delete service %s: not live", k)
 	}
-	if err := r.client.CoreV1().Services(ls.svc.Namespace).Delete(ctx, ls.svc.Name, metav1.DeleteOptions{}); err != nil {
+	if err := r.client.CoreV1().Services(ls.namespace).Delete(ctx, ls.name, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete service %s: %w", k, err)
 	}
 	r.wrote(kindService, -1)
 	for _, name := range ls.slices {
-		if err := r.client.DiscoveryV1().EndpointSlices(ls.svc.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			return fmt.Errorf("delete endpointslice %s/%s: %w", ls.svc.Namespace, name, err)
+		if err := r.client.DiscoveryV1().EndpointSlices(ls.namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete endpointslice %s/%s: %w", ls.namespace, name, err)
 		}
 		r.wrote(kindSlice, -1)
 	}
@@ -265,10 +285,10 @@ func clusterSlices(set *objects.Set) (bySvc map[string][]*discoveryv1.EndpointSl
 	return bySvc, orphans
 }
 
-// observe records what the API now holds of live service k, whose slices
-// are eps: which of its endpoints the API calls ready, and what a synced
+// observe records what the API now holds of live service k, svc with the
+// slices eps: which of its endpoints the API calls ready, and what a synced
 // proxier counts of it.
-func (r *replay) observe(k string, eps []*discoveryv1.EndpointSlice) {
+func (r *replay) observe(k string, svc *v1.Service, eps []*discoveryv1.EndpointSlice) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ls := r.services[k]
@@ -277,7 +297,7 @@ func (r *replay) observe(k string, eps []*discoveryv1.EndpointSlice) {
 	}
 	ls.known = ls.known[:0]
 	for _, f := range r.fams {
-		ports, endpoints := objects.Known(ls.svc, eps, v1.IPFamily(f))
+		ports, endpoints := objects.Known(svc, eps, v1.IPFamily(f))
 		ls.known = append(ls.known, expectation{ports, endpoints})
 	}
 	ready := map[netip.AddrPort]bool{}
@@ -393,6 +413,10 @@ func (r *replay) roll(ctx context.Context, k string) error {
 	if ls == nil {
 		return fmt.Errorf("churn %s: service is not live", k)
 	}
+	svc, err := r.currentService(ls)
+	if err != nil {
+		return fmt.Errorf("churn %s: %w", k, err)
+	}
 	current, err := r.currentSlices(ls)
 	if err != nil {
 		return fmt.Errorf("churn %s: %w", k, err)
@@ -421,7 +445,7 @@ func (r *replay) roll(ctx context.Context, k string) error {
 			return fmt.Errorf("churn %s: %w", k, err)
 		}
 		s.Endpoints = append(s.Endpoints, ep)
-		if err := r.updateSlice(ctx, k, current, i); err != nil {
+		if err := r.updateSlice(ctx, k, svc, current, i); err != nil {
 			return err
 		}
 	}

@@ -64,8 +64,8 @@ func TestReplayExpectsWhatTheProxierCounts(t *testing.T) {
 	require.NoError(t, err)
 	for s, eps := range live {
 		k := key(s.Namespace, s.Name)
-		r.services[k] = &liveService{svc: s}
-		r.observe(k, eps) // as createService counts what it wrote
+		r.services[k] = &liveService{namespace: s.Namespace, name: s.Name}
+		r.observe(k, s, eps) // as createService counts what it wrote
 		p.OnServiceAdd(s)
 		for _, e := range eps {
 			p.OnEndpointSliceAdd(e)

@@ -260,17 +260,19 @@ func (x *run) pace(rate float64, d time.Duration, n int, action func(i int) erro
 // createCluster writes the cluster: nodes, each service with its slices (at
 // rate services per second, 0: at once), and slices of no service.
 //
-// The set lets go of its slices as they go to the API: from then on the API
-// (the fake's tracker) holds them and the replay reads them back from there.
-// Kept, they would be the cluster's every endpoint held once more for the
-// whole run, for nothing (a Scenario runs once; Prepare has seen them).
+// The set lets go of its services and slices as they go to the API: from
+// then on the API (the fake's tracker) holds them and the replay reads them
+// back from there. Kept, they would be the whole cluster held once more for
+// the whole run, for nothing: a Scenario runs once, and Prepare and the
+// probes' targets have seen them.
 func (x *run) createCluster(rate float64) error {
 	set := x.s.set
 	bySvc, orphans := clusterSlices(set)
-	set.EndpointSlices = nil
+	svcs := set.Services
+	set.Services, set.EndpointSlices = nil, nil
 	nodes := func() error { return x.r.createNodes(x.ctx, set) }
 	service := func(i int) error {
-		svc := set.Services[i]
+		svc := svcs[i]
 		return x.r.createService(x.ctx, svc, bySvc[key(svc.Namespace, svc.Name)])
 	}
 	rest := func() error {
@@ -287,7 +289,7 @@ func (x *run) createCluster(rate float64) error {
 			if err := nodes(); err != nil {
 				return err
 			}
-			for i := range set.Services {
+			for i := range svcs {
 				if err := service(i); err != nil {
 					return err
 				}
@@ -298,7 +300,7 @@ func (x *run) createCluster(rate float64) error {
 	if err := x.batch(nodes); err != nil {
 		return err
 	}
-	if err := x.pace(rate, 0, len(set.Services), service); err != nil {
+	if err := x.pace(rate, 0, len(svcs), service); err != nil {
 		return err
 	}
 	return x.batch(rest)
