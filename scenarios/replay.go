@@ -60,10 +60,14 @@ type replay struct {
 	// now is the run's clock: wall time, or modeled time in lockstep.
 	now func() time.Time
 
-	mu        sync.RWMutex
-	services  map[string]*liveService // namespace/name
-	order     []string                // live services in creation order
+	mu       sync.RWMutex
+	services map[string]*liveService // namespace/name
+	order    []string                // live services in creation order
+	// ready holds, for each service a probe asks about (readyFunc), the
+	// endpoints the API calls ready. No one asks about the others: a set per
+	// service of the cluster would be held for nothing.
 	ready     map[string]map[netip.AddrPort]bool
+	probed    map[string]bool
 	lastWrite time.Time
 	writes    int
 	objects   int            // live API objects: nodes, services, slices
@@ -89,6 +93,7 @@ func newReplay(s *Scenario, now func() time.Time) *replay {
 		now:      now,
 		services: map[string]*liveService{},
 		ready:    map[string]map[netip.AddrPort]bool{},
+		probed:   map[string]bool{},
 		kinds:    map[string]int{},
 	}
 	for _, f := range s.Proxier.Families {
@@ -300,6 +305,13 @@ func (r *replay) observe(k string, svc *v1.Service, eps []*discoveryv1.EndpointS
 		ports, endpoints := objects.Known(svc, eps, v1.IPFamily(f))
 		ls.known = append(ls.known, expectation{ports, endpoints})
 	}
+	if r.probed[k] {
+		r.ready[k] = readyOf(eps)
+	}
+}
+
+// readyOf returns the endpoints (address and port) that slices eps call ready.
+func readyOf(eps []*discoveryv1.EndpointSlice) map[netip.AddrPort]bool {
 	ready := map[netip.AddrPort]bool{}
 	for _, s := range eps {
 		for _, ep := range s.Endpoints {
@@ -317,12 +329,24 @@ func (r *replay) observe(k string, svc *v1.Service, eps []*discoveryv1.EndpointS
 			}
 		}
 	}
-	r.ready[k] = ready
+	return ready
 }
 
 // readyFunc answers, for one service, whether an endpoint is ready in the
 // API right now: the truth a probe's endpoint must agree with to answer.
 func (r *replay) readyFunc(svcKey string) func(netip.AddrPort) bool {
+	r.mu.Lock()
+	r.probed[svcKey] = true
+	ls := r.services[svcKey]
+	r.mu.Unlock()
+	if ls != nil {
+		// Live already: what the API holds now. A live service's slices are
+		// in the tracker; were one not, none of it would be ready.
+		eps, _ := r.currentSlices(ls)
+		r.mu.Lock()
+		r.ready[svcKey] = readyOf(eps)
+		r.mu.Unlock()
+	}
 	return func(ap netip.AddrPort) bool {
 		r.mu.RLock()
 		defer r.mu.RUnlock()
