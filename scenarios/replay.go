@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -24,11 +26,24 @@ import (
 // keeps every request of the run.
 const clearActionsEvery = 2000
 
-// liveService is a service as the replay last wrote it.
+// liveService is what the replay keeps of a live service it wrote. The
+// objects themselves are held by the API (the fake's tracker) and read back
+// from it when a step needs them (currentService, currentSlices): a record
+// of its own would hold the whole cluster once more for the whole run.
 type liveService struct {
-	svc    *v1.Service
-	slices []*discoveryv1.EndpointSlice
+	namespace, name string
+	// slices names the service's EndpointSlices (in its namespace).
+	slices []string
+	// known is what a synced proxier of each of the replay's families
+	// (fams) counts of the service, as last written (see expect).
+	known []expectation
 }
+
+// The resources the tracker keeps Services and EndpointSlices under.
+var (
+	services       = v1.SchemeGroupVersion.WithResource("services")
+	endpointSlices = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+)
 
 // expectation is what a fully synced proxier of one family knows: its
 // sync records count service ports and their endpoints.
@@ -45,10 +60,14 @@ type replay struct {
 	// now is the run's clock: wall time, or modeled time in lockstep.
 	now func() time.Time
 
-	mu        sync.RWMutex
-	services  map[string]*liveService // namespace/name
-	order     []string                // live services in creation order
+	mu       sync.RWMutex
+	services map[string]*liveService // namespace/name
+	order    []string                // live services in creation order
+	// ready holds, for each service a probe asks about (readyFunc), the
+	// endpoints the API calls ready. No one asks about the others: a set per
+	// service of the cluster would be held for nothing.
 	ready     map[string]map[netip.AddrPort]bool
+	probed    map[string]bool
 	lastWrite time.Time
 	writes    int
 	objects   int            // live API objects: nodes, services, slices
@@ -74,6 +93,7 @@ func newReplay(s *Scenario, now func() time.Time) *replay {
 		now:      now,
 		services: map[string]*liveService{},
 		ready:    map[string]map[netip.AddrPort]bool{},
+		probed:   map[string]bool{},
 		kinds:    map[string]int{},
 	}
 	for _, f := range s.Proxier.Families {
@@ -142,36 +162,37 @@ func (r *replay) createNodes(ctx context.Context, set *objects.Set) error {
 	return nil
 }
 
-// createService creates a service and then its slices.
+// createService creates a service and then its slices. It stamps the slices
+// in place, not copies: they are the scenario's generated cluster, which a
+// scenario runs once, or new ones, and the fake's tracker keeps a copy of
+// its own.
 func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*discoveryv1.EndpointSlice) error {
-	svc = svc.DeepCopy()
 	if _, err := r.client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	r.wrote(kindService, 1)
-	ls := &liveService{svc: svc}
+	ls := &liveService{namespace: svc.Namespace, name: svc.Name}
 	for _, s := range eps {
-		s = s.DeepCopy()
 		r.stamp(s)
 		if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		r.wrote(kindSlice, 1)
-		ls.slices = append(ls.slices, s)
+		ls.slices = append(ls.slices, s.Name)
 	}
 	k := key(svc.Namespace, svc.Name)
 	r.mu.Lock()
 	r.services[k] = ls
 	r.order = append(r.order, k)
 	r.mu.Unlock()
-	r.updateReady(k)
+	r.observe(k, svc, eps)
 	return nil
 }
 
 // createOrphan creates a slice that belong to no service of the set (an
-// export may hold them); they are written but not modelled.
+// export may hold them); they are written but not modelled. Like
+// createService, it stamps the set's own object.
 func (r *replay) createOrphan(ctx context.Context, s *discoveryv1.EndpointSlice) error {
-	s = s.DeepCopy()
 	r.stamp(s)
 	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
@@ -180,18 +201,51 @@ func (r *replay) createOrphan(ctx context.Context, s *discoveryv1.EndpointSlice)
 	return nil
 }
 
-// updateSlice writes a changed slice of a live service.
-func (r *replay) updateSlice(ctx context.Context, svcKey string, i int, s *discoveryv1.EndpointSlice) error {
+// updateSlice writes a changed slice of a live service svc: current holds
+// the service's slices as the API has them (currentSlices), slice i changed.
+func (r *replay) updateSlice(ctx context.Context, svcKey string, svc *v1.Service, current []*discoveryv1.EndpointSlice, i int) error {
+	s := current[i]
 	r.stamp(s)
 	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	r.wrote(kindSlice, 0)
-	r.mu.Lock()
-	r.services[svcKey].slices[i] = s
-	r.mu.Unlock()
-	r.updateReady(svcKey)
+	r.observe(svcKey, svc, current)
 	return nil
+}
+
+// currentService reads a live service back from the API: a copy.
+func (r *replay) currentService(ls *liveService) (*v1.Service, error) {
+	return apiGet[*v1.Service](r, services, ls.namespace, ls.name)
+}
+
+// currentSlices reads a live service's slices back from the API, in the
+// order they were created: copies, the caller's to change.
+func (r *replay) currentSlices(ls *liveService) ([]*discoveryv1.EndpointSlice, error) {
+	out := make([]*discoveryv1.EndpointSlice, 0, len(ls.slices))
+	for _, name := range ls.slices {
+		s, err := apiGet[*discoveryv1.EndpointSlice](r, endpointSlices, ls.namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// apiGet reads an object from the fake's tracker directly: the replay's own
+// read, neither an API request of the proxier's nor an action to record.
+func apiGet[T runtime.Object](r *replay, gvr schema.GroupVersionResource, ns, name string) (T, error) {
+	var zero T
+	o, err := r.client.Tracker().Get(gvr, ns, name)
+	if err != nil {
+		return zero, fmt.Errorf("read %s %s/%s: %w", gvr.Resource, ns, name, err)
+	}
+	t, ok := o.(T)
+	if !ok {
+		return zero, fmt.Errorf("read %s %s/%s: the API holds a %T", gvr.Resource, ns, name, o)
+	}
+	return t, nil
 }
 
 // deleteService deletes a service, then its slices (the garbage collector's order).
@@ -205,13 +259,13 @@ func (r *replay) deleteService(ctx context.Context, k string) error {
 	if ls == nil {
 		return fmt.Errorf("delete service %s: not live", k)
 	}
-	if err := r.client.CoreV1().Services(ls.svc.Namespace).Delete(ctx, ls.svc.Name, metav1.DeleteOptions{}); err != nil {
+	if err := r.client.CoreV1().Services(ls.namespace).Delete(ctx, ls.name, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete service %s: %w", k, err)
 	}
 	r.wrote(kindService, -1)
-	for _, s := range ls.slices {
-		if err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
-			return fmt.Errorf("delete endpointslice %s/%s: %w", s.Namespace, s.Name, err)
+	for _, name := range ls.slices {
+		if err := r.client.DiscoveryV1().EndpointSlices(ls.namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete endpointslice %s/%s: %w", ls.namespace, name, err)
 		}
 		r.wrote(kindSlice, -1)
 	}
@@ -236,16 +290,30 @@ func clusterSlices(set *objects.Set) (bySvc map[string][]*discoveryv1.EndpointSl
 	return bySvc, orphans
 }
 
-// updateReady recomputes which endpoints of a service the API calls ready.
-func (r *replay) updateReady(k string) {
+// observe records what the API now holds of live service k, svc with the
+// slices eps: which of its endpoints the API calls ready, and what a synced
+// proxier counts of it.
+func (r *replay) observe(k string, svc *v1.Service, eps []*discoveryv1.EndpointSlice) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ls := r.services[k]
 	if ls == nil {
 		return
 	}
+	ls.known = ls.known[:0]
+	for _, f := range r.fams {
+		ports, endpoints := objects.Known(svc, eps, v1.IPFamily(f))
+		ls.known = append(ls.known, expectation{ports, endpoints})
+	}
+	if r.probed[k] {
+		r.ready[k] = readyOf(eps)
+	}
+}
+
+// readyOf returns the endpoints (address and port) that slices eps call ready.
+func readyOf(eps []*discoveryv1.EndpointSlice) map[netip.AddrPort]bool {
 	ready := map[netip.AddrPort]bool{}
-	for _, s := range ls.slices {
+	for _, s := range eps {
 		for _, ep := range s.Endpoints {
 			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
 				continue
@@ -261,12 +329,24 @@ func (r *replay) updateReady(k string) {
 			}
 		}
 	}
-	r.ready[k] = ready
+	return ready
 }
 
 // readyFunc answers, for one service, whether an endpoint is ready in the
 // API right now: the truth a probe's endpoint must agree with to answer.
 func (r *replay) readyFunc(svcKey string) func(netip.AddrPort) bool {
+	r.mu.Lock()
+	r.probed[svcKey] = true
+	ls := r.services[svcKey]
+	r.mu.Unlock()
+	if ls != nil {
+		// Live already: what the API holds now. A live service's slices are
+		// in the tracker; were one not, none of it would be ready.
+		eps, _ := r.currentSlices(ls)
+		r.mu.Lock()
+		r.ready[svcKey] = readyOf(eps)
+		r.mu.Unlock()
+	}
 	return func(ap netip.AddrPort) bool {
 		r.mu.RLock()
 		defer r.mu.RUnlock()
@@ -274,10 +354,11 @@ func (r *replay) readyFunc(svcKey string) func(netip.AddrPort) bool {
 	}
 }
 
-// expect computes what a synced proxier of family f reports: the ports of
-// the services kube-proxy acts on with a cluster IP of the family, and their
-// endpoints (every address of the family, ready or not, deduplicated per
-// port as the proxier merges slices), by objects' rules.
+// expect computes what a synced proxier of family f (one of the replay's
+// families) reports: the ports of the services kube-proxy acts on with a
+// cluster IP of the family, and their endpoints (every address of the
+// family, ready or not, deduplicated per port as the proxier merges
+// slices), by objects' rules, as observe counted them per service.
 func (r *replay) expect(f dataplane.Family) expectation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -288,10 +369,11 @@ func (r *replay) expect(f dataplane.Family) expectation {
 		return e
 	}
 	var e expectation
-	for _, ls := range r.services {
-		ports, endpoints := objects.Known(ls.svc, ls.slices, v1.IPFamily(f))
-		e.ports += ports
-		e.endpoints += endpoints
+	if i := slices.Index(r.fams, f); i >= 0 {
+		for _, ls := range r.services {
+			e.ports += ls.known[i].ports
+			e.endpoints += ls.known[i].endpoints
+		}
 	}
 	r.expected[f] = e
 	return e
@@ -355,15 +437,19 @@ func (r *replay) roll(ctx context.Context, k string) error {
 	if ls == nil {
 		return fmt.Errorf("churn %s: service is not live", k)
 	}
-	r.mu.RLock()
-	current := slices.Clone(ls.slices)
-	r.mu.RUnlock()
-	for i, old := range current {
-		f := dataplane.Family(old.AddressType)
+	svc, err := r.currentService(ls)
+	if err != nil {
+		return fmt.Errorf("churn %s: %w", k, err)
+	}
+	current, err := r.currentSlices(ls)
+	if err != nil {
+		return fmt.Errorf("churn %s: %w", k, err)
+	}
+	for i, s := range current {
+		f := dataplane.Family(s.AddressType)
 		if r.gen.podIPs[f] == nil {
 			continue // a slice of a family the cluster has no pod CIDR for
 		}
-		s := old.DeepCopy()
 		kept := s.Endpoints[:0]
 		for _, ep := range s.Endpoints {
 			if ep.Conditions.Terminating == nil || !*ep.Conditions.Terminating {
@@ -383,7 +469,7 @@ func (r *replay) roll(ctx context.Context, k string) error {
 			return fmt.Errorf("churn %s: %w", k, err)
 		}
 		s.Endpoints = append(s.Endpoints, ep)
-		if err := r.updateSlice(ctx, k, i, s); err != nil {
+		if err := r.updateSlice(ctx, k, svc, current, i); err != nil {
 			return err
 		}
 	}

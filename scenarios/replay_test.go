@@ -1,7 +1,10 @@
 package scenarios
 
 import (
+	"context"
+	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -56,13 +59,15 @@ func TestReplayExpectsWhatTheProxierCounts(t *testing.T) {
 			slice("mesh", "mesh-1", discoveryv1.AddressTypeIPv4, http, nil, "10.0.0.7"),
 		},
 	}
-	r := &replay{services: map[string]*liveService{}}
+	r := &replay{services: map[string]*liveService{}, ready: map[string]map[netip.AddrPort]bool{}, fams: []dataplane.Family{dataplane.IPv4}}
 	k, err := sim.New(sim.Options{})
 	require.NoError(t, err)
 	p, err := proxier.New(proxier.Config{}, dataplane.IPv4, k.Dataplane(), proxier.Options{})
 	require.NoError(t, err)
 	for s, eps := range live {
-		r.services[key(s.Namespace, s.Name)] = &liveService{svc: s, slices: eps}
+		k := key(s.Namespace, s.Name)
+		r.services[k] = &liveService{namespace: s.Namespace, name: s.Name}
+		r.observe(k, s, eps) // as createService counts what it wrote
 		p.OnServiceAdd(s)
 		for _, e := range eps {
 			p.OnEndpointSliceAdd(e)
@@ -75,4 +80,45 @@ func TestReplayExpectsWhatTheProxierCounts(t *testing.T) {
 	want := r.expect(dataplane.IPv4)
 	require.Equal(t, expectation{ports: 1, endpoints: 3}, want, "web's port, with 10.0.0.1-3")
 	require.Equal(t, want, expectation{ports: rec.Services, endpoints: rec.Endpoints})
+}
+
+// TestReplayReadyForProbedServices: the replay knows which endpoints the API
+// calls ready for the services a probe asked about, whether it asked before
+// the service was created or after, and follows their changes.
+func TestReplayReadyForProbedServices(t *testing.T) {
+	s, err := Load("smoke", []string{"cluster.services=3", "cluster.endpointsPerService=2", "probes.services=1"})
+	require.NoError(t, err)
+	r := newReplay(s, time.Now)
+	bySvc, _ := clusterSlices(s.set)
+	ctx := context.Background()
+	keyOf := func(i int) string { return key(s.set.Services[i].Namespace, s.set.Services[i].Name) }
+	before, after, unprobed := keyOf(0), keyOf(1), keyOf(2)
+	readyBefore := r.readyFunc(before)
+	for _, svc := range s.set.Services {
+		require.NoError(t, r.createService(ctx, svc, bySvc[key(svc.Namespace, svc.Name)]))
+	}
+	readyAfter := r.readyFunc(after)
+
+	for k, ready := range map[string]func(netip.AddrPort) bool{before: readyBefore, after: readyAfter} {
+		eps, err := r.currentSlices(r.service(k))
+		require.NoError(t, err)
+		want := readyOf(eps)
+		require.NotEmpty(t, want, "%s: ready endpoints", k)
+		for ap := range want {
+			require.True(t, ready(ap), "%s: %s", k, ap)
+		}
+		require.False(t, ready(netip.MustParseAddrPort("192.0.2.1:80")), k)
+	}
+	r.mu.RLock()
+	_, kept := r.ready[unprobed]
+	r.mu.RUnlock()
+	require.False(t, kept, "no ready set is kept for a service no probe asked about")
+
+	// A roll makes the oldest endpoint terminating: no longer ready.
+	eps, err := r.currentSlices(r.service(before))
+	require.NoError(t, err)
+	oldest := eps[0].Endpoints[0]
+	require.NoError(t, r.roll(ctx, before))
+	ap := netip.AddrPortFrom(netip.MustParseAddr(oldest.Addresses[0]), uint16(*eps[0].Ports[0].Port))
+	require.False(t, readyBefore(ap), "the rolled endpoint %s is terminating", ap)
 }

@@ -31,6 +31,10 @@ type RunOptions struct {
 	OnStep func(done, total int, label string)
 	// OnSync is called with every sync record, from the proxier's goroutine. Optional.
 	OnSync func(results.Sync)
+	// BeforeStop is called once the timeline has ended (run through, failed
+	// or interrupted), before the proxier stops and the run's state becomes
+	// garbage: the moment to look at what a whole run holds (--memprofile). Optional.
+	BeforeStop func()
 }
 
 // errProxierStopped marks a proxier that returned while the run still needed it.
@@ -155,6 +159,9 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	if inspect != nil && err == nil {
 		inspect(x)
 	}
+	if o.BeforeStop != nil {
+		o.BeforeStop()
+	}
 
 	x.drv.probesOff()
 	x.stopProxier()
@@ -252,12 +259,20 @@ func (x *run) pace(rate float64, d time.Duration, n int, action func(i int) erro
 
 // createCluster writes the cluster: nodes, each service with its slices (at
 // rate services per second, 0: at once), and slices of no service.
+//
+// The set lets go of its services and slices as they go to the API: from
+// then on the API (the fake's tracker) holds them and the replay reads them
+// back from there. Kept, they would be the whole cluster held once more for
+// the whole run, for nothing: a Scenario runs once, and Prepare and the
+// probes' targets have seen them.
 func (x *run) createCluster(rate float64) error {
 	set := x.s.set
 	bySvc, orphans := clusterSlices(set)
+	svcs := set.Services
+	set.Services, set.EndpointSlices = nil, nil
 	nodes := func() error { return x.r.createNodes(x.ctx, set) }
 	service := func(i int) error {
-		svc := set.Services[i]
+		svc := svcs[i]
 		return x.r.createService(x.ctx, svc, bySvc[key(svc.Namespace, svc.Name)])
 	}
 	rest := func() error {
@@ -274,7 +289,7 @@ func (x *run) createCluster(rate float64) error {
 			if err := nodes(); err != nil {
 				return err
 			}
-			for i := range set.Services {
+			for i := range svcs {
 				if err := service(i); err != nil {
 					return err
 				}
@@ -285,7 +300,7 @@ func (x *run) createCluster(rate float64) error {
 	if err := x.batch(nodes); err != nil {
 		return err
 	}
-	if err := x.pace(rate, 0, len(set.Services), service); err != nil {
+	if err := x.pace(rate, 0, len(svcs), service); err != nil {
 		return err
 	}
 	return x.batch(rest)

@@ -67,14 +67,18 @@ func requireKernelMatchesAPI(t *testing.T, x *run) {
 	wantVS := map[dataplane.ServiceKey]bool{}
 	for _, key := range x.r.liveKeys() {
 		ls := x.r.service(key)
-		for _, ipStr := range ls.svc.Spec.ClusterIPs {
+		svc, err := x.r.currentService(ls)
+		require.NoError(t, err)
+		current, err := x.r.currentSlices(ls)
+		require.NoError(t, err)
+		for _, ipStr := range svc.Spec.ClusterIPs {
 			ip := netip.MustParseAddr(ipStr)
-			for _, p := range ls.svc.Spec.Ports {
+			for _, p := range svc.Spec.Ports {
 				sk := dataplane.ServiceKey{Address: ip, Port: uint16(p.Port), Protocol: dataplane.Protocol(p.Protocol)}
 				wantVS[sk] = true
 				require.True(t, inKernel[sk], "service %s: no virtual server %s", key, sk)
 				var ready []netip.AddrPort
-				for _, s := range ls.slices {
+				for _, s := range current {
 					if string(s.AddressType) != string(dataplane.FamilyOf(ip)) {
 						continue
 					}
@@ -460,7 +464,8 @@ func TestFromFile(t *testing.T) {
 		requireKernelMatchesAPI(t, x)
 		require.Len(t, x.r.liveKeys(), 4)
 		for _, k := range x.r.liveKeys()[1:] {
-			svc := x.r.service(k).svc
+			svc, err := x.r.currentService(x.r.service(k))
+			require.NoError(t, err)
 			require.NotEqual(t, "10.96.5.5", svc.Spec.ClusterIP, "added services avoid the file's addresses")
 		}
 	})

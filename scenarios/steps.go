@@ -478,12 +478,16 @@ func (a *KernelDrift) run(x *run) error {
 		if ls == nil {
 			continue // deleted meanwhile
 		}
-		for _, ip := range ls.svc.Spec.ClusterIPs {
+		svc, err := x.r.currentService(ls)
+		if err != nil {
+			return err
+		}
+		for _, ip := range svc.Spec.ClusterIPs {
 			addr, err := netip.ParseAddr(ip)
 			if err != nil || !slices.Contains(x.fams, dataplane.FamilyOf(addr)) {
 				continue
 			}
-			for _, p := range ls.svc.Spec.Ports {
+			for _, p := range svc.Spec.Ports {
 				proto := dataplane.Protocol(p.Protocol)
 				key := dataplane.ServiceKey{Address: addr, Port: uint16(p.Port), Protocol: proto}
 				switch a.Delete {

@@ -244,19 +244,36 @@ func installListOrder(cs *fake.Clientset, seed int64) {
 		if err != nil {
 			return true, nil, fmt.Errorf("list %s: %w", action.GetResource().Resource, err)
 		}
-		rank := func(o runtime.Object) uint64 {
-			m, err := meta.Accessor(o)
-			if err != nil {
-				return 0
-			}
-			h := fnv.New64a()
-			fmt.Fprintf(h, "%d/%s/%s", seed, m.GetNamespace(), m.GetName())
-			return h.Sum64()
+		// Each item's rank is hashed once, not at every comparison: a sort
+		// compares some log2(n) times per item, and at 50,000 objects hashing
+		// in the comparison was a sixth of a whole run's CPU time.
+		type ranked struct {
+			rank uint64
+			obj  runtime.Object
 		}
-		slices.SortStableFunc(items, func(a, b runtime.Object) int { return cmp.Compare(rank(a), rank(b)) })
+		rs := make([]ranked, len(items))
+		for i, o := range items {
+			rs[i] = ranked{listRank(seed, o), o}
+		}
+		slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Compare(a.rank, b.rank) })
+		for i := range rs {
+			items[i] = rs[i].obj
+		}
 		if err := meta.SetList(obj, items); err != nil {
 			return true, nil, fmt.Errorf("list %s: %w", action.GetResource().Resource, err)
 		}
 		return true, obj, nil
 	})
+}
+
+// listRank places an object in a list for a seed: a hash of seed and
+// namespace/name.
+func listRank(seed int64, o runtime.Object) uint64 {
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return 0
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%s", seed, m.GetNamespace(), m.GetName())
+	return h.Sum64()
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -70,6 +71,8 @@ one ran, it is kept, and this run's results go to NAME-2.json beside it (the
 	f.StringArrayVar(&o.sets, "set", nil, "override a scenario field, `KEY=VALUE`, e.g. proxier.initialSync=legacy or cluster.services=500 (repeatable)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on `HOST:PORT` while the run lasts, e.g. 127.0.0.1:9100")
 	f.StringVar(&o.state, "state", "", "at the end of the run, read back what the dataplane holds and write it to `FILE` as a state dump (see 'kpsim state --diff')")
+	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole command (loading the scenario included) to `FILE`, for 'go tool pprof'")
+	f.StringVar(&o.memprofile, "memprofile", "", "write a heap profile to `FILE` once the timeline has ended, after a garbage collection, while the run's API objects, informers, proxier and kernel are all still live, for 'go tool pprof'")
 	completeScenario(c, "scenario")
 	completeSetKeys(c)
 	return c
@@ -77,6 +80,7 @@ one ran, it is kept, and this run's results go to NAME-2.json beside it (the
 
 type runFlags struct {
 	scenario, out, metricsAddr, state string
+	cpuprofile, memprofile            string
 	sets                              []string
 	seeds                             int
 }
@@ -87,8 +91,8 @@ func runSeeds(cmd *cobra.Command, o runFlags) error {
 	if o.seeds < 1 || o.seeds > maxSeeds {
 		return usageError("--seeds %d: want 1 to %d runs", o.seeds, maxSeeds)
 	}
-	if o.state != "" || o.metricsAddr != "" {
-		return usageError("--seeds runs several scenarios: --state and --metrics-addr take one run")
+	if o.state != "" || o.metricsAddr != "" || o.cpuprofile != "" || o.memprofile != "" {
+		return usageError("--seeds runs several scenarios: --state, --metrics-addr, --cpuprofile and --memprofile take one run")
 	}
 	sc, err := loadInterruptible(cmd.Context(), o.scenario, o.sets, cmd.ErrOrStderr())
 	if err != nil {
@@ -144,6 +148,18 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 		}
 		stateStamp = stampOutput(o.state)
 	}
+	for _, p := range []struct{ flag, path string }{{"--cpuprofile", o.cpuprofile}, {"--memprofile", o.memprofile}} {
+		if p.path != "" {
+			if err := checkOutput(p.flag, p.path); err != nil {
+				return err
+			}
+		}
+	}
+	stopCPU, err := startCPUProfile(o.cpuprofile)
+	if err != nil {
+		return err
+	}
+	defer stopCPU()
 	sc, err := loadInterruptible(ctx, o.scenario, o.sets, stderr)
 	if err != nil {
 		return err
@@ -169,7 +185,10 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	node, err := backend.New(spec)
 	if errors.Is(err, backend.ErrIsolate) {
 		// Nothing of this process's run has started: the isolated child
-		// runs the whole command line, and its status is this one's.
+		// runs the whole command line, and its status is this one's. The
+		// child profiles itself into the same files, so this process's
+		// profile must be finished before the child starts its own.
+		stopCPU()
 		return reexecIsolated(os.Args[1:], stderr)
 	}
 	if err != nil {
@@ -191,6 +210,10 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	}
 
 	opts := scenarios.RunOptions{Backend: node, Registry: reg}
+	var memErr error
+	if o.memprofile != "" {
+		opts.BeforeStop = func() { memErr = writeHeapProfile(o.memprofile) }
+	}
 	bar := newProgress(stderr, sc.StepCount())
 	failures := newFailurePrinter(stderr, bar, time.Now)
 	opts.OnSync = failures.sync
@@ -205,6 +228,10 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	}
 	f, runErr := scenarios.Run(ctx, sc, opts)
 	release()
+	stopCPU()
+	if memErr != nil {
+		runErr = errors.Join(runErr, memErr)
+	}
 	if bar != nil {
 		bar.finish()
 	}
@@ -234,6 +261,49 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	}
 	fmt.Fprintf(stdout, "results: %s\n", path)
 	return runErr
+}
+
+// startCPUProfile starts profiling the CPU into path ("": nothing) and
+// returns the function that finishes the profile, which may be called more
+// than once: the profile is complete once it has been.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return nil, usageError("--cpuprofile %s: %v", path, pathErr(err))
+	}
+	if err := pprof.StartCPUProfile(fh); err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			fh.Close()
+		})
+	}, nil
+}
+
+// writeHeapProfile writes the heap profile to path after a garbage
+// collection: the profile's in-use figures are those of the last completed
+// collection, so without one they would lag behind what is live now.
+func writeHeapProfile(path string) error {
+	runtime.GC()
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--memprofile %s: %w", path, pathErr(err))
+	}
+	if err := pprof.Lookup("heap").WriteTo(fh, 0); err != nil {
+		fh.Close()
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	return nil
 }
 
 // loadInterruptible loads the scenario (building a large cluster takes

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// traces is `go tool pprof -sample_index=inuse_space -traces` output, cut short.
+const traces = `File: kpsim
+Type: inuse_space
+-----------+-------------------------------------------------------
+     bytes:  8kB
+    1.50MB   github.com/kpsim/kpsim/proxier.parseSlice
+             github.com/kpsim/kpsim/proxier.(*Proxier).OnEndpointSliceAdd
+             k8s.io/client-go/tools/cache.(*processorListener).run.func1
+-----------+-------------------------------------------------------
+     bytes:  512B
+     512kB   k8s.io/api/discovery/v1.(*EndpointSlice).DeepCopyObject
+             k8s.io/client-go/testing.(*tracker).add
+             k8s.io/client-go/testing.(*tracker).Create
+-----------+-------------------------------------------------------
+     bytes:  1kB
+    2MB   k8s.io/api/discovery/v1.(*EndpointSliceList).DeepCopyObject
+             k8s.io/client-go/testing.(*tracker).List
+-----------+-------------------------------------------------------
+     bytes:  64B
+         0   runtime.malg
+             runtime.newproc1
+-----------+-------------------------------------------------------
+     bytes:  64B
+     64B   runtime.malg
+             runtime.newproc1
+-----------+-------------------------------------------------------
+`
+
+func TestBucket(t *testing.T) {
+	by, err := bucket(strings.NewReader(traces))
+	require.NoError(t, err)
+	require.Equal(t, map[string]float64{
+		"proxier (parsed objects, desired state, kernel view)": 1.5e6, // a proxier handler under an informer: the proxier's
+		"fake clientset: object tracker (the API's objects)":   512e3,
+		"informer caches": 2e6, // the tracker's List copies are what the informer keeps
+		other:             64,
+	}, by)
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]float64{"0": 0, "64B": 64, "12.50MB": 12.5e6, "1GB": 1e9} {
+		got, err := parseBytes(in)
+		require.NoError(t, err)
+		require.InDelta(t, want, got, 1e-6, in)
+	}
+	_, err := parseBytes("x")
+	require.Error(t, err)
+}
