@@ -131,10 +131,8 @@ func heapLive() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// growthCluster generates a cluster of n services. The scenario's limit on
-// services (which keeps a typo from asking for a run that cannot fit) is
-// not the benchmark's: past it, the scenario's own generator goes on, as
-// addServices does.
+// growthCluster generates a cluster of n services with the scenario's own
+// generator.
 func growthCluster(b *testing.B, n int) (*objects.Set, proxier.Config) {
 	b.Helper()
 	spec := fmt.Sprintf(`name: growth
@@ -152,21 +150,12 @@ cluster:
   externalTrafficPolicyLocal: 0.2
   podCIDRs: [10.0.0.0/12]
 timeline: [createCluster]
-`, min(n, maxServices))
+`, n)
 	s, err := Parse("growth", []byte(spec), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	set := s.ClusterObjects()
-	for len(set.Services) < n {
-		svc, eps, err := s.gen.service()
-		if err != nil {
-			b.Fatalf("service %d: %v", len(set.Services), err)
-		}
-		set.Services = append(set.Services, svc)
-		set.EndpointSlices = append(set.EndpointSlices, eps...)
-	}
-	return set, proxier.Config{NodeName: s.Cluster.Node.Name}
+	return s.ClusterObjects(), proxier.Config{NodeName: s.Cluster.Node.Name}
 }
 
 // growthProxier is an IPv4 proxier on a fresh in-memory kernel whose

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kpsim/kpsim/dataplane"
@@ -78,11 +77,7 @@ type replay struct {
 }
 
 func newReplay(s *Scenario, now func() time.Time) *replay {
-	raiseWatchChanSize.Do(func() {
-		if watch.DefaultChanSize < watchChanSize {
-			watch.DefaultChanSize = watchChanSize
-		}
-	})
+	raiseWatchChanSize(max(watchChanSize, s.watchEvents()))
 	// NewSimpleClientset, not NewClientset: the latter applies objects
 	// through managed fields and is some forty times slower per write.
 	cs := fake.NewSimpleClientset() //nolint:staticcheck // see above

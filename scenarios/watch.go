@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -24,10 +25,38 @@ import (
 // opened from a resource version older than the newest object is handed
 // every newer object at once, before anything can read. Our pump drains the
 // tracker's channel continuously afterwards, so only that first burst must
-// fit: one event per object of the largest resource the limits allow.
+// fit: one event per object of the largest resource the run can hold
+// (watchEvents), at least watchChanSize.
 const watchChanSize = 1 << 17
 
-var raiseWatchChanSize sync.Once
+// chanSize guards raising watch.DefaultChanSize: client-go reads it as it
+// opens each watch, so it is only ever raised, before a run's first watch,
+// and only past watchChanSize by a cluster that needs it.
+var chanSize sync.Mutex
+
+// raiseWatchChanSize makes every watch opened from now on hold n events.
+func raiseWatchChanSize(n int) {
+	chanSize.Lock()
+	defer chanSize.Unlock()
+	if n > math.MaxInt32 {
+		n = math.MaxInt32
+	}
+	if int(watch.DefaultChanSize) < n {
+		watch.DefaultChanSize = int32(n)
+	}
+}
+
+// watchEvents bounds the events of one kind a watch of s's run may be
+// handed at once: every object of the cluster, and what addServices steps
+// add (a service, its slices in either family).
+func (s *Scenario) watchEvents() int {
+	n := 1024
+	if set := s.set; set != nil {
+		n += len(set.Services) + len(set.EndpointSlices) + len(set.Nodes)
+	}
+	perService := 1 + 2*(1+max(s.Cluster.EndpointsPerService, 0)/100)
+	return n + int(s.demand().added)*perService
+}
 
 // watchHub owns every watch the proxier's informers open on the fake
 // clientset and injects API faults around the tracker's watch: delayed
