@@ -313,11 +313,9 @@ func Catalog(files []*results.File) []MetricDef {
 		}
 		d := MetricDef{Name: fg.Name, Unit: fg.Unit, Class: fg.Class, HigherIsWorse: fg.HigherIsWorse, Disruption: fg.Disruption,
 			Basis: fg.Basis, Value: fg.Value, Group: fg.Name, PerSync: fg.PerSync}
-		if fg.Disruption && fg.Dist == nil {
-			seg, _, ok := strings.Cut(fg.Name, "/disruption/")
-			if !ok {
-				seg = ""
-			}
+		// Broken traffic is tested over probe attempts; what recovered
+		// (first success, unreachable) is not a count of attempts.
+		if seg, ok := disruptionSegment(fg.Name); ok {
 			d.Attempts = func(f *results.File) (int, int) {
 				if seg != "" {
 					if f = f.View(seg); f == nil {
@@ -339,6 +337,16 @@ func Catalog(files []*results.File) []MetricDef {
 		}
 	}
 	return defs
+}
+
+// disruptionSegment says whether a figure counts broken traffic
+// ("disruption/...") and of which segment ("" for the whole run).
+func disruptionSegment(name string) (segment string, ok bool) {
+	if strings.HasPrefix(name, "disruption/") {
+		return "", true
+	}
+	segment, _, ok = strings.Cut(name, "/disruption/")
+	return segment, ok
 }
 
 // commonSegments lists the segments every file's timeline has, in the

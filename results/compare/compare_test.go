@@ -641,3 +641,24 @@ func TestCompareUnphased(t *testing.T) {
 	require.Contains(t, names, "sync/p99")
 	require.Contains(t, names, "ops/writes")
 }
+
+// TestCompareFisherOnlyForBrokenTraffic: on the wall clock the counts of
+// broken traffic, of the whole run and of each segment, take Fisher's test
+// over that part's attempts; what recovered (unreachable windows) does not.
+func TestCompareFisherOnlyForBrokenTraffic(t *testing.T) {
+	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Probes: true}
+	base := resultstest.File(o)
+	base.Probes.Failures = nil
+	results.Summarize(base)
+	head := resultstest.File(o)
+	c := mustCompare(t, []*results.File{base}, []*results.File{head}, []string{"b"}, []string{"h"}, compare.DefaultOptions())
+	rows := byName(c)
+	for _, name := range []string{"disruption/seconds", "restart/disruption/failed-attempts", "start/disruption/seconds"} {
+		require.Equal(t, compare.SamplesAttempts, rows[name].Samples, name)
+	}
+	require.NotEqual(t, compare.SamplesAttempts, rows["unreachable"].Samples)
+	require.NotEqual(t, compare.SamplesAttempts, rows["start/unreachable"].Samples)
+	// The start segment broke nothing on either side: Fisher over its own attempts.
+	require.Equal(t, compare.NoChange, rows["start/disruption/seconds"].Verdict)
+	require.Equal(t, compare.Regressed, rows["restart/disruption/failed-attempts"].Verdict)
+}
