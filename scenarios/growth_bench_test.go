@@ -12,7 +12,6 @@ import (
 	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/sim"
 )
 
 // growthSizes are the cluster sizes BenchmarkProxierGrowth runs at; with
@@ -161,21 +160,7 @@ timeline: [createCluster]
 // growthProxier is an IPv4 proxier on a fresh in-memory kernel whose
 // handlers have heard of set, its informers synced.
 func growthProxier(b *testing.B, set *objects.Set, cfg proxier.Config) *proxier.Proxier {
-	b.Helper()
-	k, err := sim.New(sim.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := proxier.New(cfg, dataplane.IPv4, k.Dataplane(), proxier.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, e := range set.Events() {
-		e.Deliver(p)
-	}
-	p.OnServicesSynced()
-	p.OnEndpointSlicesSynced()
-	return p
+	return benchProxier(b, newBenchKernel(b).Dataplane(), proxier.Options{}, set, cfg)
 }
 
 // movedEndpoint is s with its first endpoint at the i-th address of
