@@ -155,3 +155,97 @@ func TestSchedInterleaves(t *testing.T) {
 		require.Equal(t, want, run())
 	}
 }
+
+// TestSchedUntilDone: untilDone ends where a timeline that checks done at
+// every event (until(now), then until(next) while not done) ends, with the
+// same sync trace, probe rounds and clock, whether done holds or the
+// deadline passes first; but the sync hands back to the timeline only
+// where something else is due (a probe round, a timer), not at each of its
+// operations.
+func TestSchedUntilDone(t *testing.T) {
+	const ops = 100
+	type outcome struct {
+		done    bool
+		now     time.Duration
+		trace   []string
+		rounds  []time.Duration
+		waiters uint64 // waiters queued and timers armed: hand-offs
+	}
+	run := func(deadline time.Duration, wait func(s *sched, ctx context.Context, deadline time.Time, round func(), done func() bool) (bool, error)) outcome {
+		ctx, cancel := context.WithCancel(context.Background())
+		s := newSched(clockT0, []dataplane.Family{dataplane.IPv4}, func() int { return 0 })
+		s.running = true
+		r := &fakeRunner{s: s, f: dataplane.IPv4, work: make(chan []time.Duration, 1)}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); r.loop(ctx) }()
+		spends := make([]time.Duration, ops)
+		for i := range spends {
+			spends[i] = time.Millisecond
+		}
+		r.work <- spends
+		s.NewTimer(50*time.Millisecond + 500*time.Microsecond)
+		s.roundAt = clockT0.Add(30 * time.Millisecond)
+		var out outcome
+		round := func() {
+			out.rounds = append(out.rounds, s.Now().Sub(clockT0))
+			s.mu.Lock()
+			s.roundAt = time.Time{} // one round
+			s.mu.Unlock()
+		}
+		done := func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return len(r.trace) == 1+ops // begun, and every operation spent
+		}
+		var err error
+		out.done, err = wait(s, ctx, clockT0.Add(deadline), round, done)
+		require.NoError(t, err)
+		out.now = s.Now().Sub(clockT0)
+		out.waiters = s.seq
+		(&modeledDriver{s: s}).stopping() // the sync, when not done, is killed
+		cancel()
+		wg.Wait()
+		out.trace = r.trace
+		return out
+	}
+	byEvent := func(s *sched, ctx context.Context, deadline time.Time, round func(), done func() bool) (bool, error) {
+		if err := s.until(ctx, s.Now(), round); err != nil {
+			return false, err
+		}
+		for !done() {
+			next, pending := s.nextDue()
+			if !pending || next.After(deadline) {
+				return false, nil
+			}
+			if err := s.until(ctx, next, round); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	for _, tc := range []struct {
+		deadline time.Duration
+		done     bool
+		now      time.Duration
+		waiters  uint64 // with untilDone
+	}{
+		// The timer, the sync's beginning, and its operations due at the
+		// probe round (30ms), just after it and just after the timer.
+		{deadline: time.Second, done: true, now: ops * time.Millisecond, waiters: 5},
+		// The deadline is a horizon too: the operation due at it waits.
+		{deadline: 40 * time.Millisecond, done: false, now: 40 * time.Millisecond, waiters: 6},
+	} {
+		want := run(tc.deadline, byEvent)
+		got := run(tc.deadline, (*sched).untilDone)
+		require.Equal(t, tc.done, got.done)
+		require.Equal(t, tc.now, got.now)
+		require.Equal(t, []time.Duration{30 * time.Millisecond}, got.rounds)
+		require.Equal(t, want.done, got.done)
+		require.Equal(t, want.now, got.now)
+		require.Equal(t, want.trace, got.trace)
+		require.Equal(t, want.rounds, got.rounds)
+		require.Equal(t, tc.waiters, got.waiters)
+		require.Greater(t, want.waiters, uint64(int(tc.now/time.Millisecond)), "by event, every operation hands back")
+	}
+}

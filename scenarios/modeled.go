@@ -300,12 +300,40 @@ func (s *sched) nextEvent() (event, time.Time, *modelTimer) {
 // until moves modeled time to t, letting everything due until then happen
 // in order; round makes a probe round.
 func (s *sched) until(ctx context.Context, t time.Time, round func()) error {
+	_, err := s.advance(ctx, t, round, nil)
+	return err
+}
+
+// untilDone moves modeled time as a timeline that checks done at each
+// instant a process or timer is due would: until(now), then, while done
+// does not hold and the next such instant (nextDue) is not after deadline,
+// until(next). It reports whether done held.
+//
+// It differs from those calls in one thing only: the running sync may move
+// the clock by itself up to the next event due, instead of handing back to
+// the timeline at every kernel operation (until(next) made next its
+// horizon, and the sync's next operation was always past it). The
+// instants it passes that way are ones where nothing else is due, so
+// nothing else runs there; and done must be a predicate that only a sync's
+// end can turn true (waitSynced's), after which the sync's runner is idle
+// or waiting and the timeline checks done at that same instant.
+func (s *sched) untilDone(ctx context.Context, deadline time.Time, round func(), done func() bool) (bool, error) {
+	return s.advance(ctx, deadline, round, done)
+}
+
+// advance is until (done nil) and untilDone (done set): t is the horizon
+// of a running sync, and the instant until returns at.
+func (s *sched) advance(ctx context.Context, t time.Time, round func(), done func() bool) (bool, error) {
 	s.mu.Lock()
 	s.target = t
+	limit := t // the instant the events are taken until: t, or one nextDue
+	if done != nil {
+		limit = s.now
+	}
 	s.mu.Unlock()
 	for {
 		if err := s.quiesce(ctx); err != nil {
-			return err
+			return false, err
 		}
 		s.mu.Lock()
 		if len(s.opens) > 0 {
@@ -316,12 +344,23 @@ func (s *sched) until(ctx context.Context, t time.Time, round func()) error {
 			continue
 		}
 		ev, at, timer := s.nextEvent()
-		if ev == eventNone || at.After(t) {
-			if t.After(s.now) {
-				s.now = t
+		if ev == eventNone || at.After(limit) {
+			if limit.After(s.now) {
+				s.now = limit
 			}
 			s.mu.Unlock()
-			return nil
+			if done == nil {
+				return false, nil
+			}
+			if done() {
+				return true, nil
+			}
+			next, pending := s.nextDue()
+			if !pending || next.After(t) {
+				return false, nil
+			}
+			limit = next
+			continue
 		}
 		if at.After(s.now) {
 			s.now = at
@@ -466,13 +505,23 @@ func (m *modeledDriver) batch(ctx context.Context, write func() error) error {
 }
 
 func (m *modeledDriver) until(ctx context.Context, t time.Time) error {
-	return m.s.until(ctx, t, func() {
+	return m.s.until(ctx, t, m.round(ctx))
+}
+
+// untilDone is sched.untilDone with the run's probe rounds.
+func (m *modeledDriver) untilDone(ctx context.Context, deadline time.Time, done func() bool) (bool, error) {
+	return m.s.untilDone(ctx, deadline, m.round(ctx), done)
+}
+
+// round makes a probe round and schedules the next.
+func (m *modeledDriver) round(ctx context.Context) func() {
+	return func() {
 		p := m.prober
 		m.s.mu.Lock()
 		m.s.roundAt = m.s.roundAt.Add(p.interval)
 		m.s.mu.Unlock()
 		p.round(ctx)
-	})
+	}
 }
 
 func (m *modeledDriver) handled(delivered bool) { m.s.handled(delivered) }

@@ -456,8 +456,8 @@ func (x *run) waitSynced(timeout time.Duration) error {
 	if x.prox == nil {
 		return errors.New("no proxier is running")
 	}
-	if _, modeled := x.drv.(*modeledDriver); modeled {
-		return x.waitSyncedModeled(timeout)
+	if m, modeled := x.drv.(*modeledDriver); modeled {
+		return x.waitSyncedModeled(m, timeout)
 	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -483,25 +483,20 @@ func (x *run) waitSynced(timeout time.Duration) error {
 // waitSyncedModeled is waitSynced on the modeled clock: while the proxier is
 // not synced, modeled time moves to its next event (an operation of a sync
 // in progress, a rate-limited or periodic sync, a retry), up to timeout of
-// modeled time.
-func (x *run) waitSyncedModeled(timeout time.Duration) error {
-	deadline := x.now().Add(timeout)
-	if err := x.drv.until(x.ctx, x.now()); err != nil {
+// modeled time. Only a sync's end makes the proxier synced, so the
+// scheduler checks at each event without stopping a sync at each of its
+// operations (sched.untilDone).
+func (x *run) waitSyncedModeled(m *modeledDriver, timeout time.Duration) error {
+	var why string
+	ok, err := m.untilDone(x.ctx, x.now().Add(timeout), func() bool {
+		var ok bool
+		ok, why = x.synced()
+		return ok
+	})
+	if err != nil || ok {
 		return err
 	}
-	for {
-		ok, why := x.synced()
-		if ok {
-			return nil
-		}
-		next, pending := x.drv.next()
-		if !pending || next.After(deadline) {
-			return fmt.Errorf("not synced after %s of modeled time: %s", timeout, why)
-		}
-		if err := x.drv.until(x.ctx, next); err != nil {
-			return err
-		}
-	}
+	return fmt.Errorf("not synced after %s of modeled time: %s", timeout, why)
 }
 
 // churnEndpoints visits the chosen services round-robin at the step's rate
