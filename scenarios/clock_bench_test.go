@@ -175,3 +175,18 @@ func benchProxier(b *testing.B, dp dataplane.Dataplane, opts proxier.Options, se
 	p.OnEndpointSlicesSynced()
 	return p
 }
+
+// BenchmarkSpend is one kernel operation's spend on a released sync's
+// scheduler, with the timers a run's runner keeps armed (periodic, retry,
+// rate limit): the modeled clock's cost per operation.
+//
+//	go test ./scenarios -run '^$' -bench Spend
+func BenchmarkSpend(b *testing.B) {
+	s := releasedSched()
+	for range 3 {
+		s.NewTimer(time.Hour)
+	}
+	for b.Loop() {
+		s.Spend(time.Nanosecond)
+	}
+}

@@ -44,9 +44,12 @@ import (
 // one process at a time ever arms a timer or queues for an instant, so their
 // order, which breaks ties between events of one instant, repeats too.
 type sched struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*modelTimer]struct{}
+	mu  sync.Mutex
+	now time.Time
+	// timers are the armed timers, in no order: a slice, not a set, since
+	// every operation a sync spends looks through them (horizon), and a
+	// run arms a few.
+	timers []*modelTimer
 	seq    uint64 // arming order of timers and waiters: ties at one instant
 	wait   []*waiter
 	// released is set while a process the timeline released runs: it alone
@@ -90,7 +93,7 @@ var _ interface {
 
 func newSched(start time.Time, fams []dataplane.Family, writes func() int) *sched {
 	s := &sched{
-		now: start, timers: map[*modelTimer]struct{}{}, fams: fams, writes: writes,
+		now: start, fams: fams, writes: writes,
 		turn: map[dataplane.Family]uint64{}, next: map[dataplane.Family]chan struct{}{},
 		idle: map[dataplane.Family]uint64{}, began: map[dataplane.Family]int{},
 		changed: make(chan struct{}),
@@ -135,7 +138,7 @@ func (s *sched) horizon() time.Time {
 	if len(s.wait) > 0 && s.wait[0].due.Before(h) {
 		h = s.wait[0].due
 	}
-	for t := range s.timers {
+	for _, t := range s.timers {
 		if t.due.Before(h) {
 			h = t.due
 		}
@@ -283,7 +286,7 @@ func (s *sched) nextEvent() (event, time.Time, *modelTimer) {
 		ev, at = eventWaiter, s.wait[0].due
 	}
 	var first *modelTimer
-	for t := range s.timers {
+	for _, t := range s.timers {
 		if first == nil || t.due.Before(first.due) || t.due.Equal(first.due) && t.seq < first.seq {
 			first = t
 		}
@@ -415,7 +418,7 @@ func (s *sched) arm(d, period time.Duration) *modelTimer {
 	s.mu.Lock()
 	s.seq++
 	t.due, t.seq = s.now.Add(d), s.seq
-	s.timers[t] = struct{}{}
+	s.timers = append(s.timers, t)
 	s.mu.Unlock()
 	return t
 }
@@ -439,8 +442,19 @@ func (t *modelTimer) fire() {
 	if t.period > 0 {
 		t.due = t.due.Add(t.period)
 	} else {
-		delete(t.s.timers, t)
+		t.disarm()
 	}
+}
+
+// disarm removes the timer from the armed ones and reports whether it was
+// armed; s.mu is held.
+func (t *modelTimer) disarm() bool {
+	i := slices.Index(t.s.timers, t)
+	if i < 0 {
+		return false
+	}
+	t.s.timers = slices.Delete(t.s.timers, i, i+1)
+	return true
 }
 
 func (t *modelTimer) C() <-chan time.Time { return t.ch }
@@ -449,19 +463,19 @@ func (t *modelTimer) C() <-chan time.Time { return t.ch }
 func (t *modelTimer) Stop() bool {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
-	_, armed := t.s.timers[t]
-	delete(t.s.timers, t)
-	return armed
+	return t.disarm()
 }
 
 // Reset re-arms the timer d from now and reports whether it was armed.
 func (t *modelTimer) Reset(d time.Duration) bool {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
-	_, armed := t.s.timers[t]
+	armed := slices.Contains(t.s.timers, t)
 	t.s.seq++
 	t.due, t.seq = t.s.now.Add(d), t.s.seq
-	t.s.timers[t] = struct{}{}
+	if !armed {
+		t.s.timers = append(t.s.timers, t)
+	}
 	return armed
 }
 
