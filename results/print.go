@@ -45,7 +45,7 @@ func PrintSummary(w io.Writer, f *File) error {
 	if segs := f.Summary.Segments; len(segs) > 1 {
 		fmt.Fprintf(tw, "%ssegments\n", indent)
 		for _, s := range segs {
-			fmt.Fprintf(tw, "%s  %s\n", indent, SegmentLine(f, s))
+			fmt.Fprintf(tw, "%s  %s\n", indent, segmentLine(f, s))
 		}
 	}
 	return tw.Flush()
@@ -62,9 +62,9 @@ func printLines(w io.Writer, indent string, f *File, figs []Figure) {
 	}
 }
 
-// SegmentLine is a segment's figures in one line: what ran in it, its
+// segmentLine is a segment's figures in one line: what ran in it, its
 // slowest sync and its broken traffic.
-func SegmentLine(f *File, s SegmentSummary) string {
+func segmentLine(f *File, s SegmentSummary) string {
 	line := fmt.Sprintf("%s: %d syncs", SegmentTitle(f, s.Segment), s.Summary.Syncs)
 	if s.Summary.Sync.N > 0 {
 		line += fmt.Sprintf(", p99 %s, max %s", FormatSeconds(s.Summary.Sync.P99), FormatSeconds(s.Summary.Sync.Max))

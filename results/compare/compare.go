@@ -493,7 +493,7 @@ func (c *Comparison) exact(d MetricDef, basis string, base, head []*results.File
 		m.Verdict = NoChange
 		m.P, _ = uTest(collect(base, d.Value), collect(head, d.Value), c.Options)
 		if m.P < c.Options.Alpha {
-			m.Verdict = c.changed(d, m.Base.Center, m.Head.Center, base, head)
+			m.Verdict = c.changed(d, sign(m.Base.Center, m.Head.Center), base, head)
 		}
 		return m
 	}
@@ -519,16 +519,10 @@ func (c *Comparison) exact(d MetricDef, basis string, base, head []*results.File
 	switch {
 	case rose > 0 && fell > 0:
 		m.Verdict = Different
-	case rose+fell > 0:
-		bc, hc := m.Base.Center, m.Head.Center
-		if bc == hc || (rose > 0) != (hc > bc) {
-			// The medians do not show the direction every seed agrees on.
-			bc, hc = 0, 1
-			if fell > 0 {
-				bc, hc = 1, 0
-			}
-		}
-		m.Verdict = c.changed(d, bc, hc, base, head)
+	case rose > 0:
+		m.Verdict = c.changed(d, 1, base, head)
+	case fell > 0:
+		m.Verdict = c.changed(d, -1, base, head)
 	}
 	if d.PerSync == nil {
 		return m
@@ -566,16 +560,17 @@ func (c *Comparison) equal(d MetricDef, a, b float64) bool {
 	return math.Abs(a-b) <= ModeledTolerance*math.Max(math.Abs(a), math.Abs(b))
 }
 
-// changed is the verdict on an exact figure whose value differs: by its
-// direction when it has a worse one, otherwise a change to be declared.
-// A run that ended early did less: where such a run has the lower value,
-// the difference may be only that, and is not judged.
-func (c *Comparison) changed(d MetricDef, base, head float64, baseFiles, headFiles []*results.File) Verdict {
+// changed is the verdict on an exact figure whose value differs, dir
+// being the sign of head against base (0: no direction, as when seeds
+// moved both ways): by its direction when it has a worse one, otherwise a
+// change to be declared. A run that ended early did less: where such a run
+// has the lower value, the difference may be only that, and is not judged.
+func (c *Comparison) changed(d MetricDef, dir int, baseFiles, headFiles []*results.File) Verdict {
 	short := func(fs []*results.File) bool {
 		return slices.ContainsFunc(fs, func(f *results.File) bool { return incomplete(f) != "" })
 	}
-	if !c.Options.AllowDifferent && ((head < base && short(headFiles)) || (base < head && short(baseFiles)) ||
-		(head == base && (short(headFiles) || short(baseFiles)))) {
+	if !c.Options.AllowDifferent && ((dir < 0 && short(headFiles)) || (dir > 0 && short(baseFiles)) ||
+		(dir == 0 && (short(headFiles) || short(baseFiles)))) {
 		return Incomplete
 	}
 	// A quantile of durations over fewer syncs may move either way.
@@ -583,12 +578,23 @@ func (c *Comparison) changed(d MetricDef, base, head float64, baseFiles, headFil
 		return Incomplete
 	}
 	switch {
-	case !d.HigherIsWorse || head == base:
+	case !d.HigherIsWorse || dir == 0:
 		return Different
-	case head > base:
+	case dir > 0:
 		return Regressed
 	}
 	return Improved
+}
+
+// sign is the direction of head against base.
+func sign(base, head float64) int {
+	switch {
+	case head > base:
+		return 1
+	case head < base:
+		return -1
+	}
+	return 0
 }
 
 func sample(xs []float64, o Options) *benchmath.Sample {
