@@ -70,7 +70,10 @@ SPEC      ?= sweeps/restart-scale.yaml
 SWEEP_OUT ?= $(OUT)/sweep/$(basename $(notdir $(SPEC)))
 CELL      ?=
 
+# A spec that names kube-proxy releases runs them in their own binaries
+# (make kube-proxy), which kpsim sweep run finds beside bin/kpsim.
 sweep-plan: build
+	@if grep -q 'kube-proxy@' $(SPEC); then $(MAKE) --no-print-directory kube-proxy; fi
 	@mkdir -p $(SWEEP_OUT)
 	$(KPSIM) sweep plan $(SPEC) -o $(SWEEP_OUT)/plan.json
 

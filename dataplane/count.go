@@ -147,6 +147,11 @@ type countedIPVS struct {
 	c *Counter
 }
 
+func (w countedIPVS) Service(k ServiceKey) (VirtualServer, error) {
+	w.c.ops[OpIPVSList]++
+	return w.IPVS.Service(k)
+}
+
 func (w countedIPVS) Services() ([]VirtualServer, error) {
 	w.c.ops[OpIPVSList]++
 	vss, err := w.IPVS.Services()
@@ -209,6 +214,11 @@ type countedIPSet struct {
 func (w countedIPSet) Sets() ([]Set, error) {
 	w.c.ops[OpIPSetList]++
 	return w.IPSet.Sets()
+}
+
+func (w countedIPSet) Entries(name string) ([]string, error) {
+	w.c.ops[OpIPSetList]++
+	return w.IPSet.Entries(name)
 }
 
 func (w countedIPSet) CreateSet(s Set) error {

@@ -100,6 +100,10 @@ type IPVS interface {
 	// real servers (Destinations). It is how a full sync reads the kernel
 	// back, in one read whatever the table's size.
 	Services() ([]VirtualServer, error)
+	// Service reads one virtual server, without its destinations: how a
+	// kube-proxy release reads a service back before it adds or updates
+	// it. ENOENT if missing.
+	Service(ServiceKey) (VirtualServer, error)
 	AddService(VirtualServer) error    // EEXIST if the key exists
 	UpdateService(VirtualServer) error // ENOENT if missing
 	DeleteService(ServiceKey) error    // ENOENT if missing; removes its destinations
@@ -184,6 +188,10 @@ type IPSet interface {
 	// the sets back, in one read whatever their size. However entries are
 	// written (IPSetStrategy), they are read this way.
 	Sets() ([]Set, error)
+	// Entries reads one set's entries, as Sets lists them: how a kube-proxy
+	// release reads its sets back, one `ipset list NAME` each. ENOENT if
+	// the set is missing.
+	Entries(name string) ([]string, error)
 	CreateSet(Set) error          // EEXIST if a set of that name exists (of any type)
 	DestroySet(name string) error // ENOENT if missing
 	// Apply applies a batch of changes across sets. A missing set is ENOENT;

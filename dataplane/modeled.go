@@ -79,4 +79,16 @@ type Stepper interface {
 	// Idle is called by a family's sync runner when, during turn, it found
 	// nothing to do: no request, no due timer. It then waits for its next turn.
 	Idle(f Family, turn uint64)
+	// Synced is called once a kube-proxy release's proxier was told that an
+	// informer it depends on has synced (OnServiceSynced,
+	// OnEndpointSlicesSynced: ReleaseSyncedCalls of them per generation).
+	// Its configs make those calls when they see their informer synced,
+	// on their own schedule, and the release's first sync follows from
+	// them: the replay owes them as it owes the listed objects' events.
+	Synced()
 }
+
+// ReleaseSyncedCalls is how many Synced calls a kube-proxy release's
+// generation makes: one for its Service config, one for its EndpointSlice
+// config (its node config's OnNodeSynced starts no sync and is not counted).
+const ReleaseSyncedCalls = 2

@@ -33,9 +33,9 @@ const (
 	OpSysctlWrite
 	OpConntrackDelete // one per entry deleted
 	// Reads.
-	OpIPVSList            // one per Services call: the whole table
+	OpIPVSList            // one per Services call (the whole table) or Service call (one)
 	OpIPVSDestinationList // one per Destinations call: one virtual server's real servers
-	OpIPSetList           // one per Sets call: every set and its entries
+	OpIPSetList           // one per Sets call (every set and its entries) or Entries call (one set)
 	OpAddressList
 	OpIPTablesSave
 	numOps

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"syscall"
 	"time"
 )
 
@@ -82,9 +83,18 @@ func (r *Replay) Compute(w Work) time.Duration {
 type replayIPVS struct{ r *Replay }
 
 func (v replayIPVS) Services() ([]VirtualServer, error) { return v.r.services, nil }
-func (replayIPVS) AddService(VirtualServer) error       { return nil }
-func (replayIPVS) UpdateService(VirtualServer) error    { return nil }
-func (replayIPVS) DeleteService(ServiceKey) error       { return nil }
+func (v replayIPVS) Service(k ServiceKey) (VirtualServer, error) {
+	for _, vs := range v.r.services {
+		if vs.ServiceKey == k {
+			vs.Destinations = nil
+			return vs, nil
+		}
+	}
+	return VirtualServer{}, fmt.Errorf("ipvs get service %s: %w", k, syscall.ENOENT)
+}
+func (replayIPVS) AddService(VirtualServer) error    { return nil }
+func (replayIPVS) UpdateService(VirtualServer) error { return nil }
+func (replayIPVS) DeleteService(ServiceKey) error    { return nil }
 func (v replayIPVS) Destinations(k ServiceKey) ([]RealServer, error) {
 	for _, vs := range v.r.services {
 		if vs.ServiceKey == k {
@@ -99,7 +109,15 @@ func (replayIPVS) DeleteDestination(ServiceKey, RealServer) error { return nil }
 
 type replayIPSet struct{ r *Replay }
 
-func (s replayIPSet) Sets() ([]Set, error)  { return s.r.sets, nil }
+func (s replayIPSet) Sets() ([]Set, error) { return s.r.sets, nil }
+func (s replayIPSet) Entries(name string) ([]string, error) {
+	for _, set := range s.r.sets {
+		if set.Name == name {
+			return set.Entries, nil
+		}
+	}
+	return nil, fmt.Errorf("ipset list %s: %w", name, syscall.ENOENT)
+}
 func (replayIPSet) CreateSet(Set) error     { return nil }
 func (replayIPSet) DestroySet(string) error { return nil }
 func (replayIPSet) Apply([]SetChange) error { return nil }

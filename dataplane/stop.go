@@ -45,6 +45,13 @@ type guardedIPVS struct {
 	g *guard
 }
 
+func (w guardedIPVS) Service(k ServiceKey) (VirtualServer, error) {
+	if w.g.stopped.Load() {
+		return VirtualServer{}, StoppedError("ipvs get service " + k.String())
+	}
+	return w.IPVS.Service(k)
+}
+
 func (w guardedIPVS) Services() ([]VirtualServer, error) {
 	if w.g.stopped.Load() {
 		return nil, StoppedError("ipvs list services")
@@ -111,6 +118,13 @@ func (w guardedIPSet) Sets() ([]Set, error) {
 		return nil, StoppedError("ipset list")
 	}
 	return w.IPSet.Sets()
+}
+
+func (w guardedIPSet) Entries(name string) ([]string, error) {
+	if w.g.stopped.Load() {
+		return nil, StoppedError("ipset list " + name)
+	}
+	return w.IPSet.Entries(name)
 }
 
 func (w guardedIPSet) CreateSet(s Set) error {

@@ -29,6 +29,9 @@ var _ dataplane.IPSet = (*ipsetCLI)(nil)
 // not what the strategy is about, and one dump costs less than any process.
 func (c *ipsetCLI) Sets() ([]dataplane.Set, error) { return c.types.Sets() }
 
+// Entries reads one set by the same netlink dump, for the same reason.
+func (c *ipsetCLI) Entries(name string) ([]string, error) { return c.types.Entries(name) }
+
 func (c *ipsetCLI) CreateSet(s dataplane.Set) error {
 	if err := checkSet(s); err != nil {
 		return err

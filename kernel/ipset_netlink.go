@@ -257,6 +257,23 @@ func (n *ipsetNetlink) Sets() ([]dataplane.Set, error) {
 	return out, nil
 }
 
+// Entries reads one set's entries by a dump of that set alone.
+func (n *ipsetNetlink) Entries(name string) ([]string, error) {
+	out, err := redump(func() ([]string, error) {
+		out := []string{}
+		err := n.list(name, 0, func(s dataplane.Set, entries []setEntry) {
+			for _, e := range entries {
+				out = append(out, formatEntry(s.Type, e))
+			}
+		})
+		return out, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ipset list %s: %w", name, err)
+	}
+	return out, nil
+}
+
 // CreateSet creates a set at the newest revision of its type the kernel
 // offers (IPSET_CMD_TYPE), with kube-proxy's hashsize.
 func (n *ipsetNetlink) CreateSet(s dataplane.Set) error {

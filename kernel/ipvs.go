@@ -310,6 +310,23 @@ func (t ipvsTable) DeleteService(k dataplane.ServiceKey) error {
 // Destinations lists a virtual server's real servers. The kernel answers a
 // dump for a missing service with an empty list, so an empty answer is
 // checked against the service itself to report ENOENT as the contract says.
+// Service reads one virtual server (IPVS_CMD_GET_SERVICE).
+func (t ipvsTable) Service(k dataplane.ServiceKey) (dataplane.VirtualServer, error) {
+	s, err := serviceID(k)
+	if err != nil {
+		return dataplane.VirtualServer{}, fmt.Errorf("ipvs get-service %s: %w", k, err)
+	}
+	var got *ipvs.Service
+	err = t.do("get-service", k.String(), func(h *ipvs.Handle) (err error) {
+		got, err = h.GetService(s)
+		return err
+	})
+	if err != nil {
+		return dataplane.VirtualServer{}, err
+	}
+	return fromIPVSService(got)
+}
+
 func (t ipvsTable) Destinations(k dataplane.ServiceKey) ([]dataplane.RealServer, error) {
 	s, err := serviceID(k)
 	if err != nil {

@@ -56,6 +56,8 @@ func (l *testStepper) Idle(_ dataplane.Family, turn uint64) {
 	}
 }
 
+func (l *testStepper) Synced() {}
+
 // nextTurn starts a turn, as a replay does after it changed something.
 func (l *testStepper) nextTurn() {
 	l.mu.Lock()

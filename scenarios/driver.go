@@ -32,8 +32,9 @@ type driver interface {
 	// meanwhile happen.
 	until(ctx context.Context, t time.Time) error
 	// starting is called before a proxier generation starts, with the
-	// number of API objects its informers will list.
-	starting(objects int)
+	// number of API objects its informers will list and of the synced
+	// calls it makes (Implementation.SyncedCalls).
+	starting(objects, synced int)
 	// handled is told of every informer event a generation's handlers
 	// processed, or (delivered false) held back for later (holdBack).
 	handled(delivered bool)
@@ -45,6 +46,15 @@ type driver interface {
 	// release lets held-back events reach the handlers: at once on the wall
 	// clock, as the timeline's next event on the modeled clock.
 	release(deliver func())
+	// owe adds n events to those the handlers owe: negative for events
+	// stuck behind a blocked one (holdBack), positive once they go on.
+	owe(n int)
+	// releaseStalled releases blocked events (release) when a release's
+	// generation waits for its handlers instead of syncing without them:
+	// on the wall clock always (holdBackLimit has passed), on the modeled
+	// clock unless the release has made its synced calls and begun its
+	// first sync, whose end, a modeled event, releases them.
+	releaseStalled(release func())
 	// stopping is called before the running generation is stopped and
 	// stopped after it has returned.
 	stopping()
@@ -67,11 +77,13 @@ func (w *wallDriver) clockName() string                             { return res
 func (w *wallDriver) now() time.Time                                { return time.Now() }
 func (w *wallDriver) proxierOptions(o *proxier.Options)             {}
 func (w *wallDriver) batch(_ context.Context, f func() error) error { return f() }
-func (w *wallDriver) starting(int)                                  {}
+func (w *wallDriver) starting(int, int)                             {}
 func (w *wallDriver) handled(bool)                                  {}
 func (w *wallDriver) started(context.Context) error                 { return nil }
 func (w *wallDriver) syncBegan(dataplane.Family) (int, bool)        { return 0, false }
 func (w *wallDriver) release(deliver func())                        { deliver() }
+func (w *wallDriver) owe(int)                                       {}
+func (w *wallDriver) releaseStalled(release func())                 { release() }
 func (w *wallDriver) stopping()                                     {}
 func (w *wallDriver) stopped()                                      {}
 func (w *wallDriver) next() (time.Time, bool)                       { return time.Time{}, false }

@@ -37,8 +37,10 @@ import (
 //     stores has synced, and one that waits for its handlers just syncs later.
 type holdBack struct {
 	limit map[string]int // per kind: initial events passed before holding
+	total map[string]int // per kind: initial events
 	block bool
 	stop  <-chan struct{} // blocked events give up when the generation stops
+	drv   driver          // blocking: told of blocked events (see hold)
 
 	mu       sync.Mutex
 	passed   map[string]int
@@ -47,6 +49,7 @@ type holdBack struct {
 	synced   bool
 	released chan struct{} // closed on release: blocked events go on
 	timer    *time.Timer   // blocking: releases holdBackLimit after the first held event
+	blocked  int           // blocking: initial events stuck until the release (see hold)
 }
 
 // holdBackLimit is how long blocked events wait at most (see holdBack).
@@ -56,8 +59,16 @@ var holdBackLimit = 5 * time.Second
 // object) and holds the rest, blocking (until release or stop) or queuing.
 // Nodes are never held: the proxier's own Node is one object, and
 // kube-proxy reads it before it syncs.
-func newHoldBack(share float64, counts map[string]int, block bool, stop <-chan struct{}) *holdBack {
-	h := &holdBack{limit: map[string]int{}, block: block, stop: stop, passed: map[string]int{}, queue: map[string][]func(){}, released: make(chan struct{})}
+//
+// When a kind's first event blocks, the kind's initial events not yet
+// passed are held as far as drv knows (owe, negative): that one and those
+// its informer has queued behind it. They are owed again when the release
+// lets them go on: on the modeled clock the replay then waits for them to
+// be heard before anything else happens. Blocked events are released by the generation's first
+// sync or, when it does not come, holdBackLimit after the first one
+// (drv.releaseStalled).
+func newHoldBack(share float64, counts map[string]int, block bool, stop <-chan struct{}, drv driver) *holdBack {
+	h := &holdBack{limit: map[string]int{}, total: counts, block: block, stop: stop, drv: drv, passed: map[string]int{}, queue: map[string][]func(){}, released: make(chan struct{})}
 	for kind, n := range counts {
 		if kind != "Node" {
 			h.limit[kind] = int(math.Round(share * float64(n)))
@@ -90,9 +101,12 @@ func (h *holdBack) hold(kind string, initial bool, deliver func()) bool {
 		return true
 	}
 	if h.timer == nil {
-		h.timer = time.AfterFunc(holdBackLimit, h.release)
+		h.timer = time.AfterFunc(holdBackLimit, func() { h.drv.releaseStalled(h.release) })
 	}
+	stuck := h.total[kind] - h.passed[kind]
+	h.blocked += stuck
 	h.mu.Unlock()
+	h.drv.owe(-stuck)
 	select {
 	case <-h.released:
 		return false
@@ -125,6 +139,7 @@ func (h *holdBack) release() {
 		}
 	}
 	h.queue, h.open = nil, true
+	h.drv.owe(h.blocked)
 	close(h.released)
 	if h.timer != nil {
 		h.timer.Stop()

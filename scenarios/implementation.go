@@ -33,6 +33,10 @@ type Implementation struct {
 	// metrics to (kube-proxy's legacy registry): a run records its
 	// histograms, and --metrics-addr serves it.
 	Metrics prometheus.Gatherer
+	// SyncedCalls is how many dataplane.Stepper.Synced calls a generation
+	// makes on the modeled clock (a kube-proxy release:
+	// dataplane.ReleaseSyncedCalls): the replay owes them as events.
+	SyncedCalls int
 }
 
 // upstream reports code kpsim runs but did not write: a kube-proxy release.
@@ -104,11 +108,21 @@ func HasImplementation(name string) error {
 		return nil
 	}
 	msg := fmt.Sprintf("proxier.implementation %s is not in this kpsim binary, which has %s", name, strings.Join(Implementations(), ", "))
-	if v, ok := strings.CutPrefix(name, proxier.KubeProxyImplementation("")); ok {
-		if parts := strings.SplitN(v, ".", 3); len(parts) == 3 {
-			minor := parts[0] + "." + parts[1]
-			msg += fmt.Sprintf("; a kube-proxy %s release runs in the binary built from upstream/kube-proxy-%s: make bin/kpsim-kube-proxy-%s (its go.mod pins the patch release)", minor, minor, minor)
-		}
+	if bin, ok := ReleaseBinary(name); ok {
+		minor := strings.TrimPrefix(bin, "kpsim-kube-proxy-")
+		msg += fmt.Sprintf("; a kube-proxy %s release runs in the binary built from upstream/kube-proxy-%s: make bin/%s (its go.mod pins the patch release)", minor, minor, bin)
 	}
 	return fmt.Errorf("%s", msg)
+}
+
+// ReleaseBinary is the name of the kpsim binary that has the kube-proxy
+// release name ("kube-proxy@v1.37.1": kpsim-kube-proxy-v1.37), built next
+// to kpsim's own (make kube-proxy); false when name is not a release.
+func ReleaseBinary(name string) (string, bool) {
+	v, ok := strings.CutPrefix(name, proxier.KubeProxyImplementation(""))
+	parts := strings.SplitN(v, ".", 3)
+	if !ok || len(parts) != 3 {
+		return "", false
+	}
+	return "kpsim-kube-proxy-" + parts[0] + "." + parts[1], true
 }

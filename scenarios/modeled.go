@@ -60,18 +60,20 @@ type sched struct {
 	roundAt  time.Time // the next probe round; zero while probes are off
 	draining bool      // a generation is being stopped: nothing waits
 
-	fams    []dataplane.Family
-	writes  func() int // API writes the replay has made
-	running bool       // a proxier generation is running
-	turns   uint64     // turns given so far, to every family
-	turn    map[dataplane.Family]uint64
-	next    map[dataplane.Family]chan struct{} // closed when the family's next turn starts
-	idle    map[dataplane.Family]uint64
-	heard   int // events the generation's handlers have processed
-	owed    int // events they owe: what they listed plus writes since, less what is held back
-	began   map[dataplane.Family]int
-	opens   []func() // held-back events to deliver, as the timeline's next event
-	changed chan struct{}
+	fams       []dataplane.Family
+	writes     func() int // API writes the replay has made
+	running    bool       // a proxier generation is running
+	turns      uint64     // turns given so far, to every family
+	turn       map[dataplane.Family]uint64
+	next       map[dataplane.Family]chan struct{} // closed when the family's next turn starts
+	idle       map[dataplane.Family]uint64
+	heard      int // events the generation's handlers have processed
+	synced     int // Synced calls of the generation
+	owedSynced int // and how many it makes
+	owed       int // events they owe: what they listed plus writes since, less what is held back
+	began      map[dataplane.Family]int
+	opens      []func() // held-back events to deliver, as the timeline's next event
+	changed    chan struct{}
 }
 
 // waiter is a process blocked until a modeled instant.
@@ -195,6 +197,14 @@ func (s *sched) Idle(f dataplane.Family, turn uint64) {
 	s.idle[f] = turn
 	s.broadcast()
 	s.mu.Unlock()
+}
+
+// Synced counts a release's synced call as an event its generation heard.
+func (s *sched) Synced() {
+	s.mu.Lock()
+	s.synced++
+	s.mu.Unlock()
+	s.handled(true)
 }
 
 // handled counts one event the handlers processed, or held back for later:
@@ -540,10 +550,33 @@ func (m *modeledDriver) round(ctx context.Context) func() {
 
 func (m *modeledDriver) handled(delivered bool) { m.s.handled(delivered) }
 
-func (m *modeledDriver) starting(objects int) {
+func (m *modeledDriver) owe(n int) {
+	m.s.mu.Lock()
+	m.s.owed += n
+	m.s.broadcast()
+	m.s.mu.Unlock()
+}
+
+// releaseStalled releases blocked events while the release has not made
+// its synced calls (it waits for its handlers, and the timeline, which
+// owes those calls, waits with it) or has not begun a sync (an API write
+// during the hold is stuck behind a blocked event, and the timeline waits
+// for it). Should the release's first sync be about to begin when
+// holdBackLimit passes, the two race: a release slower than that to see
+// its informers synced is not one this replays exactly.
+func (m *modeledDriver) releaseStalled(release func()) {
+	m.s.mu.Lock()
+	stalled := m.s.synced < m.s.owedSynced || len(m.s.began) == 0
+	m.s.mu.Unlock()
+	if stalled {
+		release()
+	}
+}
+
+func (m *modeledDriver) starting(objects, synced int) {
 	s := m.s
 	s.mu.Lock()
-	s.running, s.heard, s.owed = true, 0, objects
+	s.running, s.heard, s.owed, s.synced, s.owedSynced = true, 0, objects+synced, 0, synced
 	clear(s.idle)
 	clear(s.began)
 	s.mu.Unlock()

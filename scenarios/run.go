@@ -125,10 +125,9 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	}
 	x.r = newReplay(s, x.now)
 	x.fams = x.r.fams
-	if !upstream(impl.Name) && !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil }) {
+	if !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil }) {
 		// API faults delay and relist in wall time, outside the replay's
-		// control: a timeline with one runs on the wall clock. So does a
-		// release, which runs free, as kube-proxy runs (it has no stepper).
+		// control: a timeline with one runs on the wall clock.
 		m := newModeledDriver(time.Now(), x.fams, func() int { w, _ := x.r.writeCount(); return w })
 		if o.Backend.UseClock(m.s) {
 			x.drv = m
@@ -319,12 +318,12 @@ func (x *run) startProxier(st *StartProxier) error {
 	if share := st.KnownAtFirstSync; share != nil {
 		switch {
 		case upstream(x.impl.Name):
-			pr.hold = newHoldBack(*share, x.r.kindCounts(), true, ctx.Done())
+			pr.hold = newHoldBack(*share, x.r.kindCounts(), true, ctx.Done(), x.drv)
 		case x.cfg.InitialSync == proxier.InitialSyncLegacy:
-			pr.hold = newHoldBack(*share, x.r.kindCounts(), false, nil)
+			pr.hold = newHoldBack(*share, x.r.kindCounts(), false, nil, x.drv)
 		}
 	}
-	x.drv.starting(objects)
+	x.drv.starting(objects, x.impl.SyncedCalls)
 	opts := proxier.Options{
 		Index:    x.generation,
 		OnSync:   x.onSync,
@@ -584,6 +583,13 @@ func (x *run) finish(f *results.File, reg *prometheus.Registry) {
 	}
 	if m, err := prom.Histograms(g); err == nil {
 		f.Metrics = m
+		if upstream(x.impl.Name) && x.drv.clockName() == results.ClockModeled {
+			// A release observes each change's latency as wall time since
+			// a trigger time the replay stamped on the modeled clock: a
+			// figure of neither clock. Its syncs' records hold the
+			// modeled latency (observed.Family.Sync).
+			f.Metrics = slices.DeleteFunc(f.Metrics, func(h results.Metric) bool { return h.Name == results.MetricNetworkProgramming })
+		}
 	} else if f.Error == "" {
 		f.Error = err.Error()
 	}

@@ -119,6 +119,33 @@ func (k *Kernel) Sets() ([]dataplane.Set, error) {
 	return out, nil
 }
 
+// Entries lists one set's entries, canonical and sorted, priced as a
+// listing of that set alone.
+func (k *Kernel) Entries(name string) ([]string, error) {
+	k.lock()
+	defer k.unlock()
+	s, ok := k.sets[name]
+	n := 0
+	if ok {
+		n = len(s.entries)
+	}
+	k.read(dataplane.OpIPSetList, n)
+	if k.faulty(dataplane.OpIPSetList) {
+		if err := k.fault(dataplane.OpIPSetList, name); err != nil {
+			return nil, errorf(err, "ipset list %s", name)
+		}
+	}
+	if !ok {
+		return nil, errorf(syscall.ENOENT, "ipset list %s", name)
+	}
+	out := make([]string, 0, len(s.entries))
+	for e := range s.entries {
+		out = append(out, e)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 // Apply applies each change in order, deletions before additions within a
 // change (so an entry named in both ends up present). Adding a present entry
 // and deleting an absent one are not errors (`ipset restore -exist`). The

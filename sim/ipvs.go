@@ -147,6 +147,23 @@ func (k *Kernel) Services() ([]dataplane.VirtualServer, error) {
 	return out, nil
 }
 
+// Service reads one virtual server, priced as a listing of one item.
+func (k *Kernel) Service(key dataplane.ServiceKey) (dataplane.VirtualServer, error) {
+	k.lock()
+	defer k.unlock()
+	k.read(dataplane.OpIPVSList, 1)
+	if err := k.ipvsFault(dataplane.OpIPVSList, "get service", &key); err != nil {
+		return dataplane.VirtualServer{}, err
+	}
+	s, ok := k.services[key]
+	if !ok {
+		return dataplane.VirtualServer{}, errorf(syscall.ENOENT, "ipvs get service %s", key)
+	}
+	vs := s.vs
+	vs.Flags |= dataplane.FlagHashed
+	return vs, nil
+}
+
 func compareKeys(a, b dataplane.ServiceKey) int {
 	if c := a.Address.Compare(b.Address); c != 0 {
 		return c

@@ -13,9 +13,6 @@ import (
 	"github.com/kpsim/kpsim/scenarios"
 )
 
-// LeftOutOnSim is why a kube-proxy release's cells on the sim are left out.
-const LeftOutOnSim = "kube-proxy releases run only on the kernel backend, not on the sim"
-
 // ScenarioPath is where the scenario a spec names is read from: a name
 // without a slash or ".yaml" is a shipped scenario; anything else is a file
 // relative to the spec, as a scenario's cluster.fromFile is relative to
@@ -30,7 +27,7 @@ func ScenarioPath(specFile, scenario string) string {
 // Plan expands the spec into its cells, in the spec's order: for each
 // scenario, every combination of its axes' values (the first axis
 // outermost), each mode, proxier, backend and, on the kernel backend,
-// kernel. A kube-proxy release on the sim is left out, with why. Every
+// kernel. Every
 // cell's scenario is loaded with the cell's overrides and validated as
 // `kpsim run` would, so that a typo fails the plan rather than every job;
 // a problem an override causes is reported at the spec line that gave it.
@@ -86,10 +83,6 @@ func (s *Spec) Plan(build results.Build) (*sweep.Plan, error) {
 							continue
 						}
 						seen[c.Key()] = i
-						if proxier != results.ProxierKpsim && target.backend == dataplane.BackendSim {
-							p.LeftOut = append(p.LeftOut, sweep.LeftOut{Cell: c, Why: LeftOutOnSim})
-							continue
-						}
 						p.Cells = append(p.Cells, c)
 						errs = appendNew(errs, check(s.File, &c, scenarioAt, origin))
 					}

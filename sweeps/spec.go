@@ -26,7 +26,8 @@ type Spec struct {
 	Description string
 	Scenarios   []ScenarioSpec
 	// Proxiers under test: results.ProxierKpsim, or kube-proxy releases
-	// ("kube-proxy@v1.37.1"), which run only on the kernel backend.
+	// ("kube-proxy@v1.37.1"), which run in their own kpsim binaries
+	// (kpsim sweep run finds them beside kpsim's).
 	Proxiers []string
 	Backends []string
 	// Kernels are the Debian kernel releases the kernel backend runs on,

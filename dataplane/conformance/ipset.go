@@ -215,9 +215,15 @@ func runSetCase(t *testing.T, ipset dataplane.IPSet, tc setCase) {
 	got, _ = entries(t, ipset, tc.set.Name)
 	require.ElementsMatch(t, tc.entries[1:], got, "refused entries must leave the set alone")
 
+	one, err := ipset.Entries(tc.set.Name)
+	require.NoError(t, err)
+	require.ElementsMatch(t, got, one, "Entries reads the set as Sets lists it")
+
 	require.NoError(t, ipset.DestroySet(tc.set.Name))
 	_, still := entries(t, ipset, tc.set.Name)
 	require.False(t, still, "a destroyed set is not listed")
+	_, err = ipset.Entries(tc.set.Name)
+	requireErrno(t, err, syscall.ENOENT, "Entries of a destroyed set")
 }
 
 // Entries lists a set's entries as Sets reads them; the set must be listed.

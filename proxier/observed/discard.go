@@ -17,7 +17,10 @@ func discard() dataplane.Dataplane {
 
 type nothing struct{}
 
-func (nothing) Services() ([]dataplane.VirtualServer, error)                       { return nil, nil }
+func (nothing) Services() ([]dataplane.VirtualServer, error) { return nil, nil }
+func (nothing) Service(dataplane.ServiceKey) (dataplane.VirtualServer, error) {
+	return dataplane.VirtualServer{}, nil
+}
 func (nothing) AddService(dataplane.VirtualServer) error                           { return nil }
 func (nothing) UpdateService(dataplane.VirtualServer) error                        { return nil }
 func (nothing) DeleteService(dataplane.ServiceKey) error                           { return nil }

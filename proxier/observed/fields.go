@@ -88,3 +88,22 @@ func WrapField[T any](obj any, path string, wrap func(T) T) error {
 	v.Set(reflect.ValueOf(&w).Elem())
 	return nil
 }
+
+// Field returns the value at path (dotted names, through pointers) of obj,
+// a pointer to a struct, readable whether exported or not.
+func Field(obj any, path string) (reflect.Value, error) { return field(obj, path) }
+
+// SetField sets the field at path to v, which must be assignable to it
+// (the field's type may be an interface the release does not export).
+func SetField(obj any, path string, v any) error {
+	f, err := field(obj, path)
+	if err != nil {
+		return err
+	}
+	val := reflect.ValueOf(v)
+	if !val.Type().AssignableTo(f.Type()) {
+		return fmt.Errorf("%T: %s is a %s, not assignable from %s", obj, path, f.Type(), val.Type())
+	}
+	f.Set(val)
+	return nil
+}

@@ -38,6 +38,7 @@ import (
 type Generation struct {
 	ctx      context.Context
 	opts     proxier.Options
+	model    dataplane.Model // the in-memory kernel's, on the sim; nil on a real kernel
 	node     string
 	metrics  prometheus.Gatherer
 	labelled bool // the sync metrics carry an ip_family label (kube-proxy 1.33 and later)
@@ -57,15 +58,18 @@ type Generation struct {
 }
 
 // New observes one generation running until ctx is done, for the proxier
-// configuration cfg, reporting to opts (OnSync, Index, Handlers, Churn).
-// metrics is the release's registry; labelled says whether its sync
-// metrics carry the ip_family label.
-func New(ctx context.Context, cfg proxier.Config, opts proxier.Options, metrics prometheus.Gatherer, labelled bool) *Generation {
+// configuration cfg, reporting to opts (OnSync, Index, Handlers, Churn;
+// Clock and Stepper on the modeled clock: see Modeled). model is the
+// in-memory kernel's model of time, or nil on a real kernel. metrics is
+// the release's registry; labelled says whether its sync metrics carry
+// the ip_family label.
+func New(ctx context.Context, cfg proxier.Config, opts proxier.Options, model dataplane.Model, metrics prometheus.Gatherer, labelled bool) *Generation {
 	g := &Generation{
-		ctx: ctx, opts: opts, node: cfg.NodeName, metrics: metrics, labelled: labelled, start: time.Now(),
+		ctx: ctx, opts: opts, model: model, node: cfg.NodeName, metrics: metrics, labelled: labelled, start: time.Now(),
 		wrapped: map[string]bool{}, services: map[string]*v1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{},
 		families: map[dataplane.Family]*Family{},
 	}
+	g.start = g.now() // on the clock the replay stamps trigger times by
 	for _, f := range cfg.Families {
 		g.families[f] = newFamily(g, f)
 	}
@@ -141,6 +145,10 @@ type Family struct {
 	seq        int
 	lastOps    dataplane.Ops
 	lastFailed bool
+
+	// deferred are the release's synced calls (OnServiceSynced, ...) its
+	// runner makes at its next turn, on the modeled clock (g.mu).
+	deferred []func()
 }
 
 func newFamily(g *Generation, f dataplane.Family) *Family {
@@ -212,6 +220,9 @@ func (f *Family) Sync(run func() error) error {
 	if g.ctx.Err() != nil {
 		return nil
 	}
+	if g.Modeled() {
+		g.opts.Stepper.Begin(f.family)
+	}
 	if !g.labelled {
 		g.unlabelled.Lock()
 		defer g.unlabelled.Unlock()
@@ -231,7 +242,7 @@ func (f *Family) Sync(run func() error) error {
 	f.opErr = nil
 	f.kmu.Unlock()
 
-	start := time.Now()
+	start := g.now()
 	runErr := run()
 
 	after, err := f.readMetrics()
@@ -252,6 +263,15 @@ func (f *Family) Sync(run func() error) error {
 		Seconds: after.seconds - before.seconds, Services: ports, Endpoints: endpoints,
 	}
 	rec.Wall = rec.Seconds
+	if g.Modeled() {
+		// The release's own work, priced as the profile prices a proxier's
+		// (dataplane.Work of what it knew), after its kernel operations
+		// moved the clock; its histogram keeps its measured wall time.
+		own := g.model.Compute(dataplane.Work{Syncs: 1, Derived: ports, Endpoints: endpoints})
+		rec.Seconds = g.now().Sub(start).Seconds()
+		rec.ProxierSeconds = own.Seconds()
+		rec.KernelSeconds = rec.Seconds - rec.ProxierSeconds
+	}
 	f.kmu.Lock()
 	ops := f.counter.Ops()
 	opErr := f.opErr
@@ -269,7 +289,11 @@ func (f *Family) Sync(run func() error) error {
 		}
 		rec.Stopped = dataplane.Stopped(runErr) || dataplane.Stopped(opErr)
 	} else {
-		rec.Programmed = programmed(triggers, after.programmed-before.programmed, after.programmedSum-before.programmedSum, time.Now())
+		if g.Modeled() {
+			rec.Programmed = modeledProgrammed(triggers, g.now())
+		} else {
+			rec.Programmed = programmed(triggers, after.programmed-before.programmed, after.programmedSum-before.programmedSum, time.Now())
+		}
 	}
 	f.lastFailed = rec.Failed()
 	if g.opts.OnSync != nil {

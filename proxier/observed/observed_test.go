@@ -98,7 +98,7 @@ func TestSyncRecords(t *testing.T) {
 		r := newRelease(labelled)
 		var recs []results.Sync
 		cfg := proxier.Config{NodeName: "node-1", Families: []dataplane.Family{dataplane.IPv4}}
-		g := New(context.Background(), cfg, proxier.Options{Index: 2, OnSync: func(s results.Sync) { recs = append(recs, s) }}, r.reg, labelled)
+		g := New(context.Background(), cfg, proxier.Options{Index: 2, OnSync: func(s results.Sync) { recs = append(recs, s) }}, nil, r.reg, labelled)
 		f := g.Family(dataplane.IPv4)
 		v4 := dataplane.IPv4
 		vs := dataplane.VirtualServer{ServiceKey: dataplane.ServiceKey{Address: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: dataplane.TCP}}
@@ -181,7 +181,7 @@ func TestKilled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := newRelease(true)
 	var recs []results.Sync
-	g := New(ctx, proxier.Config{NodeName: "n", Families: []dataplane.Family{dataplane.IPv4}}, proxier.Options{OnSync: func(s results.Sync) { recs = append(recs, s) }}, r.reg, true)
+	g := New(ctx, proxier.Config{NodeName: "n", Families: []dataplane.Family{dataplane.IPv4}}, proxier.Options{OnSync: func(s results.Sync) { recs = append(recs, s) }}, nil, r.reg, true)
 	f := g.Family(dataplane.IPv4)
 	counted := false
 	require.NoError(t, f.Record("ipset create", func(dataplane.Dataplane) { counted = true }))
@@ -223,7 +223,7 @@ func TestPrefixed(t *testing.T) {
 func TestSliceTriggers(t *testing.T) {
 	r := newRelease(true)
 	cfg := proxier.Config{NodeName: "node-1", Families: []dataplane.Family{dataplane.IPv4}}
-	g := New(context.Background(), cfg, proxier.Options{}, r.reg, true)
+	g := New(context.Background(), cfg, proxier.Options{}, nil, r.reg, true)
 	triggers := func() int {
 		g.mu.Lock()
 		defer g.mu.Unlock()

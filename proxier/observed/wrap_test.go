@@ -84,7 +84,7 @@ func TestInformers(t *testing.T) {
 			DeleteFunc: func(obj any) { h.OnDelete(obj) },
 		}
 	}}
-	g := New(ctx, proxier.Config{NodeName: "node-1", Families: []dataplane.Family{dataplane.IPv4}}, opts, newRelease(true).reg, true)
+	g := New(ctx, proxier.Config{NodeName: "node-1", Families: []dataplane.Family{dataplane.IPv4}}, opts, nil, newRelease(true).reg, true)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	record := func(kind string) cache.ResourceEventHandler {
 		return cache.ResourceEventHandlerFuncs{

@@ -112,7 +112,8 @@ func (r Release) Main(version, commit string) {
 }
 
 // Implementation is the release as a proxier implementation of the
-// harness, on this node's kernel (RealKernel), named by the
+// harness, on the run's kernel (the in-memory one of the sim backend,
+// SimKernel, or the real one of the kernel backend, RealKernel), named by the
 // k8s.io/kubernetes module the binary was built with (kube-proxy@v1.37.1):
 // what a scenario's proxier.implementation asks for. Where that module is
 // replaced by a directory (a local patch), results say so.
@@ -120,27 +121,29 @@ func (r Release) Main(version, commit string) {
 // kube-proxy narrates every sync through klog; kpsim records syncs
 // itself, so the narration goes to the file $KPSIM_KUBE_PROXY_LOG names
 // (at -v=$KPSIM_KUBE_PROXY_V, default 2), or nowhere.
-func (r Release) Implementation() scenarios.Implementation { return r.ImplementationOn(RealKernel) }
+func (r Release) Implementation() scenarios.Implementation { return r.ImplementationOn(nodeKernel) }
 
 // ImplementationOn is Implementation on another kernel (upstream's fakes,
-// in tests). kernel is called as each generation starts, in the network
-// namespace the run programs: kube-proxy makes its utilities as it starts.
-func (r Release) ImplementationOn(kernel func() (Kernel, error)) scenarios.Implementation {
+// in tests). kernel is called as each generation starts, with the run's
+// dataplane, in the network namespace the run programs: kube-proxy makes
+// its utilities as it starts.
+func (r Release) ImplementationOn(kernel func(dataplane.Dataplane) (Kernel, error)) scenarios.Implementation {
 	quietKlog()
 	version, replaced := kubernetesModule()
 	impl := scenarios.Implementation{
 		Name: proxier.KubeProxyImplementation(version),
-		Run: func(ctx context.Context, client kubernetes.Interface, _ dataplane.Dataplane, cfg proxier.Config, opts proxier.Options) error {
-			k, err := kernel()
+		Run: func(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplane, cfg proxier.Config, opts proxier.Options) error {
+			k, err := kernel(dp)
 			if err != nil {
 				return err
 			}
 			if k.Close != nil {
 				defer k.Close()
 			}
-			return r.run(ctx, k, client, cfg, opts)
+			return r.run(ctx, k, dp.Model, client, cfg, opts)
 		},
-		Metrics: observed.Prefixed(legacyregistry.DefaultGatherer, "kubeproxy_"),
+		Metrics:     observed.Prefixed(legacyregistry.DefaultGatherer, "kubeproxy_"),
+		SyncedCalls: dataplane.ReleaseSyncedCalls,
 	}
 	if replaced != "" {
 		impl.Proxier = fmt.Sprintf("%s (k8s.io/kubernetes replaced by %s)", impl.Name, replaced)
@@ -220,13 +223,13 @@ var registerMetrics sync.Once
 // (NewDualStackProxier's way, a meta proxier over both), registers it with
 // its configs on the informers, and runs until ctx is done. Killed, it
 // waits for a sync in progress, whose operations fail from then on.
-func (r Release) run(ctx context.Context, k Kernel, client kubernetes.Interface, cfg proxier.Config, opts proxier.Options) error {
+func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, client kubernetes.Interface, cfg proxier.Config, opts proxier.Options) error {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("proxier config: %w", err)
 	}
 	registerMetrics.Do(registerReleaseMetrics)
-	g := observed.New(ctx, cfg, opts, legacyregistry.DefaultGatherer, labelledMetrics)
+	g := observed.New(ctx, cfg, opts, model, legacyregistry.DefaultGatherer, labelledMetrics)
 	defer g.Wait()
 
 	node, err := client.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
@@ -259,6 +262,7 @@ func (r Release) run(ctx context.Context, k Kernel, client kubernetes.Interface,
 		if err := errors.Join(
 			observed.HookFunc(p, "syncRunner.fn", fam.Sync),
 			observed.WrapField(p, "netlinkHandle", func(h ipvs.NetLinkHandle) ipvs.NetLinkHandle { return countedNetlink{h, fam} }),
+			modelRunner(p, fam),
 		); err != nil {
 			return fmt.Errorf("kube-proxy %s: %w", f, err)
 		}
@@ -271,7 +275,7 @@ func (r Release) run(ctx context.Context, k Kernel, client kubernetes.Interface,
 
 	factory := informers.NewSharedInformerFactory(client, configSyncPeriod)
 	runConfigs(ctx, g.Services(factory.Core().V1().Services()), g.EndpointSlices(factory.Discovery().V1().EndpointSlices()),
-		g.Nodes(factory.Core().V1().Nodes()), provider)
+		g.Nodes(factory.Core().V1().Nodes()), syncedDone{provider, g})
 	if err := g.Registered(); err != nil {
 		return err
 	}
@@ -283,18 +287,37 @@ func (r Release) run(ctx context.Context, k Kernel, client kubernetes.Interface,
 }
 
 // synced sends the calls that sync at once, outside the runner (the first
-// sync, when both initial lists are in), through the sync observer.
+// sync, when both initial lists are in), through the sync observer
+// (observed.Family.Synced: on the modeled clock, the family's runner makes
+// them at its next turn).
 type synced struct {
 	proxy.Provider
 	f *observed.Family
 }
 
 func (s synced) OnServiceSynced() {
-	_ = s.f.Sync(func() error { s.Provider.OnServiceSynced(); return nil })
+	s.f.Synced(func() { _ = s.f.Sync(func() error { s.Provider.OnServiceSynced(); return nil }) })
 }
 
 func (s synced) OnEndpointSlicesSynced() {
-	_ = s.f.Sync(func() error { s.Provider.OnEndpointSlicesSynced(); return nil })
+	s.f.Synced(func() { _ = s.f.Sync(func() error { s.Provider.OnEndpointSlicesSynced(); return nil }) })
+}
+
+// syncedDone is the provider the configs call: once a config's synced
+// call has reached every family, the replay hears of it.
+type syncedDone struct {
+	proxy.Provider
+	g *observed.Generation
+}
+
+func (s syncedDone) OnServiceSynced() {
+	s.Provider.OnServiceSynced()
+	s.g.SyncedDone()
+}
+
+func (s syncedDone) OnEndpointSlicesSynced() {
+	s.Provider.OnEndpointSlicesSynced()
+	s.g.SyncedDone()
 }
 
 // NodeIPs are kube-proxy's node IPs: per family the Node's first address

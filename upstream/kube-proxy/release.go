@@ -11,9 +11,13 @@ import (
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/config"
+	"k8s.io/kubernetes/pkg/proxy/ipvs"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
+	"k8s.io/utils/clock"
+
+	"github.com/kpsim/kpsim/proxier/observed"
 )
 
 // What kube-proxy 1.33 and later share (the signatures 1.30 has are in
@@ -45,4 +49,28 @@ func runConfigs(ctx context.Context, svcs coreinformers.ServiceInformer, slices 
 	ec.RegisterEventHandler(p)
 	go ec.Run(ctx.Done())
 	config.NewNodeTopologyConfig(ctx, nodes, configSyncPeriod).RegisterEventHandler(p)
+}
+
+// modelRunner puts the release's sync runner (pkg/proxy/runner, whose
+// timers come from its clock field) on the modeled clock when the
+// generation runs there: its runs wait on timers of observed.RunnerClock,
+// and it has a request when its run channel holds one as it waits on its
+// next-run timer (the select that also takes requests).
+func modelRunner(p *ipvs.Proxier, f *observed.Family) error {
+	run, err := observed.Field(p, "syncRunner.run")
+	if err != nil {
+		return err
+	}
+	next, err := observed.Field(p, "syncRunner.nextRunTimer")
+	if err != nil {
+		return err
+	}
+	rc := f.RunnerClock(func(t clock.Timer) bool {
+		cur, _ := next.Interface().(clock.Timer)
+		return t == cur && run.Len() > 0
+	})
+	if rc == nil {
+		return nil
+	}
+	return observed.SetField(p, "syncRunner.clock", clock.Clock(rc))
 }

@@ -251,8 +251,7 @@ func TestRunWritesState(t *testing.T) {
 
 // TestRunRefusesMissingImplementation: a kube-proxy release this binary
 // does not have is refused before anything runs (on the kernel backend,
-// before kpsim re-executes itself), naming the binary that has it; on the
-// sim backend a release is refused at validation.
+// before kpsim re-executes itself; on the sim), naming the binary that has it.
 func TestRunRefusesMissingImplementation(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "r.json")
 	for _, tc := range []struct {
@@ -262,7 +261,7 @@ func TestRunRefusesMissingImplementation(t *testing.T) {
 		{[]string{"backend=kernel", "proxier.implementation=kube-proxy@v1.30.3"},
 			"proxier.implementation kube-proxy@v1.30.3 is not in this kpsim binary, which has kpsim; a kube-proxy v1.30 release runs in the binary built from upstream/kube-proxy-v1.30: make bin/kpsim-kube-proxy-v1.30"},
 		{[]string{"proxier.implementation=kube-proxy@v1.37.1"},
-			"proxier.implementation: kube-proxy@v1.37.1 runs only on the kernel backend, not sim"},
+			"proxier.implementation kube-proxy@v1.37.1 is not in this kpsim binary, which has kpsim; a kube-proxy v1.37 release runs in the binary built from upstream/kube-proxy-v1.37: make bin/kpsim-kube-proxy-v1.37"},
 	} {
 		args := []string{"run", "-s", "smoke", "-o", out}
 		for _, s := range tc.sets {

@@ -64,8 +64,9 @@ overrides as 'kpsim run' would load it, so that a typo fails here, at the spec's
 rather than in every job. Each cell has a stable name, made of its settings and a hash
 of them, so a cell keeps its name when the spec grows around it.
 
-A cell that cannot run is left out with a note on standard error (and in the plan),
-not failed: a kube-proxy release on the sim (releases run only on the kernel backend).
+A kube-proxy release's cell runs in the release's own kpsim binary
+(bin/kpsim-kube-proxy-v1.37 for kube-proxy@v1.37.1), which 'sweep run' finds
+beside this kpsim.
 
 --format json (the default) writes the plan, which 'sweep merge' reads to know every
 cell; matrix writes the GitHub Actions matrix on one line, for

@@ -84,13 +84,14 @@ func runSweepCell(cmd *cobra.Command, spec, name, outDir string) error {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
-	if why := cannotRun(cell); why != "" {
-		rec.Status, rec.Error = sweep.StatusFailed, why
-		return errors.Join(fmt.Errorf("cell %s cannot run here: %s", cell.Name, why), record())
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("sweep run: find this kpsim to run the cell's runs with: %w", err)
+	}
+	exe = cellBinary(exe, cell.Proxier)
+	if why := cannotRun(exe, cell); why != "" {
+		rec.Status, rec.Error = sweep.StatusFailed, why
+		return errors.Join(fmt.Errorf("cell %s cannot run here: %s", cell.Name, why), record())
 	}
 	scenario := sweeps.ScenarioPath(spec, cell.Scenario)
 	for i := 1; i <= cell.Runs && ctx.Err() == nil; i++ {
@@ -148,10 +149,32 @@ func clearCell(dir string) error {
 	return nil
 }
 
-// cannotRun says why the cell cannot run on this machine, or "".
-func cannotRun(c *sweep.Cell) string {
-	if err := scenarios.HasImplementation(c.Proxier); err != nil {
-		return err.Error()
+// cellBinary is the kpsim that runs a cell's runs: this one, or for a
+// kube-proxy release it does not have, the release's binary next to it
+// (bin/kpsim-kube-proxy-v1.37 beside bin/kpsim), when there is one.
+func cellBinary(exe, proxier string) string {
+	if scenarios.HasImplementation(proxier) == nil {
+		return exe
+	}
+	if bin, ok := scenarios.ReleaseBinary(proxier); ok {
+		if p := filepath.Join(filepath.Dir(exe), bin); fileExists(p) {
+			return p
+		}
+	}
+	return exe
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// cannotRun says why the cell cannot run on this machine with the kpsim
+// at exe, or "".
+func cannotRun(exe string, c *sweep.Cell) string {
+	bin, _ := scenarios.ReleaseBinary(c.Proxier)
+	if err := scenarios.HasImplementation(c.Proxier); err != nil && filepath.Base(exe) != bin {
+		return err.Error() + " (kpsim sweep run uses it from beside this kpsim when it is there)"
 	}
 	if c.Backend != dataplane.BackendKernel {
 		return ""

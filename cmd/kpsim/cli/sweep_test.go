@@ -56,15 +56,14 @@ proxiers: [kpsim, kube-proxy@v1.37.1]
 `
 
 // TestSweepPlanFormats: the plan, the matrix on one line for
-// $GITHUB_OUTPUT, and the names; the left-out cells noted on stderr.
+// $GITHUB_OUTPUT, and the names.
 func TestSweepPlanFormats(t *testing.T) {
 	spec := writeSpec(t, planSpec)
 	out, errb, code := kpsimRun(t, "sweep", "plan", spec, "--format", "names")
 	require.Equal(t, 0, code, errb)
 	names := strings.Fields(out)
-	require.Len(t, names, 2)
-	require.Contains(t, errb, "sweep formats: 2 cells to run")
-	require.Contains(t, errb, "note: left out 2 cells: kube-proxy releases run only on the kernel backend, not on the sim: smoke_services-10_kube-proxy-v1.37.1_sim_")
+	require.Len(t, names, 4)
+	require.Contains(t, errb, "sweep formats: 4 cells to run")
 
 	out, errb, code = kpsimRun(t, "sweep", "plan", spec, "--format", "matrix")
 	require.Equal(t, 0, code, errb)
@@ -73,7 +72,9 @@ func TestSweepPlanFormats(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &m))
 	require.Equal(t, []sweep.MatrixEntry{
 		{Cell: names[0], Scenario: "smoke", Proxier: "kpsim", Backend: "sim"},
-		{Cell: names[1], Scenario: "smoke", Proxier: "kpsim", Backend: "sim"},
+		{Cell: names[1], Scenario: "smoke", Proxier: "kube-proxy@v1.37.1", Backend: "sim"},
+		{Cell: names[2], Scenario: "smoke", Proxier: "kpsim", Backend: "sim"},
+		{Cell: names[3], Scenario: "smoke", Proxier: "kube-proxy@v1.37.1", Backend: "sim"},
 	}, m.Include)
 
 	planPath := filepath.Join(t.TempDir(), "plan.json")
@@ -82,8 +83,8 @@ func TestSweepPlanFormats(t *testing.T) {
 	require.Equal(t, "plan: "+planPath+"\n", out)
 	p, err := sweep.ReadPlan(planPath)
 	require.NoError(t, err)
-	require.Len(t, p.Cells, 2)
-	require.Len(t, p.LeftOut, 2)
+	require.Len(t, p.Cells, 4)
+	require.Empty(t, p.LeftOut)
 	require.Equal(t, buildInfo(), p.Kpsim)
 
 	for _, tc := range []struct {

@@ -12,6 +12,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -122,6 +123,22 @@ timeline:
   - waitSynced: {timeout: 1m}
 `, services)
 
+// register registers release r once per test binary: its kernel is each
+// run's, the fakes a test set (RestartLagging) or the in-memory kernel of
+// a sim run (RestartOnSim).
+func register(r kubeproxy.Release) scenarios.Implementation {
+	impl := r.ImplementationOn(func(dp dataplane.Dataplane) (kubeproxy.Kernel, error) {
+		node.Lock()
+		defer node.Unlock()
+		if node.fakes == nil {
+			return kubeproxy.SimKernel(dp), nil
+		}
+		return node.fakes.Kernel(), nil
+	})
+	registered.Do(func() { scenarios.Register(impl) })
+	return impl
+}
+
 // RestartLagging runs release r on fakes through a restart whose handlers
 // lag (knownAtFirstSync 0.36) and checks what it did: a release that syncs
 // on its informers' stores (racy) knows 36% of the services at its first
@@ -134,23 +151,10 @@ func RestartLagging(t *testing.T, r kubeproxy.Release, racy bool) *results.File 
 	node.Lock()
 	node.fakes = NewFakes(dataplane.DefaultNodeAddresses[dataplane.IPv4].Addr().String())
 	node.Unlock()
-	impl := r.ImplementationOn(func() (kubeproxy.Kernel, error) {
-		node.Lock()
-		defer node.Unlock()
-		return node.fakes.Kernel(), nil
-	})
-	registered.Do(func() { scenarios.Register(impl) }) // once per test binary; the node is each run's
-	s, err := scenarios.Parse("restart.yaml", []byte(restart), []string{"proxier.implementation=" + impl.Name})
-	require.NoError(t, err)
+	impl := register(r)
 	// The in-memory kernel only stands in for the kernel backend the
 	// scenario names: the release programs the fakes, and nothing probes.
-	spec, err := s.BackendSpec()
-	require.NoError(t, err)
-	b, err := backend.NewSim(spec)
-	require.NoError(t, err)
-	f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
-	require.NoError(t, err)
-	require.Equal(t, impl.Name, f.Proxier)
+	f := runOnSim(t, "restart.yaml", restart, impl)
 	for _, s := range f.Syncs {
 		t.Logf("proxier %d %s #%d %s: %d services, %.1fms, %v %s", s.Proxier, s.Family, s.Seq, s.Trigger, s.Services, s.Seconds*1e3, s.Ops, s.Error)
 		if s.Failed() {
@@ -209,5 +213,121 @@ func RestartLagging(t *testing.T, r kubeproxy.Release, racy bool) *results.File 
 		}
 	}
 	require.True(t, checked, "the release's sync-duration histogram is in the results")
+	return f
+}
+
+// restartOnSim is the incident's restart on the in-memory kernel at a
+// size a test runs in seconds: every operation priced by the incident's
+// profile, on the modeled clock, with probes.
+var restartOnSim = `name: kube-proxy-restart-sim
+description: the release's restart with lagging handlers on the in-memory kernel
+question: restart
+seed: 7
+backend: sim
+sim: {profile: incident, timeScale: 0}
+cluster:
+  services: 300
+  types: {nodePort: 0.1}
+  endpointsPerService: 2
+  nodes: 3
+proxier:
+  minSyncPeriod: 1s
+  syncPeriod: 30s
+probes:
+  interval: 100ms
+  services: 30
+  kinds: [clusterip, nodeport]
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced: {timeout: 5m}
+  - probes: on
+  - sleep: 500ms
+  - restartProxier: {knownAtFirstSync: 0.36}
+  - waitSynced: {timeout: 5m}
+  - sleep: 1s
+  - probes: off
+`
+
+// RestartOnSim runs release r on the in-memory kernel (SimKernel, the sim
+// backend on the modeled clock) through the incident's restart, twice, and
+// checks what its own code did there, as RestartLagging does on fakes:
+// every kernel operation of the release reached the in-memory kernel (its
+// first sync programmed every service; probes reached them), a racy
+// release's first sync after the restart knew 36% of the services and
+// broke traffic to the rest until later syncs put it back, a fixed one
+// knew them all and broke nothing; and the two runs made the same syncs at
+// the same modeled instants with the same operations (the order of
+// operations within a sync follows the release's map iteration, which Go
+// randomizes, so what a probe sees mid-sync is not compared).
+func RestartOnSim(t *testing.T, r kubeproxy.Release, racy bool) *results.File {
+	t.Helper()
+	node.Lock()
+	node.fakes = nil
+	node.Unlock()
+	impl := register(r)
+	var files [2]*results.File
+	for i := range files {
+		files[i] = runOnSim(t, "restart-sim.yaml", restartOnSim, impl)
+		require.Equal(t, results.ClockModeled, files[i].Clock)
+	}
+	f := files[0]
+	var first [2]*results.Sync
+	for i := range f.Syncs {
+		s := &f.Syncs[i]
+		t.Logf("proxier %d %s #%d %s at %v: %d services, %.1fms modeled (%.1fms its own), %.1fms wall, %v %s", s.Proxier, s.Family, s.Seq, s.Trigger,
+			s.Start.Sub(f.Start), s.Services, s.Seconds*1e3, s.ProxierSeconds*1e3, s.Wall*1e3, s.Ops, s.Error)
+		require.Empty(t, s.Phases, "a release's sync is not phased")
+		if first[s.Proxier] == nil {
+			first[s.Proxier] = s
+		}
+	}
+	require.NotNil(t, first[1], "no sync after the restart")
+	require.Positive(t, first[0].KernelSeconds, "the kernel's part is priced by the profile")
+	require.Positive(t, first[0].ProxierSeconds, "the release's own part is priced by the profile")
+	require.InDelta(t, first[0].Seconds, first[0].KernelSeconds+first[0].ProxierSeconds, 1e-9)
+	start := first[0].Ops
+	require.GreaterOrEqual(t, start[dataplane.OpIPVSServiceAdd], int64(300), "%v", start)
+	require.Positive(t, start[dataplane.OpIPTablesCommand], "%v", start)
+	require.Positive(t, f.Probes.Attempts, "probes ran")
+
+	after := first[1].Ops
+	failed := len(f.Probes.Failures)
+	if racy {
+		require.Equal(t, int(math.Round(0.36*float64(first[0].Services))), first[1].Services, "the first sync after the restart knew 36%% of the service ports")
+		require.Positive(t, after[dataplane.OpIPVSServiceDelete], "%v", after)
+		require.Positive(t, failed, "traffic to the services it deleted broke")
+		require.Positive(t, results.SumOps(f.Totals.Readded), "later syncs put them back")
+	} else {
+		require.Equal(t, first[0].Services, first[1].Services, "the first sync after the restart waited for every handler")
+		require.Zero(t, after[dataplane.OpIPSetDel]+after[dataplane.OpIPVSServiceDelete]+after[dataplane.OpAddressUnbind], "%v", after)
+		require.Zero(t, failed, "nothing broke: %v", f.Probes.Failures)
+	}
+
+	// The same syncs, at the same instants, with the same operations.
+	sig := func(f *results.File) []string {
+		var out []string
+		for _, s := range f.Syncs {
+			out = append(out, fmt.Sprintf("%d %s #%d %s at %v: %.9f s, %d services, %v", s.Proxier, s.Family, s.Seq, s.Trigger, s.Start.Sub(f.Start).Round(time.Microsecond), s.Seconds, s.Services, s.Ops))
+		}
+		return out
+	}
+	require.Equal(t, sig(files[0]), sig(files[1]), "a seed repeats: the same syncs")
+	require.Equal(t, files[0].Probes.Attempts, files[1].Probes.Attempts)
+	return f
+}
+
+// runOnSim runs the scenario text with impl on the sim backend.
+func runOnSim(t *testing.T, file, text string, impl scenarios.Implementation) *results.File {
+	t.Helper()
+	s, err := scenarios.Parse(file, []byte(text), []string{"proxier.implementation=" + impl.Name})
+	require.NoError(t, err)
+	spec, err := s.BackendSpec()
+	require.NoError(t, err)
+	b, err := backend.NewSim(spec)
+	require.NoError(t, err)
+	f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
+	require.NoError(t, err)
+	require.Equal(t, impl.Name, f.Proxier)
 	return f
 }

@@ -12,3 +12,9 @@ import (
 func TestRestartLagging(t *testing.T) {
 	kubeproxytest.RestartLagging(t, kubeproxy.Release{NewProxier: newProxier}, false)
 }
+
+// TestRestartOnSim: the same release on the in-memory kernel, on the
+// modeled clock: its own code programs it, its runner runs on modeled time.
+func TestRestartOnSim(t *testing.T) {
+	kubeproxytest.RestartOnSim(t, kubeproxy.Release{NewProxier: newProxier}, false)
+}
