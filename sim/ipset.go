@@ -120,7 +120,9 @@ func (k *Kernel) Sets() ([]dataplane.Set, error) {
 }
 
 // Entries lists one set's entries, canonical and sorted, priced as a
-// listing of that set alone.
+// listing of that set alone plus one command of the ipset strategy (a
+// release runs `ipset list NAME`: a process under exec, what the profile
+// prices a create or destroy at).
 func (k *Kernel) Entries(name string) ([]string, error) {
 	k.lock()
 	defer k.unlock()
@@ -130,6 +132,7 @@ func (k *Kernel) Entries(name string) ([]string, error) {
 		n = len(s.entries)
 	}
 	k.read(dataplane.OpIPSetList, n)
+	k.charge(k.costs.op[dataplane.OpIPSetCreate])
 	if k.faulty(dataplane.OpIPSetList) {
 		if err := k.fault(dataplane.OpIPSetList, name); err != nil {
 			return nil, errorf(err, "ipset list %s", name)

@@ -56,4 +56,5 @@ vm_tests() {
 	step kube-proxy-restart kube_proxy_e2e '^TestKubeProxyRestart$'
 	step kube-proxy-drift kube_proxy_e2e '^TestKubeProxyDrift$'
 	step kube-proxy-parity kube_proxy_e2e '^TestKubeProxyParity$'
+	step kube-proxy-agreement kube_proxy_e2e '^TestKubeProxyAgreement$'
 }
