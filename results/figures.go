@@ -411,6 +411,15 @@ func kernelTimeLine(f *File) (Line, bool) {
 	if own > 0 {
 		note += fmt.Sprintf("; the proxier's own part %s", FormatSeconds(own))
 	}
+	if f.Proxier != ProxierKpsim && f.Clock == ClockModeled {
+		// A release's own sync code ran for real: its histogram's time is
+		// its measured wall time (on the in-memory kernel), kept apart.
+		var wall float64
+		for i := range f.Syncs {
+			wall += f.Syncs[i].Wall
+		}
+		note += fmt.Sprintf(" (priced as kpsim's proxier is; %s measured %s of wall time in its own syncs)", f.Proxier, FormatSeconds(wall))
+	}
 	return Line{FormatSeconds(k), Modeled, note}, true
 }
 
