@@ -22,6 +22,8 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/netns"
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -116,6 +118,21 @@ func Run(open OpenDataplane, opts Options) (*sim.Profile, error) {
 	if !opts.SkipProxier {
 		if err := c.proxierWork(); err != nil {
 			return nil, err
+		}
+		// The kube-proxy releases this binary has (upstream/), each priced
+		// by its own code's time.
+		for _, impl := range scenarios.Implementations() {
+			if impl == proxier.ImplementationKpsim {
+				continue
+			}
+			price, err := FitRelease(impl, opts.ProxierServices, c.where(), c.log)
+			if err != nil {
+				return nil, err
+			}
+			if c.p.Releases == nil {
+				c.p.Releases = map[string]sim.ProxierCost{}
+			}
+			c.p.Releases[impl] = price
 		}
 	}
 	c.p.Source = c.source()

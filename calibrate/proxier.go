@@ -2,7 +2,9 @@ package calibrate
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/scenarios/backend"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -483,4 +486,94 @@ func flushRuleset(payload []byte) ([]byte, error) {
 		b.WriteString("COMMIT\n")
 	}
 	return b.Bytes(), nil
+}
+
+// A kube-proxy release's own work is priced as kpsim's proxier's is, per
+// unit of dataplane.Work, but its code cannot be run against a Replay
+// phase by phase: it runs whole, in a kpsim binary built with it
+// (upstream/). FitRelease times its syncs on the in-memory kernel, on the
+// modeled clock, from its own sync-duration histogram (results.Sync.Wall:
+// the release's code, plus what its utilities' adapters and the in-memory
+// kernel do for each operation: microseconds each, and an iptables-save
+// parsed back per iptables command, about 1 ms a sync at these sizes),
+// at each size with 1 and 3 endpoints per
+// service, and fits the prices of a sync, a service port and an endpoint,
+// the units a release's sync is priced in (observed.Family.Sync).
+
+// releaseScenario is the calibration's timeline: the first sync, then
+// periodic syncs with nothing to do (a release's IPVS sync visits every
+// service every time).
+const releaseScenario = `name: calibrate-release
+description: how long does the release's own code take per sync?
+seed: 1
+backend: sim
+sim: {timeScale: 0}
+cluster:
+  services: %d
+  endpointsPerService: %d
+  portsPerService: 1
+  nodes: 3
+proxier:
+  minSyncPeriod: 1s
+  syncPeriod: 10s
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced: {timeout: 10m}
+  - sleep: 25s
+`
+
+// FitRelease prices release impl's own work (see above), at each of
+// services; log receives a line per case.
+func FitRelease(impl string, services []int, where string, log io.Writer) (sim.ProxierCost, error) {
+	var samples []workSample
+	for _, n := range services {
+		for _, endpoints := range []int{1, 3} {
+			s, err := scenarios.Parse("calibrate-release.yaml", fmt.Appendf(nil, releaseScenario, n, endpoints), []string{"proxier.implementation=" + impl})
+			if err != nil {
+				return sim.ProxierCost{}, err
+			}
+			spec, err := s.BackendSpec()
+			if err != nil {
+				return sim.ProxierCost{}, err
+			}
+			b, err := backend.NewSim(spec)
+			if err != nil {
+				return sim.ProxierCost{}, err
+			}
+			f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
+			if err != nil {
+				return sim.ProxierCost{}, fmt.Errorf("%s at %dx%d: %w", impl, n, endpoints, err)
+			}
+			var walls []float64
+			var w dataplane.Work
+			for _, rec := range f.Syncs {
+				if rec.Finished() && rec.Wall > 0 {
+					walls = append(walls, rec.Wall)
+					w = dataplane.Work{Syncs: 1, Derived: rec.Services, Endpoints: rec.Endpoints}
+				}
+			}
+			if len(walls) == 0 {
+				return sim.ProxierCost{}, fmt.Errorf("%s at %dx%d: no finished sync", impl, n, endpoints)
+			}
+			x := workSample{name: fmt.Sprintf("syncs %dx%d", n, endpoints), work: w, seconds: median(walls)}
+			fmt.Fprintf(log, "%-45s %12.1f us (median of %d syncs; %s)\n", impl+" "+x.name, x.seconds*1e6, len(walls), unitsOf(w))
+			samples = append(samples, x)
+		}
+	}
+	price, err := fitWork(samples)
+	if err != nil {
+		return sim.ProxierCost{}, fmt.Errorf("calibrate %s: %w", impl, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Fitted by `kpsim calibrate` on %s: %s's own syncs on the in-memory kernel, timed by its own sync-duration histogram, the median of each case: ", where, impl)
+	for i, s := range samples {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s (%s)", s.name, dur(s.seconds), unitsOf(s.work))
+	}
+	fmt.Fprintf(&b, ". Least squares on relative errors (fitWork): %s per sync, %s per service port, %s per endpoint.", dur(price.PerSync), dur(price.PerDerived), dur(price.PerEndpoint))
+	price.Source = b.String()
+	return price, nil
 }

@@ -27,6 +27,10 @@ type Model interface {
 	// Compute prices the proxier's own work and, on a modeled clock, moves
 	// the clock by that much and returns it; otherwise it returns 0.
 	Compute(Work) time.Duration
+	// ComputeAs is Compute for the work of the proxier implementation
+	// named (a kube-proxy release, "kube-proxy@v1.37.1"): priced by the
+	// profile's prices for it where it has them, else as Compute prices.
+	ComputeAs(impl string, w Work) time.Duration
 }
 
 // Work is a proxier's own work in a phase of a sync, in the units a cost

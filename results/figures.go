@@ -418,7 +418,11 @@ func kernelTimeLine(f *File) (Line, bool) {
 		for i := range f.Syncs {
 			wall += f.Syncs[i].Wall
 		}
-		note += fmt.Sprintf(" (priced as kpsim's proxier is; %s measured %s of wall time in its own syncs)", f.Proxier, FormatSeconds(wall))
+		priced := "priced as kpsim's proxier is"
+		if p := f.CostProfile; p != nil && slices.Contains(p.Releases, f.Proxier) {
+			priced = "priced by the profile's prices for " + f.Proxier
+		}
+		note += fmt.Sprintf(" (%s; %s measured %s of wall time in its own syncs)", priced, f.Proxier, FormatSeconds(wall))
 	}
 	return Line{FormatSeconds(k), Modeled, note}, true
 }

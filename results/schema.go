@@ -104,6 +104,9 @@ type ProfileRef struct {
 	Name      string  `json:"name"`
 	Source    string  `json:"source"`
 	TimeScale float64 `json:"timeScale"`
+	// Releases are the kube-proxy releases whose own work the profile
+	// prices with prices of their own (the rest as kpsim's proxier).
+	Releases []string `json:"releases,omitempty"`
 }
 
 // Step is one executed timeline step.

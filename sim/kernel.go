@@ -165,14 +165,24 @@ func (k *Kernel) Clocked() bool {
 // Compute prices a proxier's own work from the profile and, on a modeled
 // clock, spends it there and returns it. Without a clock the proxier's time
 // is its own wall time, and Compute returns 0.
-func (k *Kernel) Compute(w dataplane.Work) time.Duration {
+func (k *Kernel) Compute(w dataplane.Work) time.Duration { return k.spendWork(k.work, w) }
+
+// ComputeAs prices impl's work by the profile's prices for it, if any.
+func (k *Kernel) ComputeAs(impl string, w dataplane.Work) time.Duration {
+	if c, ok := k.profile.Releases[impl]; ok {
+		return k.spendWork(c, w)
+	}
+	return k.Compute(w)
+}
+
+func (k *Kernel) spendWork(price ProxierCost, w dataplane.Work) time.Duration {
 	k.mu.Lock()
 	c := k.clock
 	k.mu.Unlock()
 	if c == nil {
 		return 0
 	}
-	d := k.work.Price(w)
+	d := price.Price(w)
 	c.Spend(d)
 	return d
 }

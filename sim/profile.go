@@ -50,6 +50,11 @@ type Profile struct {
 	// cannot be measured without making runs unrepeatable. A profile without
 	// it (an older calibration) is priced as the embedded host profile is.
 	Proxier *ProxierCost `json:"proxier,omitempty"`
+	// Releases prices each kube-proxy release's own work, by the name
+	// proxier.implementation gives it ("kube-proxy@v1.37.1"), fitted by
+	// `kpsim calibrate` run in the release's binary; a release without an
+	// entry is priced as Proxier prices kpsim's proxier.
+	Releases map[string]ProxierCost `json:"releases,omitempty"`
 }
 
 // ProxierCost prices a proxier's own work (dataplane.Work), in seconds per
@@ -188,14 +193,25 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("profile %s: ipset: strategy %q is not priced", p.Name, s)
 		}
 	}
-	if c := p.Proxier; c != nil {
+	checkWork := func(field string, c ProxierCost) error {
 		if strings.TrimSpace(c.Source) == "" {
-			return fmt.Errorf("profile %s: proxier: source is empty: say where the numbers come from", p.Name)
+			return fmt.Errorf("profile %s: %s: source is empty: say where the numbers come from", p.Name, field)
 		}
 		for name, v := range map[string]float64{"per_sync": c.PerSync, "per_derived": c.PerDerived, "per_port": c.PerPort, "per_endpoint": c.PerEndpoint, "per_entry": c.PerEntry} {
-			if err := check("proxier", name, v); err != nil {
+			if err := check(field, name, v); err != nil {
 				return err
 			}
+		}
+		return nil
+	}
+	if c := p.Proxier; c != nil {
+		if err := checkWork("proxier", *c); err != nil {
+			return err
+		}
+	}
+	for name, c := range p.Releases {
+		if err := checkWork("releases "+name, c); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -39,6 +39,7 @@ type Generation struct {
 	ctx      context.Context
 	opts     proxier.Options
 	model    dataplane.Model // the in-memory kernel's, on the sim; nil on a real kernel
+	impl     string          // proxier.implementation: the release's name
 	node     string
 	metrics  prometheus.Gatherer
 	labelled bool // the sync metrics carry an ip_family label (kube-proxy 1.33 and later)
@@ -65,7 +66,7 @@ type Generation struct {
 // the ip_family label.
 func New(ctx context.Context, cfg proxier.Config, opts proxier.Options, model dataplane.Model, metrics prometheus.Gatherer, labelled bool) *Generation {
 	g := &Generation{
-		ctx: ctx, opts: opts, model: model, node: cfg.NodeName, metrics: metrics, labelled: labelled, start: time.Now(),
+		ctx: ctx, opts: opts, model: model, impl: cfg.Implementation, node: cfg.NodeName, metrics: metrics, labelled: labelled, start: time.Now(),
 		wrapped: map[string]bool{}, services: map[string]*v1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{},
 		families: map[dataplane.Family]*Family{},
 	}
@@ -264,10 +265,11 @@ func (f *Family) Sync(run func() error) error {
 	}
 	rec.Wall = rec.Seconds
 	if g.Modeled() {
-		// The release's own work, priced as the profile prices a proxier's
-		// (dataplane.Work of what it knew), after its kernel operations
-		// moved the clock; its histogram keeps its measured wall time.
-		own := g.model.Compute(dataplane.Work{Syncs: 1, Derived: ports, Endpoints: endpoints})
+		// The release's own work (dataplane.Work of what it knew), priced
+		// by the profile's prices for the release or else for a proxier,
+		// after its kernel operations moved the clock; its histogram keeps
+		// its measured wall time.
+		own := g.model.ComputeAs(g.impl, dataplane.Work{Syncs: 1, Derived: ports, Endpoints: endpoints})
 		rec.Seconds = g.now().Sub(start).Seconds()
 		rec.ProxierSeconds = own.Seconds()
 		rec.KernelSeconds = rec.Seconds - rec.ProxierSeconds

@@ -3,7 +3,9 @@ package backend
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -108,5 +110,5 @@ func (b *Sim) UseClock(c dataplane.Clock) bool { return b.k.SetClock(c) == nil }
 func (b *Sim) Close() error { return nil }
 
 func (b *Sim) CostProfile() *results.ProfileRef {
-	return &results.ProfileRef{Name: b.profile.Name, Source: b.profile.Source, TimeScale: b.timeScale}
+	return &results.ProfileRef{Name: b.profile.Name, Source: b.profile.Source, TimeScale: b.timeScale, Releases: slices.Sorted(maps.Keys(b.profile.Releases))}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
 
+	"github.com/kpsim/kpsim/calibrate"
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier/observed"
 	"github.com/kpsim/kpsim/results"
@@ -330,4 +332,23 @@ func runOnSim(t *testing.T, file, text string, impl scenarios.Implementation) *r
 	require.NoError(t, err)
 	require.Equal(t, impl.Name, f.Proxier)
 	return f
+}
+
+// FitRelease prices release r's own work as `kpsim calibrate` does in its
+// binary (calibrate.FitRelease), at a size a test runs in seconds: the
+// fit prices its units without a negative price and predicts the syncs it
+// was fitted on, and a run priced by it says so.
+func FitRelease(t *testing.T, r kubeproxy.Release) {
+	t.Helper()
+	node.Lock()
+	node.fakes = nil
+	node.Unlock()
+	impl := register(r)
+	var log strings.Builder
+	price, err := calibrate.FitRelease(impl.Name, []int{200, 600}, "a test", &log)
+	require.NoError(t, err, log.String())
+	t.Logf("%s\n%+v", log.String(), price)
+	require.Positive(t, price.PerSync+price.PerDerived+price.PerEndpoint, "a release's syncs take time")
+	require.Contains(t, price.Source, impl.Name+"'s own syncs on the in-memory kernel")
+	require.Zero(t, price.PerPort+price.PerEntry, "a release's sync is priced per sync, port derived and endpoint")
 }

@@ -18,3 +18,8 @@ func TestRestartLagging(t *testing.T) {
 func TestRestartOnSim(t *testing.T) {
 	kubeproxytest.RestartOnSim(t, kubeproxy.Release{NewProxier: newProxier}, false)
 }
+
+// TestFitRelease: kpsim calibrate in this binary prices v1.37.1's own work.
+func TestFitRelease(t *testing.T) {
+	kubeproxytest.FitRelease(t, kubeproxy.Release{NewProxier: newProxier})
+}
