@@ -77,7 +77,11 @@ sweep-plan: build
 	@mkdir -p $(SWEEP_OUT)
 	$(KPSIM) sweep plan $(SPEC) -o $(SWEEP_OUT)/plan.json
 
+# A kube-proxy release's cell (its name says kube-proxy-vX.Y.Z) runs in the
+# release's binary: built here when missing (a sweep workflow's cell job).
 sweep-cell: build
+	@v=$$(echo '$(CELL)' | sed -n 's/.*_kube-proxy-\(v[0-9][0-9]*\.[0-9][0-9]*\)\.[0-9][0-9]*_.*/\1/p'); \
+	if [ -n "$$v" ] && [ ! -x $(KUBE_PROXY_BIN)/kpsim-kube-proxy-$$v ]; then $(MAKE) --no-print-directory $(KUBE_PROXY_BIN)/kpsim-kube-proxy-$$v; fi
 	@mkdir -p $(SWEEP_OUT)/cells
 	$(KPSIM) sweep run $(SPEC) $(CELL) -o $(SWEEP_OUT)/cells
 
