@@ -80,7 +80,7 @@ func CompareSweeps(base, head *sweep.Loaded, baseLabel, headLabel string, o Opti
 			}
 			cc.Comparison = c
 		}
-		if !cc.judged() && !(cc.Base == sweep.StatusLeftOut && cc.Head == sweep.StatusLeftOut) {
+		if !cc.judged() {
 			uncompared = append(uncompared, name)
 		}
 		sc.Cells = append(sc.Cells, cc)

@@ -49,15 +49,13 @@ func TestCompareSweepsCellByCell(t *testing.T) {
 		sweepCell{"slower", sweep.StatusOK, 2, false},
 		sweepCell{"broke", sweep.StatusOK, 3, false},
 		sweepCell{"fixed", sweep.StatusFailed, 4, false},
-		sweepCell{"gone", sweep.StatusOK, 5, false},
-		sweepCell{"kube-proxy-on-sim", sweep.StatusLeftOut, 6, false})
+		sweepCell{"gone", sweep.StatusOK, 5, false})
 	head := sweepSide("head/index.json",
 		sweepCell{"same", sweep.StatusOK, 1, false},
 		sweepCell{"slower", sweep.StatusOK, 2, true},
 		sweepCell{"broke", sweep.StatusFailed, 3, false},
 		sweepCell{"fixed", sweep.StatusOK, 4, false},
 		sweepCell{"gone", sweep.StatusMissing, 5, false},
-		sweepCell{"kube-proxy-on-sim", sweep.StatusLeftOut, 6, false},
 		sweepCell{"new", sweep.StatusOK, 7, false})
 	sc := CompareSweeps(base, head, "base/index.json", "head/index.json", DefaultOptions())
 
@@ -65,15 +63,14 @@ func TestCompareSweepsCellByCell(t *testing.T) {
 	for i := range sc.Cells {
 		verdicts[sc.Cells[i].Name] = sc.Cells[i].Base + " -> " + sc.Cells[i].Head + ": " + sc.Cells[i].verdict()
 	}
-	require.Len(t, verdicts, 7)
+	require.Len(t, verdicts, 6)
 	require.Regexp(t, `^ok -> ok: no significant change in \d+ metrics$`, verdicts["same"])
 	require.Contains(t, verdicts["slower"], "kernel/seconds exact-different")
 	require.Equal(t, "ok -> failed: REGRESSED: the head's cell failed", verdicts["broke"])
 	require.Equal(t, "failed -> ok: improved: the base's cell failed, the head's ran", verdicts["fixed"])
 	require.Equal(t, "ok -> missing: not compared: ok in base, missing in head", verdicts["gone"])
-	require.Equal(t, "left out -> left out: not compared: left out in both", verdicts["kube-proxy-on-sim"])
 	require.Equal(t, "absent -> ok: not compared: absent in base, ok in head", verdicts["new"])
-	require.Equal(t, []string{"2 of 7 cells were not compared (see why below): gone, new"}, sc.Warnings)
+	require.Equal(t, []string{"2 of 6 cells were not compared (see why below): gone, new"}, sc.Warnings)
 
 	require.Equal(t, []string{"slower", "broke"}, sc.Failures(Gate{}))
 	require.Equal(t, []string{"broke"}, sc.Failures(Gate{Timing: true, AllowChanges: true}),
@@ -83,7 +80,7 @@ func TestCompareSweepsCellByCell(t *testing.T) {
 	var text bytes.Buffer
 	require.NoError(t, sc.WriteText(&text))
 	require.Contains(t, text.String(), "slower: EXACT-DIFFERENT: kernel/seconds")
-	require.Contains(t, text.String(), "WARNING: 2 of 7 cells were not compared")
+	require.Contains(t, text.String(), "WARNING: 2 of 6 cells were not compared")
 	var md bytes.Buffer
 	require.NoError(t, sc.WriteMarkdown(&md, "t"))
 	require.Contains(t, md.String(), "| `broke` | ok | failed | REGRESSED: the head's cell failed |")

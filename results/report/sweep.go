@@ -201,7 +201,7 @@ func (r *SweepReport) axisCells(a sweep.Axis) []*sweep.IndexCell {
 	var out []*sweep.IndexCell
 	for i := range r.ix.Cells {
 		c := &r.ix.Cells[i]
-		if c.Scenario == a.Scenario && c.Status != sweep.StatusLeftOut && axisValue(c, a.Key) != "" {
+		if c.Scenario == a.Scenario && axisValue(c, a.Key) != "" {
 			out = append(out, c)
 		}
 	}
@@ -582,10 +582,10 @@ Durations are <span class="basis modeled">modeled</span> on the in-memory kernel
 {{range .Charts}}{{template "chart" .}}{{else}}<p class="nodata">No data: the sweep has no axis to draw against; the cells are listed below.</p>{{end}}
 
 <h2 id="cells">Cells</h2>
-<p class="note">Every cell of the plan, whatever became of it: ok, failed (and why), missing (no job left a record), or left out by the plan. Values are the median of the cell's runs.</p>
+<p class="note">Every cell of the plan, whatever became of it: ok, failed (and why), or missing (no job left a record). Values are the median of the cell's runs.</p>
 <table>
 <tr><th>cell</th><th>settings</th><th>status</th><th>runs</th>{{range .Figures}}<th>{{.}}</th>{{end}}</tr>
-{{range .Rows}}<tr><td><code>{{.Name}}</code></td><td>{{.Settings}}</td><td>{{if eq .Status "ok"}}<span class="ok">ok</span>{{else if eq .Status "left out"}}left out{{else}}<span class="bad">{{.Status}}</span>{{end}}{{if .Why}}<div class="note">{{.Why}}</div>{{end}}</td><td class="num">{{.Runs}}</td>{{range .Values}}<td class="num">{{template "cell" .}}</td>{{end}}</tr>
+{{range .Rows}}<tr><td><code>{{.Name}}</code></td><td>{{.Settings}}</td><td>{{if eq .Status "ok"}}<span class="ok">ok</span>{{else}}<span class="bad">{{.Status}}</span>{{end}}{{if .Why}}<div class="note">{{.Why}}</div>{{end}}</td><td class="num">{{.Runs}}</td>{{range .Values}}<td class="num">{{template "cell" .}}</td>{{end}}</tr>
 {{end}}</table>
 </body>
 </html>

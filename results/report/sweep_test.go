@@ -45,13 +45,10 @@ func sweepOf(values []string, modes []string, status map[string]string) *sweep.L
 // TestSweepReportDrawsEveryFigureAgainstTheAxis: one chart per figure
 // against the swept axis, one line per mode, the values those of the
 // table of figures; cells without results are crossed out and named, and
-// every cell, left out or not, is in the cells table.
+// every cell is in the cells table.
 func TestSweepReportDrawsEveryFigureAgainstTheAxis(t *testing.T) {
 	l := sweepOf([]string{"100", "200", "300"}, []string{"exec", "netlink"},
 		map[string]string{"300/exec": sweep.StatusFailed, "300/netlink": sweep.StatusMissing})
-	left := sweep.Cell{Scenario: "synthetic", Axes: []sweep.Setting{{Key: "cluster.services", Value: "100"}}, Proxier: "kube-proxy@v1.37.1", Backend: "sim"}
-	left.Name = sweep.CellName(&left)
-	l.Index.Cells = append(l.Index.Cells, sweep.IndexCell{Cell: left, Status: sweep.StatusLeftOut, Error: "releases run only on the kernel backend"})
 
 	var b bytes.Buffer
 	require.NoError(t, report.NewSweep(l).WriteHTML(&b))
@@ -82,14 +79,12 @@ func TestSweepReportDrawsEveryFigureAgainstTheAxis(t *testing.T) {
 		failed, missing := l.Index.Cells[4].Name, l.Index.Cells[5].Name
 		require.Contains(t, f.caption, "Crosses below the zero line mark the 2 cells without a result: "+failed+" (failed), "+missing+" (missing).")
 	}
-	// The left-out cell is no line of the charts (it never meant to run),
-	// but it is a row of the table, as is every other cell.
+	// Every cell is a row of the table.
 	page := text(doc)
 	for _, c := range l.Index.Cells {
 		require.Contains(t, page, c.Name)
 	}
-	require.Contains(t, page, "left outreleases run only on the kernel backend")
-	require.Contains(t, page, "7 cells: 4 ok, 1 failed, 1 missing, 1 left out.")
+	require.Contains(t, page, "6 cells: 4 ok, 1 failed, 1 missing.")
 
 	var md bytes.Buffer
 	require.NoError(t, report.NewSweep(l).WriteMarkdown(&md))
@@ -98,7 +93,6 @@ func TestSweepReportDrawsEveryFigureAgainstTheAxis(t *testing.T) {
 	require.Contains(t, md.String(), fmt.Sprintf("**Kernel writes against cluster.services** (synthetic)\n\n| cluster.services | exec | netlink |\n|---:|---:|---:|\n| 100 | %d | %d |\n",
 		f.Totals.Ops.Writes(), g.Totals.Ops.Writes()))
 	require.Contains(t, md.String(), "| 300 | failed | missing |")
-	require.Contains(t, md.String(), "- `"+left.Name+"`: left out: releases run only on the kernel backend")
 	// A modeled sync p99 is the median of the cell's runs.
 	p99 := results.NewDist([]float64{f.Summary.Sync.P99, l.Files[l.Index.Cells[0].Name][1].Summary.Sync.P99}).P50
 	require.Contains(t, md.String(), "| 100 | "+results.FormatSeconds(p99)+" |")

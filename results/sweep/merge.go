@@ -25,8 +25,8 @@ type Index struct {
 	// the merge was told to allow more (MergeOptions.AllowMixed).
 	Kpsim []results.Build `json:"kpsim"`
 	Axes  []Axis          `json:"axes,omitempty"`
-	// Cells are the planned cells in the plan's order, then the cells the
-	// plan left out: none is dropped, whatever became of it.
+	// Cells are the planned cells in the plan's order: none is dropped,
+	// whatever became of it.
 	Cells []IndexCell `json:"cells"`
 	// Notes are what the merge found beside the cells: records and
 	// results files it did not use, builds it was allowed to mix.
@@ -36,8 +36,8 @@ type Index struct {
 // IndexCell is one cell and what became of it.
 type IndexCell struct {
 	Cell
-	Status string `json:"status"` // StatusOK, StatusFailed, StatusMissing or StatusLeftOut
-	// Error says why a cell failed, is missing or was left out.
+	Status string `json:"status"` // StatusOK, StatusFailed or StatusMissing
+	// Error says why a cell failed or is missing.
 	Error string `json:"error,omitempty"`
 	// Files are the cell's results files, relative to the index (a failed
 	// cell's too, as far as they were written).
@@ -63,7 +63,7 @@ func (ix *Index) Summary() string {
 }
 
 func statusRank(s string) int {
-	return slices.Index([]string{StatusOK, StatusFailed, StatusMissing, StatusLeftOut}, s)
+	return slices.Index([]string{StatusOK, StatusFailed, StatusMissing}, s)
 }
 
 // MergeOptions say what Merge reads and allows.
@@ -240,9 +240,6 @@ func Merge(dirs []string, o MergeOptions) (*Index, error) {
 		merged[c.Name] = true
 		bs.add(r.Kpsim, c.Name)
 		ix.Cells = append(ix.Cells, mergeCell(c, r, filepath.Dir(recordPath[c.Name]), indexDir, &bs, read))
-	}
-	for _, l := range plan.LeftOut {
-		ix.Cells = append(ix.Cells, IndexCell{Cell: l.Cell, Status: StatusLeftOut, Error: l.Why})
 	}
 
 	var strays []string

@@ -13,8 +13,6 @@ const (
 	// StatusMissing is a planned cell that left no record: its job never
 	// ran, or died before it could write one.
 	StatusMissing = "missing"
-	// StatusLeftOut is a cell the plan did not run (see Plan.LeftOut).
-	StatusLeftOut = "left out"
 )
 
 // RecordFile is the name of a cell's record in its directory.

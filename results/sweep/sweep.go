@@ -131,12 +131,6 @@ type Axis struct {
 	Values   []string `json:"values"`
 }
 
-// LeftOut is a cell the plan does not run, and why.
-type LeftOut struct {
-	Cell
-	Why string `json:"why"`
-}
-
 // Plan is a sweep expanded into its cells.
 type Plan struct {
 	Kind          string `json:"kind"`
@@ -147,10 +141,9 @@ type Plan struct {
 	Spec string `json:"spec"`
 	// Kpsim is the build that planned: a plan and the runs of its cells
 	// belong to one build (see Merge).
-	Kpsim   results.Build `json:"kpsim"`
-	Axes    []Axis        `json:"axes,omitempty"`
-	Cells   []Cell        `json:"cells"`
-	LeftOut []LeftOut     `json:"leftOut,omitempty"`
+	Kpsim results.Build `json:"kpsim"`
+	Axes  []Axis        `json:"axes,omitempty"`
+	Cells []Cell        `json:"cells"`
 }
 
 // MaxMatrixJobs is the most jobs GitHub Actions makes of one matrix.
@@ -189,37 +182,14 @@ func (p *Plan) Matrix() (Matrix, error) {
 	return m, nil
 }
 
-// Find returns the planned cell of that name, or the left-out one.
-func (p *Plan) Find(name string) (*Cell, *LeftOut) {
+// Find returns the planned cell of that name, or nil.
+func (p *Plan) Find(name string) *Cell {
 	for i := range p.Cells {
 		if p.Cells[i].Name == name {
-			return &p.Cells[i], nil
+			return &p.Cells[i]
 		}
 	}
-	for i := range p.LeftOut {
-		if p.LeftOut[i].Name == name {
-			return nil, &p.LeftOut[i]
-		}
-	}
-	return nil, nil
-}
-
-// Notes say which cells the plan leaves out and why, one line per reason.
-func (p *Plan) Notes() []string {
-	var whys []string
-	names := map[string][]string{}
-	for _, l := range p.LeftOut {
-		if _, ok := names[l.Why]; !ok {
-			whys = append(whys, l.Why)
-		}
-		names[l.Why] = append(names[l.Why], l.Name)
-	}
-	out := make([]string, len(whys))
-	for i, w := range whys {
-		n := names[w]
-		out[i] = fmt.Sprintf("left out %d %s: %s: %s", len(n), plural(len(n), "cell", "cells"), w, strings.Join(n, ", "))
-	}
-	return out
+	return nil
 }
 
 func plural(n int, one, many string) string {

@@ -146,15 +146,11 @@ func statuses(ix *Index) map[string]string {
 
 // TestMergeShowsEveryCell: a cell that ran is ok; one without a record is
 // missing; one whose record or results say it failed, or that never
-// finished, has failed; a left-out cell is listed as such. None is dropped.
+// finished, has failed. None is dropped.
 func TestMergeShowsEveryCell(t *testing.T) {
 	ok, missing, failed, unfinished := cellOf("1", ""), cellOf("2", ""), cellOf("3", ""), cellOf("4", "")
 	brokenRun, unreadable := cellOf("5", ""), cellOf("6", "")
 	f := newFixture(t, ok, missing, failed, unfinished, brokenRun, unreadable)
-	left := cellOf("7", "")
-	left.Proxier = "kube-proxy@v1.37.1"
-	f.plan.LeftOut = []LeftOut{{Cell: left, Why: "kube-proxy releases run only on the kernel backend"}}
-	require.NoError(t, WritePlan(filepath.Join(f.root, "plan", "plan.json"), f.plan))
 
 	f.ran(ok, StatusOK, "", synth())
 	f.ran(failed, StatusFailed, "run 1: kpsim run exited 3: proxier gave up", synth())
@@ -168,15 +164,14 @@ func TestMergeShowsEveryCell(t *testing.T) {
 	ix, err := f.merge(MergeOptions{})
 	require.NoError(t, err)
 	got := statuses(ix)
-	require.Len(t, got, 7)
+	require.Len(t, got, 6)
 	require.Equal(t, "ok: ", got[ok.Name])
 	require.Equal(t, "missing: no record of a run: its job never ran, or ended before it started the cell", got[missing.Name])
 	require.Equal(t, "failed: run 1: kpsim run exited 3: proxier gave up", got[failed.Name])
 	require.Equal(t, "failed: did not finish: its record stops after 0 of 1 runs", got[unfinished.Name])
 	require.Equal(t, "failed: run 1 failed: waitSynced timed out", got[brokenRun.Name])
 	require.Contains(t, got[unreadable.Name], "failed: run 1: read results")
-	require.Equal(t, "left out: kube-proxy releases run only on the kernel backend", got[left.Name])
-	require.Equal(t, "7 cells: 1 ok, 4 failed, 1 missing, 1 left out", ix.Summary())
+	require.Equal(t, "6 cells: 1 ok, 4 failed, 1 missing", ix.Summary())
 	require.Equal(t, []string{"cell-" + ok.Name + "/run-1.json"}, ix.Cells[0].Files)
 
 	// What the index names, Load reads, relative to the index.
@@ -269,14 +264,8 @@ func TestMergeNotesWhatItIgnores(t *testing.T) {
 	require.Equal(t, "1 cell: 1 ok", ix.Summary())
 }
 
-func TestPlanNotes(t *testing.T) {
-	p := &Plan{}
-	for _, s := range []string{"1", "2"} {
-		c := cellOf(s, "")
-		p.LeftOut = append(p.LeftOut, LeftOut{Cell: c, Why: "because"})
-	}
-	require.Equal(t, []string{"left out 2 cells: because: " + p.LeftOut[0].Name + ", " + p.LeftOut[1].Name}, p.Notes())
-	c, l := p.Find(p.LeftOut[1].Name)
-	require.Nil(t, c)
-	require.Equal(t, "because", l.Why)
+func TestPlanFind(t *testing.T) {
+	p := &Plan{Cells: []Cell{cellOf("1", ""), cellOf("2", "")}}
+	require.Equal(t, &p.Cells[1], p.Find(p.Cells[1].Name))
+	require.Nil(t, p.Find("nope"))
 }

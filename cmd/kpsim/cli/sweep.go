@@ -124,9 +124,6 @@ func runSweepPlan(cmd *cobra.Command, spec, out, format string) error {
 	}
 	stderr := cmd.ErrOrStderr()
 	fmt.Fprintf(stderr, "kpsim sweep plan: sweep %s: %d cells to run\n", p.Sweep, len(p.Cells))
-	for _, n := range p.Notes() {
-		fmt.Fprintf(stderr, "kpsim sweep plan: note: %s\n", n)
-	}
 	var b bytes.Buffer
 	switch format {
 	case "json":

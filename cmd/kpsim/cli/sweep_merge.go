@@ -21,9 +21,8 @@ func newSweepMergeCommand() *cobra.Command {
 GitHub Actions artifacts downloaded into one directory each), into one sweep index
 that 'kpsim report' draws and 'kpsim compare' compares. The plan ('kpsim sweep plan
 -o plan.json') must be among them, or named with --plan: it says which cells there
-should be. Every planned cell is in the index: a cell without a record is missing, one
-whose runs failed or never finished has failed, and a cell the plan left out is listed
-as such. The index names the results files relative to itself: keep them together.
+should be. Every planned cell is in the index: a cell without a record is missing, and one
+whose runs failed or never finished has failed. The index names the results files relative to itself: keep them together.
 
 Cells planned and run by different kpsim builds are refused (a difference between two
 cells could be the builds'), unless --allow-mixed.`,

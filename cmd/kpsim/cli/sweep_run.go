@@ -59,11 +59,8 @@ func runSweepCell(cmd *cobra.Command, spec, name, outDir string) error {
 	if err != nil {
 		return err
 	}
-	cell, left := p.Find(name)
-	switch {
-	case left != nil:
-		return usageError("cell %s is left out of the plan: %s", name, left.Why)
-	case cell == nil:
+	cell := p.Find(name)
+	if cell == nil {
 		return usageError("sweep %s has no cell %s; its cells: %s", p.Sweep, name, cellNames(p))
 	}
 	if outDir == "" {

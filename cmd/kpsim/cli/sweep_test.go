@@ -84,7 +84,6 @@ func TestSweepPlanFormats(t *testing.T) {
 	p, err := sweep.ReadPlan(planPath)
 	require.NoError(t, err)
 	require.Len(t, p.Cells, 4)
-	require.Empty(t, p.LeftOut)
 	require.Equal(t, buildInfo(), p.Kpsim)
 
 	for _, tc := range []struct {
