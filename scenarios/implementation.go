@@ -40,12 +40,12 @@ type Implementation struct {
 }
 
 // upstream reports code kpsim runs but did not write: a kube-proxy release.
-// It programs the kernel through its own netlink handle and utilities, in
-// the network namespace it runs in, so it runs only on the kernel backend
-// (whose run is re-executed in a namespace of its own). Its code decides
-// when its first sync may run, whatever proxier.initialSync says, so
-// handlers that lag (knownAtFirstSync) are blocked rather than queued: see
-// holdBack.
+// On the kernel backend it programs the kernel through its own netlink
+// handle and utilities, in the network namespace the run re-executes in;
+// on the sim its utilities are adapters onto the in-memory kernel
+// (upstream/kube-proxy). Its code decides when its first sync may run,
+// whatever proxier.initialSync says, so handlers that lag
+// (knownAtFirstSync) are blocked rather than queued: see holdBack.
 func upstream(name string) bool { return name != proxier.ImplementationKpsim }
 
 var (

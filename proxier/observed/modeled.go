@@ -45,9 +45,8 @@ func modeledProgrammed(ts []trigger, end time.Time) []results.Programmed {
 // real clock it runs now, in the caller's goroutine (the config's), as
 // kube-proxy runs it. On the modeled clock it runs in the family's runner
 // at its next turn (RunnerClock), so the sync begins as a process the
-// replay schedules; done, called once the call is queued, tells the
-// replay (dataplane.Stepper.Synced) when the caller has made its calls to
-// every family.
+// replay schedules; SyncedDone tells the replay once the config has made
+// its calls to every family.
 func (f *Family) Synced(call func()) {
 	if !f.g.Modeled() {
 		call()
@@ -109,11 +108,12 @@ func (f *Family) RunnerClock(requested func(t clock.Timer) bool) *RunnerClock {
 
 func (c *RunnerClock) Now() time.Time                  { return c.base.Now() }
 func (c *RunnerClock) Since(t time.Time) time.Duration { return c.base.Since(t) }
-func (c *RunnerClock) After(d time.Duration) <-chan time.Time {
-	return c.NewTimer(d).C()
-}
-func (c *RunnerClock) Tick(d time.Duration) <-chan time.Time { return c.base.Tick(d) }
-func (c *RunnerClock) Sleep(d time.Duration)                 { c.base.Sleep(d) }
+
+// After, Tick and Sleep are the modeled clock's own: the runners wait only
+// on timers (NewTimer), which take part in the turns.
+func (c *RunnerClock) After(d time.Duration) <-chan time.Time { return c.base.After(d) }
+func (c *RunnerClock) Tick(d time.Duration) <-chan time.Time  { return c.base.Tick(d) }
+func (c *RunnerClock) Sleep(d time.Duration)                  { c.base.Sleep(d) }
 
 // NewTimer is a timer of the modeled clock whose C waits for a turn.
 func (c *RunnerClock) NewTimer(d time.Duration) clock.Timer { return c.Timer(d) }
