@@ -194,7 +194,18 @@ func TestE2ESmokeAgreement(t *testing.T) {
 		require.GreaterOrEqual(t, kernOps[op], simOps[op], "%s: the kernel restores at least what the sim does", op)
 		simOps[op], kernOps[op] = 0, 0
 	}
-	require.Equal(t, simOps, kernOps, "kernel operations by kind over the run, sim vs kernel, restores aside")
+	// A real server removed while it still has connections is drained
+	// (graceful termination): the proxier lists the virtual server's real
+	// servers again at each retry and deletes once they have none. Real
+	// probe connections linger in the kernel's IPVS table by its own
+	// timers, the sim's by its model, so the kernel may take more retries:
+	// measured in the VM, 56, 62 and 68 deletes where the sim issues 56 (the
+	// same real servers added, and the same state at the end).
+	for _, op := range []dataplane.Op{dataplane.OpIPVSDestinationDelete, dataplane.OpIPVSDestinationList} {
+		require.GreaterOrEqual(t, kernOps[op], simOps[op], "%s: the kernel drains at least what the sim does", op)
+		simOps[op], kernOps[op] = 0, 0
+	}
+	require.Equal(t, simOps, kernOps, "kernel operations by kind over the run, sim vs kernel, restores and drain retries aside")
 }
 
 // runOps sums a run's kernel operations by kind over every sync.
