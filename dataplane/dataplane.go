@@ -74,7 +74,7 @@ type VirtualServer struct {
 	Scheduler string       // rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh
 	Flags     ServiceFlags // FlagHashed is ignored on write and may be set on read
 	Timeout   uint32       // persistence timeout in seconds; 0 unless FlagPersistent
-	Netmask   uint32       // 0xffffffff for IPv4, 128 for IPv6, as kube-proxy sets it
+	Netmask   uint32       // 0xffffffff for IPv4, 128 for IPv6, as kube-proxy sets it (Netmask)
 	// Destinations are the real servers, read back by Services in the
 	// kernel's order; ignored on write.
 	Destinations []RealServer
@@ -92,6 +92,15 @@ type RealServer struct {
 
 // AddrPort returns the destination's address and port, its identity within a virtual server.
 func (r RealServer) AddrPort() netip.AddrPort { return netip.AddrPortFrom(r.Address, r.Port) }
+
+// Netmask is the netmask kube-proxy gives a virtual server of a's family
+// (VirtualServer.Netmask).
+func Netmask(a netip.Addr) uint32 {
+	if a.Is4() {
+		return 0xffffffff
+	}
+	return 128
+}
 
 // IPVS is the kernel's IPVS table. One handle is shared by both families'
 // proxiers on a dual-stack node; each lists all services and keeps to its own family.

@@ -81,10 +81,7 @@ func (p *Proxier) computePort(sp servicePort, eps []endpoint, node *nodeInfo) *p
 		vs := dataplane.VirtualServer{
 			ServiceKey: dataplane.ServiceKey{Address: a, Port: port, Protocol: sp.protocol},
 			Scheduler:  p.cfg.Scheduler,
-			Netmask:    0xffffffff,
-		}
-		if p.family == dataplane.IPv6 {
-			vs.Netmask = 128
+			Netmask:    dataplane.Netmask(a),
 		}
 		if sp.affinityTimeout > 0 {
 			vs.Flags = dataplane.FlagPersistent

@@ -230,9 +230,9 @@ type countedNetlink struct {
 
 func (c countedNetlink) EnsureAddressBind(address, devName string) (bool, error) {
 	op := "bind " + address + " to " + devName
-	a, err := netip.ParseAddr(address)
+	p, err := hostPrefix(address)
 	if err == nil {
-		err = c.f.Record(op, func(dp dataplane.Dataplane) { _ = dp.Links.AddAddress(devName, netip.PrefixFrom(a, a.BitLen())) })
+		err = c.f.Record(op, func(dp dataplane.Dataplane) { _ = dp.Links.AddAddress(devName, p) })
 	}
 	if err != nil {
 		return false, err
@@ -243,9 +243,9 @@ func (c countedNetlink) EnsureAddressBind(address, devName string) (bool, error)
 
 func (c countedNetlink) UnbindAddress(address, devName string) error {
 	op := "unbind " + address + " from " + devName
-	a, err := netip.ParseAddr(address)
+	p, err := hostPrefix(address)
 	if err == nil {
-		err = c.f.Record(op, func(dp dataplane.Dataplane) { _ = dp.Links.DelAddress(devName, netip.PrefixFrom(a, a.BitLen())) })
+		err = c.f.Record(op, func(dp dataplane.Dataplane) { _ = dp.Links.DelAddress(devName, p) })
 	}
 	if err != nil {
 		return err

@@ -82,10 +82,7 @@ type simIPVS struct {
 // utility sets by family.
 func simVirtualServer(vs *utilipvs.VirtualServer) dataplane.VirtualServer {
 	out := virtualServer(vs)
-	out.Netmask = 128
-	if out.Address.Is4() {
-		out.Netmask = 0xffffffff
-	}
+	out.Netmask = dataplane.Netmask(out.Address)
 	return out
 }
 
