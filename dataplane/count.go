@@ -313,6 +313,11 @@ type countedConntrack struct {
 	c *Counter
 }
 
+func (w countedConntrack) Flows(f Family) ([]ConntrackFlow, error) {
+	w.c.ops[OpConntrackList]++
+	return w.Conntrack.Flows(f)
+}
+
 func (w countedConntrack) Delete(f ConntrackFilter) (int, error) {
 	n, err := w.Conntrack.Delete(f)
 	w.c.ops[OpConntrackDelete] += int64(n)

@@ -16,6 +16,8 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
+
+	"sigs.k8s.io/knftables"
 )
 
 // Family is an IP family. Dual-stack nodes run one proxier per family.
@@ -267,9 +269,39 @@ type ConntrackFilter struct {
 	ReplySrcPort uint16
 }
 
-// Conntrack deletes connection tracking entries (kube-proxy clears stale UDP flows).
+// ConntrackFlow is a conntrack entry: a client's flow to the address it
+// dialled, and the endpoint that answers it.
+type ConntrackFlow struct {
+	Protocol Protocol
+	Client   netip.AddrPort
+	OrigDst  netip.AddrPort // the service address the client dialled
+	ReplySrc netip.AddrPort // the endpoint that answers
+}
+
+// Conntrack lists and deletes connection tracking entries (kube-proxy
+// clears stale UDP flows: kpsim's proxier by filter, a kube-proxy release
+// since 1.31 by listing the table and deleting what it finds stale).
 type Conntrack interface {
+	// Flows lists the family's entries, as `conntrack -L` does.
+	Flows(Family) ([]ConntrackFlow, error)
 	Delete(ConntrackFilter) (deleted int, err error)
+}
+
+// ---------------------------------------------------------------------------
+// nftables
+
+// NFTables is nf_tables: tables of chains, rules, sets and maps, changed by
+// transactions that apply atomically, as `nft -f` applies them, and read by
+// listings. kube-proxy's nftables mode programs it through
+// sigs.k8s.io/knftables, one knftables.Interface per table; so does
+// everything here: the in-memory kernel holds each table as knftables' own
+// fake does (sim/nftables.go), the real kernel runs the nft binary in the
+// run's namespace. kpsim's own proxier is an IPVS proxier and does not
+// use it.
+type NFTables interface {
+	// Table is nft for one table of a family, as knftables.New(family,
+	// name) is. The table need not exist; a transaction creates it.
+	Table(family knftables.Family, name string) (knftables.Interface, error)
 }
 
 // ---------------------------------------------------------------------------
@@ -282,6 +314,9 @@ type Dataplane struct {
 	Links     Links
 	Sysctls   Sysctls
 	Conntrack Conntrack
+	// NFTables is nf_tables; nil where the dataplane has none (the replay
+	// of kpsim's IPVS proxier).
+	NFTables NFTables
 	// Model, when set, is the in-memory kernel's account of the time a real
 	// node would take; nil for the real kernel, where time is measured.
 	Model Model

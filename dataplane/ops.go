@@ -32,12 +32,21 @@ const (
 	OpIPTablesCommand
 	OpSysctlWrite
 	OpConntrackDelete // one per entry deleted
+	// OpNFTTransaction is one nftables transaction (one `nft -f`), however
+	// many commands it holds; OpNFTCommand one command in it (an add,
+	// create, insert, replace, flush or delete of a table, chain, rule,
+	// set, map or element).
+	OpNFTTransaction
+	OpNFTCommand
 	// Reads.
 	OpIPVSList            // one per Services call (the whole table) or Service call (one)
 	OpIPVSDestinationList // one per Destinations call: one virtual server's real servers
 	OpIPSetList           // one per Sets call (every set and its entries) or Entries call (one set)
 	OpAddressList
 	OpIPTablesSave
+	OpConntrackList   // one per Flows call: the family's conntrack table
+	OpNFTList         // one per listing of a table's chains, sets, maps or rules (nft list chains/sets/...)
+	OpNFTListElements // one per listing of one set's or map's elements (nft list set/map NAME)
 	numOps
 )
 
@@ -47,7 +56,9 @@ var opNames = [numOps]string{
 	"ipset-create", "ipset-destroy", "ipset-add", "ipset-del",
 	"link-create", "address-bind", "address-unbind",
 	"iptables-restore", "iptables-restore-bytes", "iptables-command", "sysctl-write", "conntrack-delete",
+	"nft-transaction", "nft-command",
 	"ipvs-list", "ipvs-destination-list", "ipset-list", "address-list", "iptables-save",
+	"conntrack-list", "nft-list", "nft-list-elements",
 }
 
 func (o Op) String() string {

@@ -156,4 +156,5 @@ func (replaySysctls) SetSysctl(string, string) error { return nil }
 
 type replayConntrack struct{}
 
-func (replayConntrack) Delete(ConntrackFilter) (int, error) { return 0, nil }
+func (replayConntrack) Flows(Family) ([]ConntrackFlow, error) { return nil, nil }
+func (replayConntrack) Delete(ConntrackFilter) (int, error)   { return 0, nil }

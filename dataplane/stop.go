@@ -1,11 +1,14 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"sync/atomic"
 	"syscall"
+
+	"sigs.k8s.io/knftables"
 )
 
 // Stoppable wraps dp so that after stop is called every operation fails at
@@ -21,6 +24,9 @@ func Stoppable(dp Dataplane) (out Dataplane, stop func()) {
 	out.Links = guardedLinks{dp.Links, g}
 	out.Sysctls = guardedSysctls{dp.Sysctls, g}
 	out.Conntrack = guardedConntrack{dp.Conntrack, g}
+	if dp.NFTables != nil {
+		out.NFTables = guardedNFTables{dp.NFTables, g}
+	}
 	return out, func() { g.stopped.Store(true) }
 }
 
@@ -238,9 +244,86 @@ type guardedConntrack struct {
 	g *guard
 }
 
+func (w guardedConntrack) Flows(f Family) ([]ConntrackFlow, error) {
+	if w.g.stopped.Load() {
+		return nil, StoppedError("conntrack list")
+	}
+	return w.Conntrack.Flows(f)
+}
+
 func (w guardedConntrack) Delete(f ConntrackFilter) (int, error) {
 	if w.g.stopped.Load() {
 		return 0, StoppedError("conntrack delete")
 	}
 	return w.Conntrack.Delete(f)
+}
+
+type guardedNFTables struct {
+	NFTables
+	g *guard
+}
+
+func (w guardedNFTables) Table(family knftables.Family, name string) (knftables.Interface, error) {
+	t, err := w.NFTables.Table(family, name)
+	if err != nil {
+		return nil, err
+	}
+	return guardedTable{t, w.g, string(family) + " " + name}, nil
+}
+
+// guardedTable refuses a stopped proxier's transactions and listings; a
+// new transaction (which touches nothing) is still made.
+type guardedTable struct {
+	knftables.Interface
+	g     *guard
+	table string
+}
+
+func (w guardedTable) Run(ctx context.Context, tx *knftables.Transaction) error {
+	if w.g.stopped.Load() {
+		return StoppedError("nft transaction on " + w.table)
+	}
+	return w.Interface.Run(ctx, tx)
+}
+
+func (w guardedTable) Check(ctx context.Context, tx *knftables.Transaction) error {
+	if w.g.stopped.Load() {
+		return StoppedError("nft check on " + w.table)
+	}
+	return w.Interface.Check(ctx, tx)
+}
+
+func (w guardedTable) ListAll(ctx context.Context) (map[string][]string, error) {
+	if w.g.stopped.Load() {
+		return nil, StoppedError("nft list " + w.table)
+	}
+	return w.Interface.ListAll(ctx)
+}
+
+func (w guardedTable) List(ctx context.Context, objectType string) ([]string, error) {
+	if w.g.stopped.Load() {
+		return nil, StoppedError("nft list " + objectType + " of " + w.table)
+	}
+	return w.Interface.List(ctx, objectType)
+}
+
+func (w guardedTable) ListRules(ctx context.Context, chain string) ([]*knftables.Rule, error) {
+	if w.g.stopped.Load() {
+		return nil, StoppedError("nft list rules of " + w.table)
+	}
+	return w.Interface.ListRules(ctx, chain)
+}
+
+func (w guardedTable) ListElements(ctx context.Context, objectType, name string) ([]*knftables.Element, error) {
+	if w.g.stopped.Load() {
+		return nil, StoppedError("nft list " + objectType + " " + name + " of " + w.table)
+	}
+	return w.Interface.ListElements(ctx, objectType, name)
+}
+
+func (w guardedTable) ListCounters(ctx context.Context) ([]*knftables.Counter, error) {
+	if w.g.stopped.Load() {
+		return nil, StoppedError("nft list counters of " + w.table)
+	}
+	return w.Interface.ListCounters(ctx)
 }

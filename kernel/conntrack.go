@@ -39,6 +39,35 @@ func (m flowMatch) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
 		eq(m.f.ReplySrc, flow.Reverse.SrcIP) && port(m.f.ReplySrcPort, flow.Reverse.SrcPort)
 }
 
+func (c conntrack) Flows(f dataplane.Family) ([]dataplane.ConntrackFlow, error) {
+	family := netlink.InetFamily(unix.AF_INET)
+	if f == dataplane.IPv6 {
+		family = unix.AF_INET6
+	}
+	flows, err := redump(func() ([]*netlink.ConntrackFlow, error) {
+		return c.h.ConntrackTableList(netlink.ConntrackTable, family)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("conntrack list %s: %w", f, err)
+	}
+	out := make([]dataplane.ConntrackFlow, 0, len(flows))
+	for _, fl := range flows {
+		proto := dataplane.Protocol("")
+		for name, n := range ipProtos {
+			if uint8(n) == fl.Forward.Protocol {
+				proto = name
+			}
+		}
+		ap := func(ip net.IP, port uint16) netip.AddrPort {
+			a, _ := netip.AddrFromSlice(ip)
+			return netip.AddrPortFrom(a.Unmap(), port)
+		}
+		out = append(out, dataplane.ConntrackFlow{Protocol: proto, Client: ap(fl.Forward.SrcIP, fl.Forward.SrcPort),
+			OrigDst: ap(fl.Forward.DstIP, fl.Forward.DstPort), ReplySrc: ap(fl.Reverse.SrcIP, fl.Reverse.SrcPort)})
+	}
+	return out, nil
+}
+
 func (c conntrack) Delete(f dataplane.ConntrackFilter) (int, error) {
 	var addr netip.Addr
 	switch {

@@ -114,6 +114,7 @@ func (k *Kernel) Dataplane() dataplane.Dataplane {
 		Links:     links{k.link, k.addrs},
 		Sysctls:   k.sysctls,
 		Conntrack: k.conntrack,
+		NFTables:  nftables{},
 	}
 }
 

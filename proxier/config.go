@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,10 @@ type Config struct {
 	// "kube-proxy@v1.37.1", which runs in a kpsim binary built from a nested
 	// module under upstream/ (the scenarios package has the registry).
 	Implementation string `json:"implementation" yaml:"implementation"`
+	// Mode is kube-proxy's proxy mode: ModeIPVS, or ModeNFTables for a
+	// release that has nftables mode as GA (v1.33 and later). kpsim's own
+	// proxier is an IPVS proxier.
+	Mode Mode `json:"mode" yaml:"mode"`
 	// NodeName is the node the proxier plays; a scenario names it in
 	// cluster.node, so it is not part of the proxier section.
 	NodeName string             `json:"nodeName,omitempty" yaml:"-"`
@@ -109,13 +114,43 @@ const ImplementationKpsim = results.ProxierKpsim
 // Config.Implementation does: "kube-proxy@" and its module version.
 func KubeProxyImplementation(version string) string { return "kube-proxy@" + version }
 
+// Mode is a kube-proxy proxy mode, as its --proxy-mode spells it.
+type Mode string
+
+const (
+	ModeIPVS     Mode = "ipvs"
+	ModeNFTables Mode = "nftables"
+)
+
+// nftablesSince is the first minor release of 1.x whose nftables mode is
+// GA (before it, alpha and beta behind a feature gate): the first kpsim runs.
+const nftablesSince = 33
+
 // kubeProxyVersion is a release's module version: v1.37.1, v1.35.0-rc.1.
 var kubeProxyVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$`)
+
+// releaseMinor is the minor version of a kube-proxy release named as
+// Implementation names it (37 for kube-proxy@v1.37.1), or -1.
+func releaseMinor(impl string) int {
+	v, ok := strings.CutPrefix(impl, KubeProxyImplementation("v1."))
+	if !ok {
+		return -1
+	}
+	minor, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(minor)
+	if err != nil {
+		return -1
+	}
+	return n
+}
 
 // Defaults returns cfg with kube-proxy's defaults filled in where unset.
 func (cfg Config) Defaults() Config {
 	if cfg.Implementation == "" {
 		cfg.Implementation = ImplementationKpsim
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeIPVS
 	}
 	if cfg.NodeName == "" {
 		cfg.NodeName = "node-1"
@@ -196,6 +231,14 @@ func (cfg Config) Validate() error {
 	}
 	if v, ok := strings.CutPrefix(cfg.Implementation, KubeProxyImplementation("")); cfg.Implementation != ImplementationKpsim && (!ok || !kubeProxyVersion.MatchString(v)) {
 		bad("implementation", "%q is not %s or kube-proxy@VERSION (a release, e.g. kube-proxy@v1.37.1)", cfg.Implementation, ImplementationKpsim)
+	}
+	switch {
+	case cfg.Mode != ModeIPVS && cfg.Mode != ModeNFTables:
+		bad("mode", "%q is not %s or %s", cfg.Mode, ModeIPVS, ModeNFTables)
+	case cfg.Mode == ModeNFTables && cfg.Implementation == ImplementationKpsim:
+		bad("mode", "kpsim's own proxier is an IPVS proxier; nftables mode runs a kube-proxy release (implementation: kube-proxy@v1.37.1)")
+	case cfg.Mode == ModeNFTables && releaseMinor(cfg.Implementation) < nftablesSince:
+		bad("mode", "%s has nftables mode only behind a feature gate (GA in v1.%d): kpsim runs nftables mode from kube-proxy v1.%d", cfg.Implementation, nftablesSince, nftablesSince)
 	}
 	if cfg.NodeName == "" {
 		bad("nodeName", "must not be empty")

@@ -80,3 +80,28 @@ func TestConfigImplementation(t *testing.T) {
 		require.Equal(t, ConfigErrors{{"implementation", `"` + tc.impl + `" is not kpsim or kube-proxy@VERSION (a release, e.g. kube-proxy@v1.37.1)`}}, es)
 	}
 }
+
+// TestConfigMode: IPVS mode unless nftables is asked for, which only a
+// release with nftables mode GA (v1.33 on) runs; kpsim's proxier is IPVS.
+func TestConfigMode(t *testing.T) {
+	require.Equal(t, ModeIPVS, Config{}.Defaults().Mode)
+	for _, tc := range []struct {
+		impl string
+		mode Mode
+		msg  string
+	}{
+		{"kube-proxy@v1.37.1", ModeNFTables, ""},
+		{"kube-proxy@v1.33.0", ModeNFTables, ""},
+		{"kube-proxy@v1.30.3", ModeIPVS, ""},
+		{"kube-proxy@v1.30.3", ModeNFTables, "kube-proxy@v1.30.3 has nftables mode only behind a feature gate (GA in v1.33): kpsim runs nftables mode from kube-proxy v1.33"},
+		{"kpsim", ModeNFTables, "kpsim's own proxier is an IPVS proxier; nftables mode runs a kube-proxy release (implementation: kube-proxy@v1.37.1)"},
+		{"kube-proxy@v1.37.1", "iptables", `"iptables" is not ipvs or nftables`},
+	} {
+		err := Config{Implementation: tc.impl, Mode: tc.mode}.Defaults().Validate()
+		if tc.msg == "" {
+			require.NoError(t, err, "%s %s", tc.impl, tc.mode)
+			continue
+		}
+		require.Equal(t, ConfigErrors{{"mode", tc.msg}}, err, "%s %s", tc.impl, tc.mode)
+	}
+}

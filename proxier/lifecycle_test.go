@@ -477,7 +477,7 @@ func TestUDPConntrack(t *testing.T) {
 	p.OnEndpointSliceAdd(slice("kube-system", "dns", "dns-1", 53, v1.ProtocolUDP, eps("10.0.0.1", "10.0.0.2")...))
 	rec := e.sync(p)
 	require.Equal(t, int64(1), rec.Ops[dataplane.OpConntrackDelete])
-	require.Empty(t, e.k.Flows())
+	require.Empty(t, e.k.FlowTable())
 
 	e.k.AddFlow(sim.Flow{Protocol: dataplane.UDP, Client: client(1), OrigDst: vip, ReplySrc: a})
 	e.k.AddFlow(sim.Flow{Protocol: dataplane.UDP, Client: client(2), OrigDst: vip, ReplySrc: b})
@@ -489,7 +489,7 @@ func TestUDPConntrack(t *testing.T) {
 	require.Equal(t, []sim.Flow{
 		{Protocol: dataplane.TCP, Client: client(3), OrigDst: vip, ReplySrc: b},
 		{Protocol: dataplane.UDP, Client: client(1), OrigDst: vip, ReplySrc: a},
-	}, e.k.Flows())
+	}, e.k.FlowTable())
 }
 
 func TestDuplicateVirtualServerIsDeterministic(t *testing.T) {

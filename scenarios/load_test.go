@@ -218,7 +218,7 @@ func TestSetErrors(t *testing.T) {
 	for _, tc := range []struct {
 		set, want string
 	}{
-		{"proxier.initialsync=legacy", "--set proxier.initialsync=legacy: proxier.initialsync: unknown field (known: implementation, families, initialSync,"},
+		{"proxier.initialsync=legacy", "--set proxier.initialsync=legacy: proxier.initialsync: unknown field (known: implementation, mode, families, initialSync,"},
 		{"proxier.ipset=bogus", `--set proxier.ipset=bogus: proxier.ipset: "bogus" is not one of exec, restore, netlink`},
 		{"cluster.services=lots", `--set cluster.services=lots: cluster.services: must be a whole number, got the string "lots"`},
 		{"sim.timeScale=-1", "--set sim.timeScale=-1: sim.timeScale: must be between 0 (no waiting) and 1 (real time), got -1"},

@@ -11,13 +11,8 @@ import (
 )
 
 // Flow is a conntrack entry: a client's flow to a service address and the
-// endpoint IPVS sent it to.
-type Flow struct {
-	Protocol dataplane.Protocol
-	Client   netip.AddrPort
-	OrigDst  netip.AddrPort // the service address the client dialled
-	ReplySrc netip.AddrPort // the endpoint that answers
-}
+// endpoint IPVS or a DNAT rule sent it to.
+type Flow = dataplane.ConntrackFlow
 
 // flowKey is a flow's identity: the original direction tuple.
 type flowKey struct {
@@ -33,8 +28,9 @@ func (k *Kernel) AddFlow(f Flow) {
 	k.flows[flowKey{f.Protocol, f.Client, f.OrigDst}] = f.ReplySrc
 }
 
-// Flows lists the conntrack table, ordered by protocol, client and destination.
-func (k *Kernel) Flows() []Flow {
+// FlowTable lists the conntrack table, every family's, ordered by protocol,
+// client and destination.
+func (k *Kernel) FlowTable() []Flow {
 	k.lock()
 	defer k.unlock()
 	out := make([]Flow, 0, len(k.flows))
@@ -53,12 +49,27 @@ func (k *Kernel) Flows() []Flow {
 	return out
 }
 
-func (f Flow) matches(c dataplane.ConntrackFilter) bool {
+func matches(f Flow, c dataplane.ConntrackFilter) bool {
 	return (c.Protocol == "" || c.Protocol == f.Protocol) &&
 		(!c.OrigDst.IsValid() || c.OrigDst == f.OrigDst.Addr()) &&
 		(c.OrigDstPort == 0 || c.OrigDstPort == f.OrigDst.Port()) &&
 		(!c.ReplySrc.IsValid() || c.ReplySrc == f.ReplySrc.Addr()) &&
 		(c.ReplySrcPort == 0 || c.ReplySrcPort == f.ReplySrc.Port())
+}
+
+// Flows is dataplane.Conntrack's listing: the family's flows, in Flows' order.
+func (k *Kernel) Flows(f dataplane.Family) ([]dataplane.ConntrackFlow, error) {
+	all := k.FlowTable()
+	k.lock()
+	defer k.unlock()
+	var out []dataplane.ConntrackFlow
+	for _, fl := range all {
+		if dataplane.FamilyOf(fl.OrigDst.Addr()) == f {
+			out = append(out, fl)
+		}
+	}
+	k.read(dataplane.OpConntrackList, len(out))
+	return out, nil
 }
 
 // Delete removes the flows the filter matches and returns how many. A filter
@@ -77,7 +88,7 @@ func (k *Kernel) Delete(c dataplane.ConntrackFilter) (int, error) {
 	}
 	n := 0
 	for key, reply := range k.flows {
-		if (Flow{key.proto, key.client, key.origDst, reply}).matches(c) {
+		if matches(Flow{Protocol: key.proto, Client: key.client, OrigDst: key.origDst, ReplySrc: reply}, c) {
 			delete(k.flows, key)
 			n++
 		}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"sigs.k8s.io/knftables"
+
 	"github.com/kpsim/kpsim/dataplane"
 )
 
@@ -60,6 +62,8 @@ type Kernel struct {
 	links    map[string]*link
 	sysctls  map[string]string
 	flows    map[flowKey]netip.AddrPort
+	nft      map[nftKey]*knftables.Fake
+	nftNext  map[netip.AddrPort]int // the next numgen choice a probe of a service address takes
 }
 
 var _ interface {
@@ -69,6 +73,7 @@ var _ interface {
 	dataplane.Links
 	dataplane.Sysctls
 	dataplane.Conntrack
+	dataplane.NFTables
 } = (*Kernel)(nil)
 
 // New returns a kernel in its boot state: eth0 (up) with the node addresses,
@@ -116,6 +121,8 @@ func New(o Options) (*Kernel, error) {
 		},
 		sysctls: defaultSysctls(),
 		flows:   make(map[flowKey]netip.AddrPort),
+		nft:     make(map[nftKey]*knftables.Fake),
+		nftNext: make(map[netip.AddrPort]int),
 	}
 	k.links["lo"].addrs[netip.MustParseAddr("127.0.0.1")] = netip.MustParsePrefix("127.0.0.1/8")
 	k.links["lo"].addrs[netip.MustParseAddr("::1")] = netip.MustParsePrefix("::1/128")
@@ -130,7 +137,7 @@ func New(o Options) (*Kernel, error) {
 // Dataplane returns the kernel as the proxier sees it, with the kernel as
 // its Model of time.
 func (k *Kernel) Dataplane() dataplane.Dataplane {
-	return dataplane.Dataplane{IPVS: k, IPSet: k, IPTables: k, Links: k, Sysctls: k, Conntrack: k, Model: k}
+	return dataplane.Dataplane{IPVS: k, IPSet: k, IPTables: k, Links: k, Sysctls: k, Conntrack: k, NFTables: k, Model: k}
 }
 
 // SetClock puts the kernel on a modeled clock: from now on each operation's

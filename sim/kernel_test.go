@@ -422,7 +422,7 @@ func TestProbe(t *testing.T) {
 	ok, outcome := k.Probe(client, vip, dataplane.UDP, all)
 	require.True(t, ok)
 	require.Equal(t, sim.ProbeOK, outcome)
-	require.Equal(t, []sim.Flow{{Protocol: dataplane.UDP, Client: client, OrigDst: vip, ReplySrc: ep2}}, k.Flows())
+	require.Equal(t, []sim.Flow{{Protocol: dataplane.UDP, Client: client, OrigDst: vip, ReplySrc: ep2}}, k.FlowTable())
 
 	// The endpoint goes; the flow stays until conntrack is cleared.
 	require.NoError(t, k.UpdateDestination(key, rs(ep1.String(), 1)))
@@ -432,7 +432,7 @@ func TestProbe(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, sim.ProbeOK, probe(all))
-	require.Equal(t, ep1, k.Flows()[0].ReplySrc)
+	require.Equal(t, ep1, k.FlowTable()[0].ReplySrc)
 
 	// TCP: round-robin over ready destinations, no flows recorded.
 	tcp := vs("10.96.0.10", 80, dataplane.TCP)
@@ -444,7 +444,7 @@ func TestProbe(t *testing.T) {
 		ok, _ := k.Probe(client, netip.MustParseAddrPort("10.96.0.10:80"), dataplane.TCP, record)
 		require.True(t, ok)
 	}
-	require.Len(t, k.Flows(), 1)
+	require.Len(t, k.FlowTable(), 1)
 
 	// A NodePort on the node's own address needs no kube-ipvs0 binding.
 	require.NoError(t, k.AddService(vs("192.168.0.10", 30080, dataplane.TCP)))
@@ -470,7 +470,7 @@ func TestProbeRoundRobin(t *testing.T) {
 		ok, _ := k.Probe(client, netip.MustParseAddrPort("10.96.0.10:53"), dataplane.UDP, func(netip.AddrPort) bool { return true })
 		require.True(t, ok)
 	}
-	for _, f := range k.Flows() {
+	for _, f := range k.FlowTable() {
 		counts[f.ReplySrc]++
 	}
 	for _, ep := range eps {

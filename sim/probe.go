@@ -2,8 +2,11 @@ package sim
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
+
+	"sigs.k8s.io/knftables"
 
 	"github.com/kpsim/kpsim/dataplane"
 )
@@ -54,6 +57,11 @@ const (
 //  6. Otherwise "ok". For UDP the flow to the chosen destination is
 //     recorded, so the next probe from the same client follows it (step 4).
 //
+// Before all of this, the nftables tables of dst's family (kube-proxy's in
+// nftables mode) see the connection, as their hooks (prerouting or output,
+// at dstnat priority) come before the local delivery IPVS takes it at: see
+// probeNFT. Where they decide nothing, the model above applies.
+//
 // Probe is a model, not a kernel operation: it is neither counted nor charged.
 // Its cost is a walk over the few rules reachable from INPUT (compiled when
 // they were restored) with one map lookup per set match.
@@ -95,13 +103,16 @@ const nodeClientPort = 40001
 const ProbeNoSNAT = "no-snat"
 
 func (k *Kernel) probe(client, dst netip.AddrPort, proto dataplane.Protocol, ready func(netip.AddrPort) bool, fromNode bool) (bool, string) {
-	if !k.bound(dst.Addr()) {
-		return false, ProbeNoAddress
-	}
 	key := flowKey{proto, client, dst}
 	reply, tracked := netip.AddrPort{}, false
 	if proto == dataplane.UDP {
 		reply, tracked = k.flows[key]
+	}
+	if ok, outcome, decided := k.probeNFT(key, tracked, reply, ready, fromNode); decided {
+		return ok, outcome
+	}
+	if !k.bound(dst.Addr()) {
+		return false, ProbeNoAddress
 	}
 	pkt := packet{src: client, dst: dst, proto: proto.SetProto(), established: tracked}
 	chain := "INPUT"
@@ -513,4 +524,98 @@ func hasNet(s *ipset, prefix []byte, a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// probeNFT is the probe model's nftables part: the connection walks the
+// kernel's nftables tables of its family in name order (nftEvaluate); the
+// first that decides it decides the probe:
+//
+//   - dropped or rejected: "rejected";
+//   - DNATed to an endpoint (kube-proxy picks one at random): "ok" when it
+//     is ready. An unready one stands for a client that retries, as in the
+//     IPVS model: each of the numgen's other choices is tried, in turn,
+//     before "no-destination". Successive probes of a service take its
+//     choices round robin, so that probes are repeatable.
+//   - a UDP datagram of a tracked flow follows it, whatever the rules now
+//     say, and arrives if its endpoint is ready, else "stale-conntrack";
+//   - from the node, to an address bound on kube-ipvs0 (IPVS mode's, left
+//     behind), the connection's source is that service address, and its
+//     reply is lost unless the rules marked it for masquerade: "no-snat".
+//
+// decided is false when no table had a rule for it (or there is none).
+func (k *Kernel) probeNFT(key flowKey, tracked bool, reply netip.AddrPort, ready func(netip.AddrPort) bool, fromNode bool) (ok bool, outcome string, decided bool) {
+	family := knftables.IPv4Family
+	if !key.origDst.Addr().Is4() {
+		family = knftables.IPv6Family
+	}
+	var tables []nftKey
+	for t := range k.nft {
+		if t.family == family {
+			tables = append(tables, t)
+		}
+	}
+	if len(tables) == 0 {
+		return false, "", false
+	}
+	slices.SortFunc(tables, func(a, b nftKey) int { return strings.Compare(a.name, b.name) })
+	path := nftPath{src: key.client, dst: key.origDst, proto: key.proto, fromNode: fromNode, local: k.bound}
+	if fromNode && !k.bound(key.origDst.Addr()) {
+		path.src = netip.AddrPortFrom(k.nodeAddress(family), key.client.Port()) // the route's source
+	}
+	for _, t := range tables {
+		if ok, outcome, decided := k.probeTable(k.nft[t], path, key, tracked, reply, ready); decided {
+			return ok, outcome, true
+		}
+	}
+	return false, "", false
+}
+
+// probeTable is probeNFT's walk of one table, with the retries over its
+// numgen's choices.
+func (k *Kernel) probeTable(t *knftables.Fake, path nftPath, key flowKey, tracked bool, reply netip.AddrPort, ready func(netip.AddrPort) bool) (ok bool, outcome string, decided bool) {
+	first := k.nftNext[key.origDst]
+	choices := 1 // a walk through `numgen random mod n` says n
+	for tried := 0; tried < choices; tried++ {
+		path.pick = func(n int) int {
+			choices = n
+			return (first + tried) % n
+		}
+		v := nftEvaluate(t, path)
+		switch {
+		case v.outcome == "":
+			return false, "", false
+		case v.outcome != "dnat":
+			return false, v.outcome, true
+		case tracked:
+			if ready(reply) {
+				return true, ProbeOK, true
+			}
+			return false, ProbeStaleConntrack, true
+		case !ready(v.to):
+			continue
+		case path.fromNode && k.onServiceLink(path.src.Addr()) && !v.masq:
+			return false, ProbeNoSNAT, true
+		}
+		k.nftNext[key.origDst] = first + tried + 1
+		if key.proto == dataplane.UDP {
+			k.flows[key] = v.to
+		}
+		return true, ProbeOK, true
+	}
+	return false, ProbeNoDestination, true
+}
+
+// nodeAddress is the node's first address of the family on eth0: the
+// source a host-network connection to an address the node does not hold
+// leaves with.
+func (k *Kernel) nodeAddress(family knftables.Family) netip.Addr {
+	var out netip.Addr
+	if l := k.links["eth0"]; l != nil {
+		for a := range l.addrs {
+			if a.Is4() == (family == knftables.IPv4Family) && (!out.IsValid() || a.Less(out)) {
+				out = a
+			}
+		}
+	}
+	return out
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 )
 
-// runConntrack checks the filter contract. Creating flows needs traffic,
-// which the interfaces cannot make; deleting matching flows is covered by
-// each dataplane's own tests.
+// runConntrack checks the filter and listing contract. Creating flows
+// needs traffic, which the interfaces cannot make; listing and deleting
+// real flows is covered by each dataplane's own tests.
 func runConntrack(t *testing.T, newDataplane func(t *testing.T) dataplane.Dataplane) {
 	tests := []struct {
 		name   string
@@ -28,6 +28,14 @@ func runConntrack(t *testing.T, newDataplane func(t *testing.T) dataplane.Datapl
 			require.Zero(t, n, "a fresh dataplane has no flows to delete")
 		})
 	}
+	t.Run("a fresh table lists no flows", func(t *testing.T) {
+		dp := newDataplane(t)
+		for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+			flows, err := dp.Conntrack.Flows(f)
+			require.NoError(t, err)
+			require.Empty(t, flows, f)
+		}
+	})
 	t.Run("filter without an address", func(t *testing.T) {
 		_, err := newDataplane(t).Conntrack.Delete(dataplane.ConntrackFilter{Protocol: dataplane.UDP})
 		require.Error(t, err, "a filter without an address would flush the table")

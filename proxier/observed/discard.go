@@ -42,6 +42,7 @@ func (nothing) AddAddress(string, netip.Prefix) error                           
 func (nothing) DelAddress(string, netip.Prefix) error                              { return nil }
 func (nothing) Sysctl(string) (string, error)                                      { return "", nil }
 func (nothing) SetSysctl(string, string) error                                     { return nil }
+func (nothing) Flows(dataplane.Family) ([]dataplane.ConntrackFlow, error)          { return nil, nil }
 func (nothing) Delete(dataplane.ConntrackFilter) (int, error)                      { return 0, nil }
 
 func (nothing) LocalAddresses(dataplane.Family, ...string) ([]dataplane.InterfaceAddr, error) {

@@ -53,12 +53,18 @@ import (
 	"github.com/kpsim/kpsim/scenarios"
 )
 
-// Release is what differs between releases: the constructor's signature.
+// Release is what differs between releases: the constructors' signatures.
 type Release struct {
 	// NewProxier calls the release's ipvs.NewProxier for one family with
 	// the given utilities and kpsim's configuration, translated to
 	// kube-proxy's (its defaults elsewhere), as cmd/kube-proxy does.
 	NewProxier func(ctx context.Context, p Params) (*ipvs.Proxier, error)
+	// NewNFTablesProxier calls the release's nftables.NewProxier for one
+	// family, as cmd/kube-proxy does in nftables mode (the IPVS utilities
+	// of p unused: it makes its own knftables interface, which the
+	// generation then replaces, see nftablesProxier); nil for a release
+	// kpsim does not run in nftables mode (proxier.Config refuses it).
+	NewNFTablesProxier func(ctx context.Context, p Params) (proxy.Provider, error)
 }
 
 // Params are one family's proxier's arguments.
@@ -197,10 +203,15 @@ type Kernel struct {
 	IPSet    utilipset.Interface
 	IPTables func(v1.IPFamily) utiliptables.Interface
 	Sysctl   utilsysctl.Interface
-	// Adopt replaces, in a new proxier, what its constructor wired to the
+	// NFTables is the kernel's nf_tables for a proxier in nftables mode;
+	// nil on the real node, where the release's own knftables interface
+	// (the nft binary in the run's namespace) is kept.
+	NFTables dataplane.NFTables
+	// Adopt replaces, in a new proxier (an *ipvs.Proxier, or an
+	// *nftables.Proxier of the release), what its constructor wired to the
 	// node itself (the netlink handle, conntrack, the health server), for
-	// tests; nil on the real node.
-	Adopt func(*ipvs.Proxier, v1.IPFamily) error
+	// tests and the in-memory kernel; nil on the real node.
+	Adopt func(p any, f v1.IPFamily) error
 	// Close undoes what making the kernel did, when the generation ends; nil for nothing.
 	Close func()
 }
@@ -218,6 +229,24 @@ func RealKernel() (Kernel, error) {
 
 var registerMetrics sync.Once
 
+// ipvsProxier is the release's IPVS proxier for one family on k, its
+// netlink handle counted.
+func (r Release) ipvsProxier(ctx context.Context, k Kernel, params Params, fam *observed.Family) (proxy.Provider, error) {
+	p, err := r.NewProxier(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy %s: ipvs.NewProxier: %w", params.Family, err)
+	}
+	if k.Adopt != nil {
+		if err := k.Adopt(p, params.Family); err != nil {
+			return nil, err
+		}
+	}
+	if err := observed.WrapField(p, "netlinkHandle", func(h ipvs.NetLinkHandle) ipvs.NetLinkHandle { return countedNetlink{h, fam} }); err != nil {
+		return nil, fmt.Errorf("kube-proxy %s: %w", params.Family, err)
+	}
+	return p, nil
+}
+
 // run runs one generation, as kube-proxy's server runs: it reads its
 // Node (node IPs, as detectNodeIPs does), builds a proxier per family
 // (NewDualStackProxier's way, a meta proxier over both), registers it with
@@ -228,7 +257,7 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("proxier config: %w", err)
 	}
-	registerMetrics.Do(registerReleaseMetrics)
+	registerMetrics.Do(func() { registerReleaseMetrics(cfg.Mode) })
 	g := observed.New(ctx, cfg, opts, model, legacyregistry.DefaultGatherer, labelledMetrics)
 	defer g.Wait()
 
@@ -241,7 +270,7 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 	for _, f := range cfg.Families {
 		fam := g.Family(f)
 		family := v1.IPFamily(f)
-		p, err := r.NewProxier(ctx, Params{
+		params := Params{
 			Family:   family,
 			Config:   cfg,
 			NodeIP:   ips[family],
@@ -250,18 +279,18 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 			IPSet:    countedIPSet{k.IPSet, fam},
 			Sysctl:   countedSysctl{k.Sysctl, fam},
 			Recorder: &events.FakeRecorder{},
-		})
-		if err != nil {
-			return fmt.Errorf("kube-proxy %s: ipvs.NewProxier: %w", f, err)
 		}
-		if k.Adopt != nil {
-			if err := k.Adopt(p, family); err != nil {
-				return err
-			}
+		var p proxy.Provider
+		if cfg.Mode == proxier.ModeNFTables {
+			p, err = r.nftablesProxier(ctx, k, params, fam)
+		} else {
+			p, err = r.ipvsProxier(ctx, k, params, fam)
+		}
+		if err != nil {
+			return err
 		}
 		if err := errors.Join(
 			observed.HookFunc(p, "syncRunner.fn", fam.Sync),
-			observed.WrapField(p, "netlinkHandle", func(h ipvs.NetLinkHandle) ipvs.NetLinkHandle { return countedNetlink{h, fam} }),
 			modelRunner(p, fam),
 		); err != nil {
 			return fmt.Errorf("kube-proxy %s: %w", f, err)

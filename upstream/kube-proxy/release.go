@@ -4,6 +4,11 @@ package kubeproxy
 
 import (
 	"context"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	v1 "k8s.io/api/core/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -11,12 +16,15 @@ import (
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/config"
-	"k8s.io/kubernetes/pkg/proxy/ipvs"
+	"k8s.io/kubernetes/pkg/proxy/conntrack"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
+	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	"k8s.io/utils/clock"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/observed"
 )
 
@@ -26,7 +34,12 @@ import (
 // labelledMetrics: the sync metrics carry ip_family.
 const labelledMetrics = true
 
-func registerReleaseMetrics() { metrics.RegisterMetrics(kubeproxyconfig.ProxyModeIPVS) }
+// registerReleaseMetrics registers the release's metrics for the mode of
+// the process's first run (kube-proxy registers once, for its one mode;
+// the sync metrics kpsim reads are every mode's).
+func registerReleaseMetrics(mode proxier.Mode) {
+	metrics.RegisterMetrics(kubeproxyconfig.ProxyMode(mode))
+}
 
 func newIPSet() utilipset.Interface { return utilipset.New() }
 
@@ -56,7 +69,7 @@ func runConfigs(ctx context.Context, svcs coreinformers.ServiceInformer, slices 
 // generation runs there: its runs wait on timers of observed.RunnerClock,
 // and it has a request when its run channel holds one as it waits on its
 // next-run timer (the select that also takes requests).
-func modelRunner(p *ipvs.Proxier, f *observed.Family) error {
+func modelRunner(p any, f *observed.Family) error {
 	run, err := observed.Field(p, "syncRunner.run")
 	if err != nil {
 		return err
@@ -73,4 +86,85 @@ func modelRunner(p *ipvs.Proxier, f *observed.Family) error {
 		return nil
 	}
 	return observed.SetField(p, "syncRunner.clock", clock.Clock(rc))
+}
+
+// LocalDetector is kube-proxy's local traffic detector for kpsim's
+// configuration: by the family's cluster CIDR, if any.
+func (p Params) LocalDetector() proxyutil.LocalTrafficDetector {
+	if cidr := p.ClusterCIDR(); cidr != "" {
+		return proxyutil.NewDetectLocalByCIDR(cidr)
+	}
+	return proxyutil.NewNoOpLocalDetector()
+}
+
+// simConntrack is the in-memory kernel's conntrack table as the release's
+// conntrack utility (1.31 and later list the table and delete the flows
+// they find stale). A flow is deleted by its service address, endpoint
+// and protocol: the same flow of another client is as stale.
+func simConntrack(dp dataplane.Dataplane) conntrack.Interface { return simFlows{dp} }
+
+type simFlows struct{ dp dataplane.Dataplane }
+
+// familyOf is the dataplane family of a netlink address family.
+func familyOf(ipFamily uint8) dataplane.Family {
+	if ipFamily == unix.AF_INET6 {
+		return dataplane.IPv6
+	}
+	return dataplane.IPv4
+}
+
+var protoNumbers = map[dataplane.Protocol]uint8{dataplane.TCP: unix.IPPROTO_TCP, dataplane.UDP: unix.IPPROTO_UDP, dataplane.SCTP: unix.IPPROTO_SCTP}
+
+func (s simFlows) ListEntries(ipFamily uint8) ([]*netlink.ConntrackFlow, error) {
+	flows, err := s.dp.Conntrack.Flows(familyOf(ipFamily))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*netlink.ConntrackFlow, 0, len(flows))
+	for _, f := range flows {
+		ip := func(ap netip.AddrPort) net.IP { return net.IP(ap.Addr().AsSlice()) }
+		out = append(out, &netlink.ConntrackFlow{
+			FamilyType: ipFamily,
+			Forward:    netlink.IPTuple{Protocol: protoNumbers[f.Protocol], SrcIP: ip(f.Client), SrcPort: f.Client.Port(), DstIP: ip(f.OrigDst), DstPort: f.OrigDst.Port()},
+			Reverse:    netlink.IPTuple{Protocol: protoNumbers[f.Protocol], SrcIP: ip(f.ReplySrc), SrcPort: f.ReplySrc.Port(), DstIP: ip(f.Client), DstPort: f.Client.Port()},
+		})
+	}
+	return out, nil
+}
+
+func (s simFlows) DeleteEntries(_ uint8, flows []*netlink.ConntrackFlow) (int, error) {
+	n := 0
+	for _, f := range flows {
+		var proto dataplane.Protocol
+		for p, num := range protoNumbers {
+			if num == f.Forward.Protocol {
+				proto = p
+			}
+		}
+		d, err := s.dp.Conntrack.Delete(dataplane.ConntrackFilter{Protocol: proto, OrigDst: addr(f.Forward.DstIP), OrigDstPort: f.Forward.DstPort,
+			ReplySrc: addr(f.Reverse.SrcIP), ReplySrcPort: f.Reverse.SrcPort})
+		n += d
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// ClearEntries is 1.33 and 1.34's delete: the listed flows the filters match.
+func (s simFlows) ClearEntries(ipFamily uint8, filters ...netlink.CustomConntrackFilter) (int, error) {
+	flows, err := s.ListEntries(ipFamily)
+	if err != nil {
+		return 0, err
+	}
+	var stale []*netlink.ConntrackFlow
+	for _, f := range flows {
+		for _, m := range filters {
+			if m.MatchConntrackFlow(f) {
+				stale = append(stale, f)
+				break
+			}
+		}
+	}
+	return s.DeleteEntries(ipFamily, stale)
 }

@@ -12,13 +12,15 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/kubernetes/pkg/proxy"
 	"k8s.io/kubernetes/pkg/proxy/config"
-	"k8s.io/kubernetes/pkg/proxy/ipvs"
+	"k8s.io/kubernetes/pkg/proxy/conntrack"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	"k8s.io/utils/clock"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/observed"
 )
 
@@ -27,7 +29,9 @@ import (
 // labelledMetrics: the sync metrics carry no ip_family yet.
 const labelledMetrics = false
 
-func registerReleaseMetrics() { metrics.RegisterMetrics() }
+// registerReleaseMetrics registers the release's metrics (1.30 registers
+// every mode's at once; kpsim runs it in IPVS mode only).
+func registerReleaseMetrics(proxier.Mode) { metrics.RegisterMetrics() }
 
 func newIPSet() utilipset.Interface { return utilipset.New(utilexec.New()) }
 
@@ -62,7 +66,7 @@ const burstSyncs = 2
 // an observed.RunnerClock timer, its limiter the same token bucket on that
 // clock, and it has a request when its run or retry channel holds one (its
 // one select takes both along with the timer).
-func modelRunner(p *ipvs.Proxier, f *observed.Family) error {
+func modelRunner(p any, f *observed.Family) error {
 	run, err := observed.Field(p, "syncRunner.run")
 	if err != nil {
 		return err
@@ -90,3 +94,8 @@ func modelRunner(p *ipvs.Proxier, f *observed.Family) error {
 	}
 	return nil
 }
+
+// simConntrack is upstream's fake: 1.30's conntrack utility clears flows
+// by address and port, which the in-memory kernel's table does not take
+// from it (its stale flows stay).
+func simConntrack(dataplane.Dataplane) conntrack.Interface { return conntrack.NewFake() }

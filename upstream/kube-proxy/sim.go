@@ -34,9 +34,11 @@ import (
 // the release's code decides everything and the in-memory kernel holds,
 // charges and lets probes see what it programs. What the constructor
 // wires to the node itself is replaced by Adopt: the netlink handle and
-// interface lister by the same kernel's links, conntrack and the service
-// health server by upstream's fakes (a health server would listen on the
-// host; conntrack entries of the in-memory kernel are not cleared).
+// interface lister by the same kernel's links, conntrack by the same
+// kernel's conntrack table (from 1.31, whose conntrack lists the table and
+// deletes the stale flows it finds; 1.30's clears by address and gets
+// upstream's fake, so its stale flows stay), the service health server by
+// upstream's fake (a health server would listen on the host).
 //
 // Methods the IPVS proxier does not call are not implemented (the
 // embedded interfaces are nil): calling one panics rather than answering
@@ -48,13 +50,17 @@ func SimKernel(dp dataplane.Dataplane) Kernel {
 		IPTables: func(f v1.IPFamily) utiliptables.Interface {
 			return simIPTables{dp: dp, family: dataplane.Family(f)}
 		},
-		Sysctl: simSysctl{dp: dp},
-		Adopt: func(p *ipvs.Proxier, f v1.IPFamily) error {
+		Sysctl:   simSysctl{dp: dp},
+		NFTables: dp.NFTables,
+		Adopt: func(p any, f v1.IPFamily) error {
 			links := simLinks{dp: dp, family: dataplane.Family(f)}
-			return errors.Join(
-				observed.WrapField(p, "netlinkHandle", func(ipvs.NetLinkHandle) ipvs.NetLinkHandle { return links }),
+			var netlink error // an nftables proxier has no netlink handle
+			if _, ok := p.(*ipvs.Proxier); ok {
+				netlink = observed.WrapField(p, "netlinkHandle", func(ipvs.NetLinkHandle) ipvs.NetLinkHandle { return links })
+			}
+			return errors.Join(netlink,
 				observed.WrapField(p, "networkInterfacer", func(proxyutil.NetworkInterfacer) proxyutil.NetworkInterfacer { return links }),
-				observed.WrapField(p, "conntrack", func(conntrack.Interface) conntrack.Interface { return conntrack.NewFake() }),
+				observed.WrapField(p, "conntrack", func(conntrack.Interface) conntrack.Interface { return simConntrack(dp) }),
 				observed.WrapField(p, "serviceHealthServer", func(healthcheck.ServiceHealthServer) healthcheck.ServiceHealthServer {
 					return healthcheck.NewFakeServiceHealthServer()
 				}),

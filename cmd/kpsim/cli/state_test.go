@@ -292,7 +292,7 @@ func TestStateCommand(t *testing.T) {
 			"scale: 2 x external IP equal to a node address"},
 		{"bad scale", []string{"state", "-f", exampleDir, "--scale", "0"}, 2, "", "the factor must be at least 1"},
 		{"bad object", []string{"state", "-f", bad}, 2, "", "services default/web: spec.ports[1].port: 70000 is not a valid port"},
-		{"bad key", []string{"state", "-f", exampleDir, "--set", "proxier.nope=1"}, 2, "", "proxier.nope: unknown field (known: implementation, families, initialSync, minSyncPeriod"},
+		{"bad key", []string{"state", "-f", exampleDir, "--set", "proxier.nope=1"}, 2, "", "proxier.nope: unknown field (known: implementation, mode, families, initialSync, minSyncPeriod"},
 		{"bad family", []string{"state", "-f", exampleDir, "--family", "IPv5"}, 2, "", "want IPv4, IPv6 or dual"},
 		{"no input", []string{"state"}, 2, "", "want -f OBJECTS"},
 		{"diff arity", []string{"state", "--diff", a}, 2, "", "exactly two dump files"},

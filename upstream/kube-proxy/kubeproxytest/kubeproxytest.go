@@ -70,7 +70,7 @@ func (f *Fakes) Kernel() kubeproxy.Kernel {
 		IPSet:    f.IPSet,
 		IPTables: func(fam v1.IPFamily) utiliptables.Interface { return f.IPTables[fam] },
 		Sysctl:   sysctltest.NewFake(),
-		Adopt: func(p *ipvs.Proxier, fam v1.IPFamily) error {
+		Adopt: func(p any, fam v1.IPFamily) error { // upstream's fakes are IPVS mode's
 			nl := f.Netlink[fam]
 			return joinErrs(
 				observed.WrapField(p, "netlinkHandle", func(ipvs.NetLinkHandle) ipvs.NetLinkHandle { return nl }),
@@ -351,4 +351,76 @@ func FitRelease(t *testing.T, r kubeproxy.Release) {
 	require.Positive(t, price.PerSync+price.PerDerived+price.PerEndpoint, "a release's syncs take time")
 	require.Contains(t, price.Source, impl.Name+"'s own syncs on the in-memory kernel")
 	require.Zero(t, price.PerPort+price.PerEntry, "a release's sync is priced per sync, port derived and endpoint")
+}
+
+// nftablesOnSim is a small cluster through churn, a restart and deleted
+// services, in nftables mode on the in-memory kernel, TCP probes only.
+var nftablesOnSim = `name: kube-proxy-nftables-sim
+description: the release's nftables mode on the in-memory kernel
+seed: 11
+backend: sim
+sim: {profile: host, timeScale: 0}
+cluster:
+  services: 300
+  types: {nodePort: 0.1, loadBalancer: 0.05}
+  endpointsPerService: 2
+  nodes: 3
+proxier:
+  mode: nftables
+  minSyncPeriod: 1s
+  syncPeriod: 30s
+probes:
+  interval: 100ms
+  services: 30
+  kinds: [clusterip, nodeport]
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced: {timeout: 5m}
+  - probes: on
+  - churnEndpoints: {rate: 20, duration: 2s, share: 0.2}
+  - waitSynced
+  - restartProxier
+  - waitSynced: {timeout: 5m}
+  - deleteServices: {count: 10}
+  - waitSynced
+  - sleep: 1s
+  - probes: off
+`
+
+// NFTablesOnSim runs release r in nftables mode on the in-memory kernel
+// (its own nftables proxier, its knftables interface replaced by the
+// kernel's table) and checks what its code did there: every sync is one
+// transaction of nft commands, priced, with nothing of IPVS mode's; a full
+// sync (the first of each generation) lists the table's maps back; probes
+// to ClusterIPs and NodePorts reach endpoints through its DNAT rules alone
+// (nothing else is programmed), through churn, a restart and deletions.
+func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
+	t.Helper()
+	node.Lock()
+	node.fakes = nil
+	node.Unlock()
+	impl := register(r)
+	f := runOnSim(t, "nftables-sim.yaml", nftablesOnSim, impl)
+	var first [2]*results.Sync
+	for i := range f.Syncs {
+		s := &f.Syncs[i]
+		t.Logf("proxier %d %s #%d %s at %v: %d services, %.1fms modeled (%.1fms kernel), %v %s", s.Proxier, s.Family, s.Seq, s.Trigger,
+			s.Start.Sub(f.Start), s.Services, s.Seconds*1e3, s.KernelSeconds*1e3, s.Ops, s.Error)
+		require.Empty(t, s.Error)
+		require.EqualValues(t, 1, s.Ops[dataplane.OpNFTTransaction], "a sync is one transaction")
+		require.Zero(t, s.Ops[dataplane.OpIPVSServiceAdd]+s.Ops[dataplane.OpIPSetAdd]+s.Ops[dataplane.OpAddressBind]+s.Ops[dataplane.OpIPTablesRestore], "%v", s.Ops)
+		if first[s.Proxier] == nil {
+			first[s.Proxier] = s
+		}
+	}
+	require.NotNil(t, first[1], "no sync after the restart")
+	for _, s := range first {
+		require.Greater(t, s.Ops[dataplane.OpNFTCommand], int64(4*s.Services), "a full sync writes chains, rules and elements per service port: %v", s.Ops)
+		require.Positive(t, s.Ops[dataplane.OpNFTListElements], "a full sync reads its maps back: %v", s.Ops)
+		require.Positive(t, s.KernelSeconds, "the transaction is priced by the profile")
+	}
+	require.Positive(t, f.Probes.Attempts, "probes ran")
+	require.Empty(t, f.Probes.Failures, "nothing broke")
+	return f
 }

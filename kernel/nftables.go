@@ -1,0 +1,20 @@
+package kernel
+
+import (
+	"fmt"
+
+	"sigs.k8s.io/knftables"
+)
+
+// nftables is dataplane.NFTables on the kernel: the nft binary (1.0.1 or
+// later, as knftables requires), run in the current network namespace, as
+// kube-proxy's nftables mode runs it.
+type nftables struct{}
+
+func (nftables) Table(family knftables.Family, name string) (knftables.Interface, error) {
+	t, err := knftables.New(family, name)
+	if err != nil {
+		return nil, fmt.Errorf("nftables table %s %s: %w", family, name, err)
+	}
+	return t, nil
+}

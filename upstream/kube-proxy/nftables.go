@@ -1,0 +1,172 @@
+package kubeproxy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"k8s.io/kubernetes/pkg/proxy"
+	"sigs.k8s.io/knftables"
+
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/proxier/observed"
+)
+
+// kubeProxyTable is the table kube-proxy's nftables mode programs, in the
+// ip and the ip6 family.
+const kubeProxyTable = "kube-proxy"
+
+// nftablesFamily is the nftables family of a proxier's IP family.
+func nftablesFamily(f dataplane.Family) knftables.Family {
+	if f == dataplane.IPv6 {
+		return knftables.IPv6Family
+	}
+	return knftables.IPv4Family
+}
+
+// nftablesProxier is the release's nftables proxier for one family on k.
+// Its constructor makes its own knftables interface (knftables.New, which
+// runs `nft --version` and an `nft --check`): on the real node it is kept,
+// in the run's namespace; on the in-memory kernel the constructor runs
+// against a stand-in nft (standInNFT) and the interface is then replaced
+// by the kernel's table. Either way every transaction and listing is
+// counted (countedNFT).
+func (r Release) nftablesProxier(ctx context.Context, k Kernel, params Params, fam *observed.Family) (proxy.Provider, error) {
+	if r.NewNFTablesProxier == nil {
+		return nil, fmt.Errorf("kube-proxy %s: this release is not run in nftables mode", params.Family)
+	}
+	build := func() (proxy.Provider, error) { return r.NewNFTablesProxier(ctx, params) }
+	if k.NFTables != nil {
+		build = func() (proxy.Provider, error) {
+			var p proxy.Provider
+			err := standInNFT(func() (err error) { p, err = r.NewNFTablesProxier(ctx, params); return err })
+			return p, err
+		}
+	}
+	p, err := build()
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy %s: nftables.NewProxier: %w", params.Family, err)
+	}
+	if k.Adopt != nil {
+		if err := k.Adopt(p, params.Family); err != nil {
+			return nil, err
+		}
+	}
+	var table knftables.Interface
+	if k.NFTables != nil {
+		if table, err = k.NFTables.Table(nftablesFamily(dataplane.Family(params.Family)), kubeProxyTable); err != nil {
+			return nil, err
+		}
+	}
+	err = observed.WrapField(p, "nftables", func(own knftables.Interface) knftables.Interface {
+		if table == nil {
+			table = own
+		}
+		return countedNFT{table, fam}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy %s: %w", params.Family, err)
+	}
+	return p, nil
+}
+
+// standInMu serializes the stand-in's use of the process's PATH.
+var standInMu sync.Mutex
+
+// standInNFT runs build (a release's nftables.NewProxier) with a stand-in
+// nft binary first on PATH, for the in-memory kernel: knftables.New
+// insists on running nft (its version, and a check that it may program a
+// table) before it hands out the interface the generation replaces at once.
+// The stand-in is a shell script that prints a version and accepts any
+// check; nothing else runs it. The release's kernel version check is
+// skipped the way kube-proxy allows ($KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK):
+// the in-memory kernel is not the host's.
+func standInNFT(build func() error) error {
+	standInMu.Lock()
+	defer standInMu.Unlock()
+	dir, err := os.MkdirTemp("", "kpsim-nft-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	const script = "#!/bin/sh\n" +
+		"# kpsim: the in-memory kernel's stand-in for nft while kube-proxy's constructor checks it\n" +
+		"case \"$1\" in\n--version) echo 'nftables v1.0.6 (kpsim in-memory kernel)' ;;\n*) cat >/dev/null ;;\nesac\n"
+	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(script), 0o755); err != nil {
+		return err
+	}
+	for name, v := range map[string]string{"PATH": dir + string(os.PathListSeparator) + os.Getenv("PATH"), "KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK": "kpsim"} {
+		old, had := os.LookupEnv(name)
+		if err := os.Setenv(name, v); err != nil {
+			return err
+		}
+		defer func() {
+			if had {
+				_ = os.Setenv(name, old)
+			} else {
+				_ = os.Unsetenv(name)
+			}
+		}()
+	}
+	return build()
+}
+
+// countedNFT counts each transaction (and its commands) and each listing
+// of a generation's nftables proxier, and refuses them once the
+// generation is killed. The calls a sync does not make (Check, ListAll,
+// ListRules, ListCounters: kube-proxy's cleanup and failure logging) pass
+// through uncounted.
+type countedNFT struct {
+	knftables.Interface
+	f *observed.Family
+}
+
+func (c countedNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
+	const op = "nft transaction"
+	if err := c.f.Record(op, nil); err != nil {
+		return err
+	}
+	c.f.Add(dataplane.OpNFTTransaction, 1)
+	c.f.Add(dataplane.OpNFTCommand, int64(tx.NumOperations()))
+	return c.f.Result(op, c.Interface.Run(ctx, tx))
+}
+
+func (c countedNFT) list(op string, kind dataplane.Op) error {
+	if err := c.f.Record(op, nil); err != nil {
+		return err
+	}
+	c.f.Add(kind, 1)
+	return nil
+}
+
+func (c countedNFT) List(ctx context.Context, objectType string) ([]string, error) {
+	op := "nft list " + objectType
+	if err := c.list(op, dataplane.OpNFTList); err != nil {
+		return nil, err
+	}
+	out, err := c.Interface.List(ctx, objectType)
+	_ = c.f.Result(op, ignoreNotFound(err))
+	return out, err
+}
+
+func (c countedNFT) ListElements(ctx context.Context, objectType, name string) ([]*knftables.Element, error) {
+	op := "nft list " + objectType + " " + name
+	if err := c.list(op, dataplane.OpNFTListElements); err != nil {
+		return nil, err
+	}
+	out, err := c.Interface.ListElements(ctx, objectType, name)
+	_ = c.f.Result(op, ignoreNotFound(err))
+	return out, err
+}
+
+// ignoreNotFound keeps a listing of what is not there yet (the table
+// before the first sync) from being the sync's failure: the release
+// expects it. The release still gets the error.
+func ignoreNotFound(err error) error {
+	if knftables.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
