@@ -53,6 +53,9 @@ type Capabilities struct {
 	IPVSMatch Check `json:"ipvsMatch"`
 	Conntrack Check `json:"conntrack"`
 	IPv6      Check `json:"ipv6"` // for dual-stack and IPv6 scenarios
+	// NFTables is nf_tables with the nft binary (its version in Detail):
+	// kube-proxy's nftables mode.
+	NFTables Check `json:"nftables"`
 }
 
 // kubeProxySetTypes are the ipset types kube-proxy's IPVS mode creates.
@@ -66,13 +69,18 @@ type Needs struct {
 	Scheduler     string                  // IPVS scheduler; empty means rr
 	IPv6          bool                    // an IPv6 proxier (IPv6 or dual-stack)
 	IPSetStrategy dataplane.IPSetStrategy // empty means dataplane.DefaultIPSetStrategy
+	// NFTables: a proxier of the run runs in kube-proxy's nftables mode,
+	// which needs nf_tables and the nft binary; NoIPVS: none runs in IPVS
+	// mode, so IPVS, ipsets, a dummy link and iptables are not needed.
+	NFTables, NoIPVS bool
 }
 
 // Missing lists what a backend needs and this kernel lacks, each as
 // "what (why)"; nil means the backend can run here. The kernel backend needs
-// root, network namespaces, IPVS with the rr scheduler, dummy and veth
-// links, kube-proxy's ipset types and the ipset tool, one iptables variant
-// and conntrack.
+// root, network namespaces, veth links and conntrack; for IPVS mode IPVS
+// with the rr scheduler, dummy links, kube-proxy's ipset types and the
+// ipset tool, one iptables variant; for nftables mode (Needs.NFTables)
+// nf_tables and nft.
 func (c Capabilities) Missing(backend string) []string { return c.MissingFor(backend, Needs{}) }
 
 // MissingFor is Missing for a run with particular needs (a scenario's
@@ -89,25 +97,46 @@ func (c Capabilities) MissingFor(backend string, n Needs) []string {
 		n.Scheduler = "rr"
 	}
 	var out []string
-	need := func(what string, ch Check) {
-		if !ch.OK {
-			if ch.Detail != "" {
-				what += " (" + ch.Detail + ")"
-			}
-			out = append(out, what)
-		}
-	}
+	need := func(what string, ch Check) { out = lacking(out, what, ch) }
 	need("root", c.Root)
 	need("network namespaces", c.NetNS)
 	if len(out) > 0 {
 		return out // nothing else could be checked
 	}
+	if !n.NoIPVS {
+		out = append(out, c.missingIPVSMode(n)...)
+	}
+	if n.NFTables {
+		need("nftables", c.NFTables)
+	}
+	need("veth links", c.Veth)
+	need("conntrack", c.Conntrack)
+	if n.IPv6 {
+		need("IPv6", c.IPv6)
+	}
+	return out
+}
+
+// lacking is out with what added, and why, when ch failed.
+func lacking(out []string, what string, ch Check) []string {
+	if ch.OK {
+		return out
+	}
+	if ch.Detail != "" {
+		what += " (" + ch.Detail + ")"
+	}
+	return append(out, what)
+}
+
+// missingIPVSMode is what IPVS mode needs and this kernel lacks.
+func (c Capabilities) missingIPVSMode(n Needs) []string {
+	var out []string
+	need := func(what string, ch Check) { out = lacking(out, what, ch) }
 	need("IPVS", c.IPVS)
 	if c.IPVS.OK {
 		need("IPVS scheduler "+n.Scheduler, c.Schedulers[n.Scheduler])
 	}
 	need("dummy links", c.Dummy)
-	need("veth links", c.Veth)
 	for _, t := range kubeProxySetTypes {
 		need("ipset type "+string(t), c.IPSetTypes[t])
 	}
@@ -119,10 +148,6 @@ func (c Capabilities) MissingFor(backend string, n Needs) []string {
 	}
 	if !c.IPTables["legacy"].OK && !c.IPTables["nft"].OK {
 		out = append(out, fmt.Sprintf("iptables (legacy: %s; nft: %s)", c.IPTables["legacy"], c.IPTables["nft"]))
-	}
-	need("conntrack", c.Conntrack)
-	if n.IPv6 {
-		need("IPv6", c.IPv6)
 	}
 	return out
 }
@@ -169,7 +194,7 @@ func Detect() Capabilities {
 // fillUnchecked marks everything not probed.
 func (c *Capabilities) fillUnchecked(why string) {
 	no := Check{Detail: "not checked: " + why}
-	c.IPVS, c.Dummy, c.Veth, c.Conntrack, c.IPv6, c.IPSetTool, c.IPVSMatch = no, no, no, no, no, no, no
+	c.IPVS, c.Dummy, c.Veth, c.Conntrack, c.IPv6, c.IPSetTool, c.IPVSMatch, c.NFTables = no, no, no, no, no, no, no, no
 	for _, t := range supportedSetTypes {
 		c.IPSetTypes[t] = no
 	}
@@ -206,6 +231,7 @@ func (c *Capabilities) probe() {
 		c.IPTables[m] = iptablesCheck(m)
 	}
 	c.IPVSMatch = ipvsMatchCheck(c.IPTables)
+	c.NFTables = nftablesCheck()
 	if _, err := redump(func() ([]*netlink.ConntrackFlow, error) {
 		return h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
 	}); err != nil {
@@ -307,6 +333,21 @@ func ipvsMatchCheck(variants map[string]Check) Check {
 		return Check{OK: true}
 	}
 	return Check{Detail: "no iptables variant works here"}
+}
+
+// nftablesCheck loads and deletes a table in the scratch namespace with
+// the nft binary, and reports its version.
+func nftablesCheck() Check {
+	version := toolCheck("nft", "--version")
+	if !version.OK {
+		return version
+	}
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader("add table ip kpsim-probe\ndelete table ip kpsim-probe\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return Check{Detail: fmt.Sprintf("nft -f of a table: %v: %s", err, firstLine(string(out), ""))}
+	}
+	return version
 }
 
 // iptablesCheck runs both families' save of a variant: on a kernel without

@@ -15,7 +15,7 @@ import (
 func allCaps() Capabilities {
 	c := Capabilities{
 		Root: Check{OK: true}, NetNS: Check{OK: true}, IPVS: Check{OK: true}, Dummy: Check{OK: true},
-		Veth: Check{OK: true}, IPSetTool: Check{OK: true}, Conntrack: Check{OK: true}, IPv6: Check{OK: true},
+		Veth: Check{OK: true}, IPSetTool: Check{OK: true}, Conntrack: Check{OK: true}, IPv6: Check{OK: true}, NFTables: Check{OK: true},
 		Schedulers: map[string]Check{}, IPSetTypes: map[dataplane.SetType]Check{},
 		IPTables: map[string]Check{"legacy": {OK: true}, "nft": {OK: true}},
 	}
@@ -50,6 +50,10 @@ func TestMissing(t *testing.T) {
 	noTool.IPSetTool = Check{Detail: "ipset not installed"}
 	noV6 := allCaps()
 	noV6.IPv6 = Check{Detail: "no /proc/sys/net/ipv6"}
+	noNFT := allCaps()
+	noNFT.NFTables = Check{Detail: "nft not installed"}
+	hostNoNFT := noIPVS
+	hostNoNFT.NFTables = noNFT.NFTables
 	for _, tc := range []struct {
 		name    string
 		caps    Capabilities
@@ -73,6 +77,12 @@ func TestMissing(t *testing.T) {
 		{"no ipset tool for netlink", noTool, "kernel", Needs{IPSetStrategy: dataplane.IPSetNetlink}, nil},
 		{"ipv6 only when asked", noV6, "kernel", Needs{}, nil},
 		{"ipv6 asked", noV6, "kernel", Needs{IPv6: true}, []string{"IPv6 (no /proc/sys/net/ipv6)"}},
+		{"nftables mode on the host kernel: no IPVS needed", noIPVS, "kernel", Needs{NFTables: true, NoIPVS: true}, nil},
+		{"nftables mode needs no ipset or iptables", noIPTables, "kernel", Needs{NFTables: true, NoIPVS: true}, nil},
+		{"nftables mode without nft", hostNoNFT, "kernel", Needs{NFTables: true, NoIPVS: true}, []string{"nftables (nft not installed)"}},
+		{"ipvs mode does not need nft", noNFT, "kernel", Needs{}, nil},
+		{"a switch needs both", hostNoNFT, "kernel", Needs{NFTables: true},
+			[]string{"IPVS (module ip_vs not available)", "dummy links (dummy link driver not available)", "nftables (nft not installed)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, tc.caps.MissingFor(tc.backend, tc.needs))

@@ -118,6 +118,9 @@ func (k *Kernel) Dataplane() dataplane.Dataplane {
 	}
 }
 
+// HasIPVS reports whether this kernel has IPVS (nftables mode runs without).
+func (k *Kernel) HasIPVS() bool { return k.ipvs != nil }
+
 // IPTablesMode is the iptables variant in use, "legacy" or "nft" (after
 // detection when Options left it empty), for a run's results to record.
 func (k *Kernel) IPTablesMode() string { return k.iptables.mode }

@@ -80,8 +80,16 @@ type File struct {
 	Probes  *Probes  `json:"probes,omitempty"` // nil when the scenario ran no probes
 	Totals  Totals   `json:"totals"`
 	Metrics []Metric `json:"metrics,omitempty"` // final exported histograms
-	Summary Summary  `json:"summary"`           // derived from the above by Summarize
+	// Leftovers are what IPVS mode left on a node a restart switched to
+	// nftables mode (restartProxier: {mode: nftables}), listed as the run
+	// ends, one line per kind (proxier.IPVSModeLeftovers), or NothingLeft;
+	// absent without a switch.
+	Leftovers []string `json:"leftovers,omitempty"`
+	Summary   Summary  `json:"summary"` // derived from the above by Summarize
 }
+
+// NothingLeft is File.Leftovers when a switch left nothing of IPVS mode.
+const NothingLeft = "nothing of IPVS mode"
 
 // Build identifies the kpsim binary that wrote the file.
 type Build struct {

@@ -190,6 +190,7 @@ type NodeSettings struct {
 	Backend   string
 	Proxier   proxier.Config // NodeName is cluster.node's
 	Dataplane Dataplane
+	Modes     []proxier.Mode // every proxy mode a generation runs in (Scenario.Modes)
 }
 
 // LoadNodeSettings reads what a scenario asks of its node, decoded,
@@ -205,7 +206,7 @@ func LoadNodeSettings(nameOrPath string) (NodeSettings, error) {
 	if err != nil {
 		return NodeSettings{}, err
 	}
-	return NodeSettings{Backend: s.Backend, Proxier: s.proxierConfig(), Dataplane: s.Dataplane}, nil
+	return NodeSettings{Backend: s.Backend, Proxier: s.proxierConfig(), Dataplane: s.Dataplane, Modes: s.Modes()}, nil
 }
 
 // parse is Parse; without build it stops after validation.

@@ -91,7 +91,7 @@ func serviceOf(t results.Target) string {
 type prober struct {
 	interval time.Duration
 	targets  []results.Target
-	ready    []func(netip.AddrPort) bool
+	ready    []backend.Ready
 	backend  backend.Backend
 	fail     context.CancelCauseFunc
 	now      func() time.Time
@@ -113,7 +113,7 @@ func newProber(interval time.Duration, targets []results.Target, r *replay, b ba
 		attempts: make([]int, n), first: make([]time.Time, n), firstOK: make([]time.Time, n),
 		failing: make([]bool, n), recovered: make([][]time.Time, n)}
 	for _, t := range targets {
-		p.ready = append(p.ready, r.readyFunc(serviceOf(t)))
+		p.ready = append(p.ready, r.readiness(serviceOf(t)))
 	}
 	return p
 }

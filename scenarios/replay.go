@@ -19,6 +19,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
+	"github.com/kpsim/kpsim/scenarios/backend"
 )
 
 // clearActionsEvery bounds the fake clientset's action log, which otherwise
@@ -327,9 +328,10 @@ func readyOf(eps []*discoveryv1.EndpointSlice) map[netip.AddrPort]bool {
 	return ready
 }
 
-// readyFunc answers, for one service, whether an endpoint is ready in the
-// API right now: the truth a probe's endpoint must agree with to answer.
-func (r *replay) readyFunc(svcKey string) func(netip.AddrPort) bool {
+// readiness answers, for one service, whether an endpoint is ready in the
+// API right now, and which are: the truth a probe's endpoint must agree
+// with to answer.
+func (r *replay) readiness(svcKey string) backend.Ready {
 	r.mu.Lock()
 	r.probed[svcKey] = true
 	ls := r.services[svcKey]
@@ -342,11 +344,24 @@ func (r *replay) readyFunc(svcKey string) func(netip.AddrPort) bool {
 		r.ready[svcKey] = readyOf(eps)
 		r.mu.Unlock()
 	}
-	return func(ap netip.AddrPort) bool {
-		r.mu.RLock()
-		defer r.mu.RUnlock()
-		return r.ready[svcKey][ap]
-	}
+	return readiness{r, svcKey}
+}
+
+type readiness struct {
+	r   *replay
+	svc string
+}
+
+func (x readiness) Ready(ap netip.AddrPort) bool {
+	x.r.mu.RLock()
+	defer x.r.mu.RUnlock()
+	return x.r.ready[x.svc][ap]
+}
+
+func (x readiness) Endpoints() []netip.AddrPort {
+	x.r.mu.RLock()
+	defer x.r.mu.RUnlock()
+	return slices.Collect(maps.Keys(x.r.ready[x.svc]))
 }
 
 // expect computes what a synced proxier of family f (one of the replay's

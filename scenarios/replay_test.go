@@ -2,7 +2,9 @@ package scenarios
 
 import (
 	"context"
+	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/scenarios/backend"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -93,21 +96,22 @@ func TestReplayReadyForProbedServices(t *testing.T) {
 	ctx := context.Background()
 	keyOf := func(i int) string { return key(s.set.Services[i].Namespace, s.set.Services[i].Name) }
 	before, after, unprobed := keyOf(0), keyOf(1), keyOf(2)
-	readyBefore := r.readyFunc(before)
+	readyBefore := r.readiness(before)
 	for _, svc := range s.set.Services {
 		require.NoError(t, r.createService(ctx, svc, bySvc[key(svc.Namespace, svc.Name)]))
 	}
-	readyAfter := r.readyFunc(after)
+	readyAfter := r.readiness(after)
 
-	for k, ready := range map[string]func(netip.AddrPort) bool{before: readyBefore, after: readyAfter} {
+	for k, ready := range map[string]backend.Ready{before: readyBefore, after: readyAfter} {
 		eps, err := r.currentSlices(r.service(k))
 		require.NoError(t, err)
 		want := readyOf(eps)
 		require.NotEmpty(t, want, "%s: ready endpoints", k)
 		for ap := range want {
-			require.True(t, ready(ap), "%s: %s", k, ap)
+			require.True(t, ready.Ready(ap), "%s: %s", k, ap)
 		}
-		require.False(t, ready(netip.MustParseAddrPort("192.0.2.1:80")), k)
+		require.ElementsMatch(t, slices.Collect(maps.Keys(want)), ready.Endpoints(), "%s: every ready endpoint listed", k)
+		require.False(t, ready.Ready(netip.MustParseAddrPort("192.0.2.1:80")), k)
 	}
 	r.mu.RLock()
 	_, kept := r.ready[unprobed]
@@ -120,5 +124,6 @@ func TestReplayReadyForProbedServices(t *testing.T) {
 	oldest := eps[0].Endpoints[0]
 	require.NoError(t, r.roll(ctx, before))
 	ap := netip.AddrPortFrom(netip.MustParseAddr(oldest.Addresses[0]), uint16(*eps[0].Ports[0].Port))
-	require.False(t, readyBefore(ap), "the rolled endpoint %s is terminating", ap)
+	require.False(t, readyBefore.Ready(ap), "the rolled endpoint %s is terminating", ap)
+	require.NotContains(t, readyBefore.Endpoints(), ap)
 }

@@ -65,8 +65,11 @@ type run struct {
 	failed   int           // consecutive failed syncs of the running generation
 
 	generation int // index of the running (or last) proxier; -1 before the first
-	prox       *proxierRun
-	probes     *prober
+	// ranIPVS: a generation ran in IPVS mode; switched: a later one in
+	// nftables mode (the run lists what IPVS mode left, File.Leftovers).
+	ranIPVS, switched bool
+	prox              *proxierRun
+	probes            *prober
 
 	steps      []results.Step
 	stepsTotal int
@@ -311,6 +314,11 @@ func (x *run) createCluster(rate float64) error {
 // list until its first sync has run.
 func (x *run) startProxier(st *StartProxier) error {
 	x.generation++
+	if st.Mode != "" {
+		x.cfg.Mode = st.Mode // this generation's and the next ones'
+	}
+	x.switched = x.switched || x.ranIPVS && x.cfg.Mode == proxier.ModeNFTables
+	x.ranIPVS = x.ranIPVS || x.cfg.Mode == proxier.ModeIPVS
 	ctx, cancel := context.WithCancel(x.ctx)
 	dp, kill := dataplane.Stoppable(x.dp)
 	pr := &proxierRun{cancel: cancel, kill: kill, done: make(chan struct{})}
@@ -576,6 +584,16 @@ func (x *run) finish(f *results.File, reg *prometheus.Registry) {
 	}
 	if x.probes != nil {
 		f.Probes = x.probes.results()
+	}
+	if x.switched {
+		left, err := proxier.IPVSModeLeftovers(x.dp)
+		switch {
+		case err != nil:
+			left = []string{"not listed: " + err.Error()}
+		case len(left) == 0:
+			left = []string{results.NothingLeft}
+		}
+		f.Leftovers = left
 	}
 	var g prometheus.Gatherer = reg
 	if x.impl.Metrics != nil {

@@ -245,9 +245,17 @@ type StartProxier struct {
 	// behind the informers' stores by however much the machine's timing
 	// decides. Wall clock only: on the modeled clock, use knownAtFirstSync.
 	SlowInitialList Duration `yaml:"slowInitialList" json:"slowInitialList,omitempty"`
+	// Mode is the new generation's proxy mode, and the run's from then on:
+	// restartProxier: {mode: nftables} switches the node from IPVS mode, as
+	// kube-proxy restarted with another --proxy-mode does (the release
+	// cleans up the previous mode's state as it starts). Unset: the run's.
+	Mode proxier.Mode `yaml:"mode" json:"mode,omitempty"`
 }
 
 func (a *StartProxier) label() string {
+	if a.Mode != "" {
+		return fmt.Sprintf("start proxier (%s mode)", a.Mode)
+	}
 	if a.KnownAtFirstSync != nil {
 		return fmt.Sprintf("start proxier (%.0f%% known at first sync)", 100**a.KnownAtFirstSync)
 	}
@@ -267,6 +275,18 @@ func (a *StartProxier) checkArgs(c *stepCheck) {
 	if k := a.KnownAtFirstSync; k != nil && (*k < 0 || *k > 1) {
 		c.errf("knownAtFirstSync", "must be a share between 0 and 1, got %v", *k)
 	}
+	if a.Mode != "" {
+		cfg := c.s.Proxier
+		cfg.Mode = a.Mode
+		var errs proxier.ConfigErrors
+		if errors.As(cfg.Defaults().Validate(), &errs) {
+			for _, e := range errs {
+				if e.Field == "mode" {
+					c.errf("mode", "%s", e.Msg)
+				}
+			}
+		}
+	}
 	if a.SlowInitialList > 0 && c.s.modeledClock() {
 		c.errf("slowInitialList", "slows handlers in wall time, which a run on the modeled clock "+
 			"(the sim at timeScale 0) does not see; use knownAtFirstSync to say what the first sync knows")
@@ -281,6 +301,8 @@ type RestartProxier StartProxier
 
 func (a *RestartProxier) label() string {
 	switch {
+	case a.Mode != "":
+		return fmt.Sprintf("restart proxier in %s mode", a.Mode)
 	case a.KnownAtFirstSync != nil:
 		return fmt.Sprintf("restart proxier (%.0f%% known at first sync)", 100**a.KnownAtFirstSync)
 	case a.SlowInitialList > 0:

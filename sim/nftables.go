@@ -51,10 +51,15 @@ type nftTable struct {
 
 func (t nftTable) NewTransaction() *knftables.Transaction { return t.fake.NewTransaction() }
 
+// Run takes the transaction's time, then applies it: nft commits a
+// transaction at its end, all at once, so probes see the table as it was
+// until then.
 func (t nftTable) Run(ctx context.Context, tx *knftables.Transaction) error {
 	t.k.lock()
-	defer t.k.unlock()
 	t.k.transaction(t.fake, tx)
+	t.k.unlock() // spends the time
+	t.k.lock()
+	defer t.k.unlock()
 	return t.fake.Run(ctx, tx)
 }
 

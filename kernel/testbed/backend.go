@@ -27,9 +27,18 @@ const DefaultProbeTimeout = 500 * time.Millisecond
 // BackendOptions configure a kernel scenario backend.
 type BackendOptions struct {
 	Kernel   kernel.Options
+	Needs    kernel.Needs // what the run's proxier needs of the kernel
 	Topology TopologyConfig
 	// ProbeTimeout bounds every attempt; zero means DefaultProbeTimeout.
 	ProbeTimeout time.Duration
+}
+
+// Ready is what the API says of a probed service's endpoints right now.
+type Ready interface {
+	// Ready reports whether an endpoint (address and port) would answer.
+	Ready(netip.AddrPort) bool
+	// Endpoints lists every ready endpoint, in no particular order.
+	Endpoints() []netip.AddrPort
 }
 
 // Backend runs a scenario on this kernel: the proxier programs the node
@@ -64,7 +73,7 @@ func NewBackend(opts BackendOptions) (b *Backend, err error) {
 	if !netns.Isolated() {
 		return nil, netns.ErrNotIsolated
 	}
-	if missing := kernel.Detect().Missing(dataplane.BackendKernel); len(missing) > 0 {
+	if missing := kernel.Detect().MissingFor(dataplane.BackendKernel, opts.Needs); len(missing) > 0 {
 		return nil, fmt.Errorf("this kernel cannot run kernel scenarios; missing: %s (run `kpsim doctor`)", strings.Join(missing, "; "))
 	}
 	if opts.ProbeTimeout == 0 {
@@ -208,17 +217,22 @@ func (b *Backend) stop(svc string, k serverKey) error {
 }
 
 // reconcile makes the servers of target's service agree with the API before
-// an attempt: every endpoint the virtual server points at, and every server
-// running, is checked against ready.
-func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, ready func(netip.AddrPort) bool) error {
+// an attempt: every endpoint the API calls ready, every endpoint the virtual
+// server points at (on a kernel with IPVS), and every server running, is
+// checked against ready. (A proxier may point at an endpoint the API no
+// longer calls ready: it must find no server there.)
+func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, ready Ready) error {
 	svc, _, err := splitTargetService(target.Service)
 	if err != nil {
 		return err
 	}
-	key := dataplane.ServiceKey{Address: addr.Addr(), Port: addr.Port(), Protocol: target.Protocol}
-	dests, err := b.k.Dataplane().IPVS.Destinations(key)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("probe %s: %w", target.Address, err)
+	var dests []dataplane.RealServer
+	if b.k.HasIPVS() {
+		key := dataplane.ServiceKey{Address: addr.Addr(), Port: addr.Port(), Protocol: target.Protocol}
+		dests, err = b.k.Dataplane().IPVS.Destinations(key)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("probe %s: %w", target.Address, err)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -231,9 +245,12 @@ func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, ready fu
 	for _, d := range dests {
 		candidates[serverKey{d.AddrPort(), target.Protocol}] = true
 	}
+	for _, ep := range ready.Endpoints() {
+		candidates[serverKey{ep, target.Protocol}] = true
+	}
 	var errs []error
 	for k := range candidates {
-		switch want := ready(k.ep); {
+		switch want := ready.Ready(k.ep); {
 		case want && !b.running[svc][k]:
 			errs = append(errs, b.start(svc, k))
 		case !want && b.running[svc][k]:
@@ -249,7 +266,7 @@ func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, ready fu
 // the attempt fails with that outcome: a drop of an established connection
 // (graceful termination gone wrong, a virtual server or address deleted
 // under it) is disruption as much as a refused connection is.
-func (b *Backend) Probe(ctx context.Context, target results.Target, ready func(netip.AddrPort) bool) (string, time.Duration, error) {
+func (b *Backend) Probe(ctx context.Context, target results.Target, ready Ready) (string, time.Duration, error) {
 	addr, err := netip.ParseAddrPort(target.Address)
 	if err != nil {
 		return "", 0, fmt.Errorf("probe target %s: address %q: %w", target.Service, target.Address, err)

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kpsim/kpsim/proxier"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,10 +36,10 @@ type Backend interface {
 	// probe targets' endpoints.
 	Prepare(ctx context.Context, c *objects.Set, probeTargets []results.Target) error
 	// Probe makes one attempt against target; ready tells which endpoints
-	// the API says are ready right now. The outcome is ProbeOK on success,
+	// the API says are ready right now, and lists them. The outcome is ProbeOK on success,
 	// otherwise one of the results.Failure outcomes (refused, reset, timeout,
 	// no-address, ...). err is for the backend failing, not the connection.
-	Probe(ctx context.Context, target results.Target, ready func(netip.AddrPort) bool) (outcome string, latency time.Duration, err error)
+	Probe(ctx context.Context, target results.Target, ready Ready) (outcome string, latency time.Duration, err error)
 	// Basis is results.Modeled or results.Measured.
 	Basis() string
 	// UseClock puts the backend's dataplane on a modeled clock when it can
@@ -47,6 +49,10 @@ type Backend interface {
 	UseClock(c dataplane.Clock) bool
 	Close() error
 }
+
+// Ready is what the API says of a probed service's endpoints right now
+// (the kernel backend starts and stops their servers by it).
+type Ready = testbed.Ready
 
 // ProbeOK is the outcome of a successful probe.
 const ProbeOK = "ok"
@@ -71,6 +77,15 @@ type Spec struct {
 	NodeAddresses []netip.Prefix
 	// Clients are the probing pod's addresses, one per family.
 	Clients []netip.Addr
+	// Modes are the proxy modes the run's proxiers run in: the kernel
+	// backend needs IPVS for IPVS mode, nf_tables for nftables mode
+	// (kernel.Needs).
+	Modes []proxier.Mode
+}
+
+// needs is what the spec's modes ask of the kernel.
+func (s Spec) needs() kernel.Needs {
+	return kernel.Needs{NFTables: slices.Contains(s.Modes, proxier.ModeNFTables), NoIPVS: len(s.Modes) > 0 && !slices.Contains(s.Modes, proxier.ModeIPVS)}
 }
 
 // ErrIsolate is New's answer for the kernel backend outside an isolated
@@ -96,13 +111,14 @@ func New(s Spec) (Backend, error) {
 // it builds the testbed.
 func newKernel(s Spec) (Backend, error) {
 	if !netns.Isolated() {
-		if missing := kernel.Detect().Missing(dataplane.BackendKernel); len(missing) > 0 {
+		if missing := kernel.Detect().MissingFor(dataplane.BackendKernel, s.needs()); len(missing) > 0 {
 			return nil, fmt.Errorf("this kernel cannot run kernel scenarios (see `kpsim doctor`); missing: %s", strings.Join(missing, "; "))
 		}
 		return nil, ErrIsolate
 	}
 	return testbed.NewBackend(testbed.BackendOptions{
 		Kernel:   kernel.Options{IPSetStrategy: s.IPSet},
+		Needs:    s.needs(),
 		Topology: testbed.TopologyConfig{NodeAddresses: s.NodeAddresses, Clients: s.Clients},
 	})
 }

@@ -72,7 +72,8 @@ func (b *Sim) Prepare(context.Context, *objects.Set, []results.Target) error { r
 // its next datagram; TCP and SCTP use a fresh ephemeral port per attempt.
 // The latency is the model's wall time, or none on the modeled clock, where
 // a probe takes no time and a run repeats exactly.
-func (b *Sim) Probe(_ context.Context, t results.Target, ready func(netip.AddrPort) bool) (string, time.Duration, error) {
+func (b *Sim) Probe(_ context.Context, t results.Target, r Ready) (string, time.Duration, error) {
+	ready := r.Ready
 	dst, err := netip.ParseAddrPort(t.Address)
 	if err != nil {
 		return "", 0, fmt.Errorf("probe target %q: %w", t.Address, err)

@@ -212,19 +212,32 @@ type Kernel struct {
 	// node itself (the netlink handle, conntrack, the health server), for
 	// tests and the in-memory kernel; nil on the real node.
 	Adopt func(p any, f v1.IPFamily) error
+	// CleanupIPVSMode removes what IPVS mode left on the node, as
+	// kube-proxy does as it starts in nftables mode (cmd/kube-proxy's
+	// platformCleanup: the release's own code on the real node, kpsim's
+	// proxier.CleanupIPVSMode on the in-memory one). Best effort, as
+	// kube-proxy's: it reports whether it met errors, which kube-proxy
+	// logs and ignores. Nil: nothing is cleaned up.
+	CleanupIPVSMode func(ctx context.Context) (failed bool)
 	// Close undoes what making the kernel did, when the generation ends; nil for nothing.
 	Close func()
 }
 
 // RealKernel is cmd/kube-proxy's: real utilities, in the network namespace
 // the process runs in (the kernel backend's own), with iptables commands
-// of the variant the kernel backend reads (iptablesVariant).
+// of the variant the kernel backend reads (iptablesVariant). On a kernel
+// without IPVS (nftables mode on one, which the kernel backend allows)
+// there is no IPVS utility: making one would try to load the module.
 func RealKernel() (Kernel, error) {
 	undo, err := iptablesVariant()
 	if err != nil {
 		return Kernel{}, err
 	}
-	return Kernel{IPVS: utilipvs.New(), IPSet: newIPSet(), IPTables: newIPTables, Sysctl: utilsysctl.New(), Close: undo}, nil
+	k := Kernel{IPSet: newIPSet(), IPTables: newIPTables, Sysctl: utilsysctl.New(), CleanupIPVSMode: releaseCleanupIPVSMode, Close: undo}
+	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
+		k.IPVS = utilipvs.New()
+	}
+	return k, nil
 }
 
 var registerMetrics sync.Once
@@ -232,6 +245,9 @@ var registerMetrics sync.Once
 // ipvsProxier is the release's IPVS proxier for one family on k, its
 // netlink handle counted.
 func (r Release) ipvsProxier(ctx context.Context, k Kernel, params Params, fam *observed.Family) (proxy.Provider, error) {
+	if k.IPVS == nil {
+		return nil, fmt.Errorf("kube-proxy %s: IPVS mode on a kernel without IPVS (/proc/net/ip_vs)", params.Family)
+	}
 	p, err := r.NewProxier(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("kube-proxy %s: ipvs.NewProxier: %w", params.Family, err)
@@ -261,6 +277,9 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 	g := observed.New(ctx, cfg, opts, model, legacyregistry.DefaultGatherer, labelledMetrics)
 	defer g.Wait()
 
+	if cfg.Mode == proxier.ModeNFTables && k.CleanupIPVSMode != nil && k.CleanupIPVSMode(ctx) {
+		klog.FromContext(ctx).Info("kube-proxy's cleanup of IPVS mode met errors; ignored, as kube-proxy does")
+	}
 	node, err := client.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kube-proxy: get node %s: %w", cfg.NodeName, err)

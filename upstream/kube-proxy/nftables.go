@@ -2,10 +2,12 @@ package kubeproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"k8s.io/kubernetes/pkg/proxy"
 	"sigs.k8s.io/knftables"
@@ -163,9 +165,11 @@ func (c countedNFT) ListElements(ctx context.Context, objectType, name string) (
 
 // ignoreNotFound keeps a listing of what is not there yet (the table
 // before the first sync) from being the sync's failure: the release
-// expects it. The release still gets the error.
+// expects it. knftables says so by its error, or, listing over netlink
+// (kube-proxy's NFTablesNetlink gate), by the kernel's ENOENT. The release
+// still gets the error.
 func ignoreNotFound(err error) error {
-	if knftables.IsNotFound(err) {
+	if knftables.IsNotFound(err) || errors.Is(err, syscall.ENOENT) {
 		return nil
 	}
 	return err

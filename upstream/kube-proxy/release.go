@@ -17,6 +17,8 @@ import (
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/config"
 	"k8s.io/kubernetes/pkg/proxy/conntrack"
+	"k8s.io/kubernetes/pkg/proxy/iptables"
+	"k8s.io/kubernetes/pkg/proxy/ipvs"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
@@ -167,4 +169,12 @@ func (s simFlows) ClearEntries(ipFamily uint8, filters ...netlink.CustomConntrac
 		}
 	}
 	return s.DeleteEntries(ipFamily, stale)
+}
+
+// releaseCleanupIPVSMode is what the release's cmd/kube-proxy runs as it
+// starts in nftables mode (platformCleanup): iptables mode's cleanup, then
+// IPVS mode's (which does nothing where `modprobe -va ip_vs` fails).
+func releaseCleanupIPVSMode(ctx context.Context) (failed bool) {
+	failed = iptables.CleanupLeftovers(ctx)
+	return ipvs.CleanupLeftovers(ctx) || failed
 }

@@ -99,3 +99,7 @@ func modelRunner(p any, f *observed.Family) error {
 // by address and port, which the in-memory kernel's table does not take
 // from it (its stale flows stay).
 func simConntrack(dataplane.Dataplane) conntrack.Interface { return conntrack.NewFake() }
+
+// releaseCleanupIPVSMode: kpsim runs 1.30 in IPVS mode only, where
+// kube-proxy cleans nothing of IPVS mode up.
+func releaseCleanupIPVSMode(context.Context) bool { return false }

@@ -1,6 +1,7 @@
 package kubeproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,6 +23,7 @@ import (
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/observed"
 )
 
@@ -52,6 +54,9 @@ func SimKernel(dp dataplane.Dataplane) Kernel {
 		},
 		Sysctl:   simSysctl{dp: dp},
 		NFTables: dp.NFTables,
+		CleanupIPVSMode: func(context.Context) bool {
+			return proxier.CleanupIPVSMode(dp) != nil
+		},
 		Adopt: func(p any, f v1.IPFamily) error {
 			links := simLinks{dp: dp, family: dataplane.Family(f)}
 			var netlink error // an nftables proxier has no netlink handle

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
@@ -50,7 +51,10 @@ With --require, exit 1 unless that backend can run here: how scripts and VMs ask
 type doctorReport struct {
 	Capabilities kernel.Capabilities `json:"capabilities"`
 	Backends     []backendVerdict    `json:"backends"`
-	Scenarios    []scenarioVerdict   `json:"scenarios"`
+	// NFTablesMode is the kernel backend for a proxier in nftables mode
+	// (proxier.mode: nftables), which needs nf_tables instead of IPVS.
+	NFTablesMode backendVerdict    `json:"nftablesMode"`
+	Scenarios    []scenarioVerdict `json:"scenarios"`
 }
 
 type backendVerdict struct {
@@ -102,6 +106,7 @@ func diagnose() (doctorReport, error) {
 	for _, b := range dataplane.Backends {
 		rep.Backends = append(rep.Backends, judge(rep.Capabilities, b, kernel.Needs{}))
 	}
+	rep.NFTablesMode = judge(rep.Capabilities, dataplane.BackendKernel, kernel.Needs{NFTables: true, NoIPVS: true})
 	shipped, err := scenarios.ShippedScenarios()
 	if err != nil {
 		return rep, err
@@ -134,6 +139,8 @@ func scenarioNeeds(name string) (kernel.Needs, string, error) {
 		Scheduler:     ns.Proxier.Scheduler,
 		IPSetStrategy: ns.Dataplane.IPSet,
 		IPv6:          slices.Contains(ns.Proxier.Families, dataplane.IPv6),
+		NFTables:      slices.Contains(ns.Modes, proxier.ModeNFTables),
+		NoIPVS:        !slices.Contains(ns.Modes, proxier.ModeIPVS),
 	}, ns.Backend, nil
 }
 
@@ -190,6 +197,7 @@ func printDoctor(w io.Writer, rep doctorReport) {
 	row("iptables ipvs match", c.IPVSMatch)
 	row("conntrack", c.Conntrack)
 	row("IPv6", c.IPv6)
+	row("nftables (nft)", c.NFTables)
 	tw.Flush()
 
 	fmt.Fprintln(w, "\nbackends")
@@ -197,6 +205,7 @@ func printDoctor(w io.Writer, rep doctorReport) {
 	for _, b := range rep.Backends {
 		fmt.Fprintf(tw, "  %s\t%s\n", b.Backend, b)
 	}
+	fmt.Fprintf(tw, "  %s, nftables mode\t%s\n", dataplane.BackendKernel, rep.NFTablesMode)
 	tw.Flush()
 
 	fmt.Fprintln(w, "\nscenarios (* the scenario's own backend)")

@@ -35,6 +35,7 @@ func TestPrintDoctor(t *testing.T) {
 	rep := doctorReport{
 		Capabilities: caps,
 		Backends:     []backendVerdict{{Backend: "sim", OK: true}, kernelNo},
+		NFTablesMode: backendVerdict{Backend: "kernel", Missing: []string{"nftables (nft not installed)"}},
 		Scenarios: []scenarioVerdict{
 			{Name: "smoke", Backend: "sim", Backends: []backendVerdict{{Backend: "sim", OK: true}, kernelNo}},
 			{Name: "dual", Backend: "kernel", Backends: []backendVerdict{{Backend: "sim", OK: true},
@@ -50,8 +51,10 @@ func TestPrintDoctor(t *testing.T) {
 		"ipset hash:ip        yes",
 		"iptables legacy      yes (iptables v1.8.9 (legacy))",
 		"iptables ipvs match  no",
-		"sim     yes (always)",
-		"kernel  no: missing IPVS (module ip_vs not available: no /proc/net/ip_vs)",
+		"nftables (nft)       no",
+		"sim                    yes (always)",
+		"kernel                 no: missing IPVS (module ip_vs not available: no /proc/net/ip_vs)",
+		"kernel, nftables mode  no: missing nftables (nft not installed)",
 		"smoke   sim*: yes  kernel: no (as the backend)",
 		"dual    sim: yes   kernel*: no: also missing IPv6 (disabled)",
 		"broken  does not load: bad yaml",

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -29,10 +30,14 @@ import (
 
 	"github.com/kpsim/kpsim/calibrate"
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/internal/hosttools"
+	"github.com/kpsim/kpsim/kernel/netns"
+	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier/observed"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/backend"
+	"github.com/kpsim/kpsim/sim"
 	kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
 )
 
@@ -125,14 +130,26 @@ timeline:
   - waitSynced: {timeout: 1m}
 `, services)
 
+// registerOnKernel registers release r (register) to run on each run's
+// own kernel, in-memory or real, rather than on fakes a test set.
+func registerOnKernel(r kubeproxy.Release) scenarios.Implementation {
+	node.Lock()
+	node.fakes = nil
+	node.Unlock()
+	return register(r)
+}
+
 // register registers release r once per test binary: its kernel is each
-// run's, the fakes a test set (RestartLagging) or the in-memory kernel of
-// a sim run (RestartOnSim).
+// run's, the fakes a test set (RestartLagging), the in-memory kernel of a
+// sim run (RestartOnSim) or the real one of a kernel run (NFTablesOnKernel).
 func register(r kubeproxy.Release) scenarios.Implementation {
 	impl := r.ImplementationOn(func(dp dataplane.Dataplane) (kubeproxy.Kernel, error) {
 		node.Lock()
 		defer node.Unlock()
-		if node.fakes == nil {
+		switch {
+		case node.fakes == nil && dp.Model == nil:
+			return kubeproxy.RealKernel()
+		case node.fakes == nil:
 			return kubeproxy.SimKernel(dp), nil
 		}
 		return node.fakes.Kernel(), nil
@@ -264,10 +281,7 @@ timeline:
 // randomizes, so what a probe sees mid-sync is not compared).
 func RestartOnSim(t *testing.T, r kubeproxy.Release, racy bool) *results.File {
 	t.Helper()
-	node.Lock()
-	node.fakes = nil
-	node.Unlock()
-	impl := register(r)
+	impl := registerOnKernel(r)
 	var files [2]*results.File
 	for i := range files {
 		files[i] = runOnSim(t, "restart-sim.yaml", restartOnSim, impl)
@@ -324,10 +338,23 @@ func runOnSim(t *testing.T, file, text string, impl scenarios.Implementation) *r
 	t.Helper()
 	s, err := scenarios.Parse(file, []byte(text), []string{"proxier.implementation=" + impl.Name})
 	require.NoError(t, err)
+	return runScenario(t, s, impl, simBackend)
+}
+
+// simBackend is the sim backend for a spec, whatever backend it names: a
+// release on fakes runs there too.
+func simBackend(s backend.Spec) (backend.Backend, error) { return backend.NewSim(s) }
+
+// runScenario runs s, whose proxier is impl, on the backend newBackend
+// builds from its spec: simBackend, or backend.New (the kernel's, in a
+// namespace the test process was isolated in).
+func runScenario(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) *results.File {
+	t.Helper()
 	spec, err := s.BackendSpec()
 	require.NoError(t, err)
-	b, err := backend.NewSim(spec)
+	b, err := newBackend(spec)
 	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
 	f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
 	require.NoError(t, err)
 	require.Equal(t, impl.Name, f.Proxier)
@@ -340,10 +367,7 @@ func runOnSim(t *testing.T, file, text string, impl scenarios.Implementation) *r
 // was fitted on, and a run priced by it says so.
 func FitRelease(t *testing.T, r kubeproxy.Release) {
 	t.Helper()
-	node.Lock()
-	node.fakes = nil
-	node.Unlock()
-	impl := register(r)
+	impl := registerOnKernel(r)
 	var log strings.Builder
 	price, err := calibrate.FitRelease(impl.Name, []int{200, 600}, "a test", &log)
 	require.NoError(t, err, log.String())
@@ -397,10 +421,7 @@ timeline:
 // (nothing else is programmed), through churn, a restart and deletions.
 func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 	t.Helper()
-	node.Lock()
-	node.fakes = nil
-	node.Unlock()
-	impl := register(r)
+	impl := registerOnKernel(r)
 	f := runOnSim(t, "nftables-sim.yaml", nftablesOnSim, impl)
 	var first [2]*results.Sync
 	for i := range f.Syncs {
@@ -422,5 +443,96 @@ func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 	}
 	require.Positive(t, f.Probes.Attempts, "probes ran")
 	require.Empty(t, f.Probes.Failures, "nothing broke")
+	return f
+}
+
+// nftablesOnKernel is nftablesOnSim without the endpoint churn: the
+// kernel backend stops an endpoint's server the moment the API calls it
+// not ready, and a real client does not retry, so a connection the proxier
+// sends there before its next sync fails (the sim's client retries).
+var nftablesOnKernel = strings.Replace(nftablesOnSim, "  - churnEndpoints: {rate: 20, duration: 2s, share: 0.2}\n", "  - sleep: 1s\n", 1)
+
+// NFTablesOnKernel runs release r in nftables mode on this machine's kernel
+// (no IPVS needed), in a network namespace of the test's own, with real
+// traffic: the nftablesOnKernel cluster, whose TCP probes must all succeed
+// through a restart and deleted services, and the host's network namespace
+// (its nftables ruleset included) must be as it was. The same scenario on the in-memory kernel makes a first sync
+// of the same operations by kind; its modeled duration next to the
+// measured one is logged (the profile was not calibrated on this host).
+func NFTablesOnKernel(t *testing.T, r kubeproxy.Release) {
+	t.Helper()
+	hosttools.Require(t, "nft")
+	if !netns.Isolated() {
+		netnstest.RequireHostTools(t)
+		before := netnstest.HostSnapshot(t)
+		ruleset := func() string {
+			out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			return string(out)
+		}
+		rulesBefore := ruleset()
+		netnstest.Private(t)
+		require.Equal(t, before, netnstest.HostSnapshot(t), "the host's network namespace after the run")
+		require.Equal(t, rulesBefore, ruleset(), "the host's nftables ruleset after the run")
+		return
+	}
+	require.True(t, netnstest.Private(t))
+	impl := registerOnKernel(r)
+	require.NotEqual(t, nftablesOnSim, nftablesOnKernel)
+	s, err := scenarios.Parse("nftables-kernel.yaml", []byte(nftablesOnKernel), []string{"proxier.implementation=" + impl.Name, "backend=kernel"})
+	require.NoError(t, err)
+	kernelRun := runScenario(t, s, impl, backend.New)
+	simRun := runOnSim(t, "nftables-sim.yaml", nftablesOnKernel, impl)
+	require.Equal(t, results.Measured, kernelRun.Basis)
+	for _, sy := range kernelRun.Syncs {
+		t.Logf("proxier %d #%d %s at %v: %d services, %.1f ms, %v %s", sy.Proxier, sy.Seq, sy.Trigger, sy.Start.Sub(kernelRun.Start), sy.Services, sy.Seconds*1e3, sy.Ops, sy.Error)
+		if sy.Stopped {
+			continue // cut short by the run's end
+		}
+		require.Empty(t, sy.Error)
+		// One transaction, and one more where chains it flushed over a
+		// second (of wall time) ago are deleted.
+		require.Contains(t, []int64{1, 2}, sy.Ops[dataplane.OpNFTTransaction], "%v", sy.Ops)
+	}
+	require.Positive(t, kernelRun.Probes.Attempts, "probes ran")
+	require.Empty(t, kernelRun.Probes.Failures, "real traffic: nothing broke")
+	k, m := kernelRun.Syncs[0], simRun.Syncs[0]
+	require.Equal(t, m.Ops, k.Ops, "the first sync: the same operations on the kernel and the sim")
+	t.Logf("first sync: %d services, %v; measured %.1f ms on this kernel, modeled %.1f ms on the sim (%.2f)",
+		k.Services, k.Ops, k.Seconds*1e3, m.Seconds*1e3, m.Seconds/k.Seconds)
+}
+
+// SwitchToNFTablesOnSim runs the shipped migrate-to-nftables scenario,
+// reduced to 500 services, with release r on the in-memory kernel: the
+// restart in nftables mode removes IPVS mode's state as kube-proxy does
+// (proxier.CleanupIPVSMode) before its first nftables sync commits, so
+// every probed service breaks for a while and then recovers; no generation
+// after the switch writes anything of IPVS mode; nothing of it is left on
+// this IPv4 node.
+func SwitchToNFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
+	t.Helper()
+	impl := registerOnKernel(r)
+	s, err := scenarios.Load("migrate-to-nftables", []string{"cluster.services=500", "timeline[7].churnEndpoints.duration=2s"})
+	require.NoError(t, err)
+	f := runScenario(t, s, impl, simBackend)
+	require.Equal(t, []string{results.NothingLeft}, f.Leftovers)
+	for _, sy := range f.Syncs {
+		require.Empty(t, sy.Error)
+		if sy.Proxier == 0 {
+			require.Positive(t, sy.Ops[dataplane.OpIPVSServiceAdd], "IPVS mode first: %v", sy.Ops)
+			continue
+		}
+		require.Zero(t, sy.Ops[dataplane.OpIPVSServiceAdd]+sy.Ops[dataplane.OpIPSetAdd]+sy.Ops[dataplane.OpAddressBind], "nftables mode: %v", sy.Ops)
+		require.Positive(t, sy.Ops[dataplane.OpNFTTransaction], "%v", sy.Ops)
+	}
+	v := f.View("restart")
+	require.NotNil(t, v)
+	broken := map[int]bool{}
+	for _, fl := range v.Probes.Failures {
+		require.Contains(t, []string{sim.ProbeNoAddress, sim.ProbeNoVirtualServer}, fl.Outcome, "IPVS mode's state is gone, nftables mode's not yet there")
+		broken[fl.Target] = true
+	}
+	require.Len(t, broken, len(f.Probes.Targets), "the switch breaks every probed service")
+	require.Zero(t, v.Summary.Unreachable, "and each recovers")
 	return f
 }

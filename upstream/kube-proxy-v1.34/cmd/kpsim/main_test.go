@@ -22,3 +22,9 @@ func TestRestartOnSim(t *testing.T) {
 func TestNFTablesOnSim(t *testing.T) {
 	kubeproxytest.NFTablesOnSim(t, release)
 }
+
+// TestNFTablesOnKernel: v1.34.3 in nftables mode on this machine's kernel,
+// with real traffic, in a namespace of its own.
+func TestNFTablesOnKernel(t *testing.T) {
+	kubeproxytest.NFTablesOnKernel(t, release)
+}

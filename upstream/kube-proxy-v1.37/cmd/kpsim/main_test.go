@@ -27,3 +27,15 @@ func TestFitRelease(t *testing.T) {
 func TestNFTablesOnSim(t *testing.T) {
 	kubeproxytest.NFTablesOnSim(t, release)
 }
+
+// TestNFTablesOnKernel: v1.37.1 in nftables mode on this machine's kernel,
+// with real traffic, in a namespace of its own.
+func TestNFTablesOnKernel(t *testing.T) {
+	kubeproxytest.NFTablesOnKernel(t, release)
+}
+
+// TestSwitchToNFTablesOnSim: v1.37.1 switched from IPVS mode to nftables
+// mode on the in-memory kernel (the shipped migrate-to-nftables, reduced).
+func TestSwitchToNFTablesOnSim(t *testing.T) {
+	kubeproxytest.SwitchToNFTablesOnSim(t, release)
+}
