@@ -294,14 +294,15 @@ type Conntrack interface {
 // transactions that apply atomically, as `nft -f` applies them, and read by
 // listings. kube-proxy's nftables mode programs it through
 // sigs.k8s.io/knftables, one knftables.Interface per table; so does
-// everything here: the in-memory kernel holds each table as knftables' own
-// fake does (sim/nftables.go), the real kernel runs the nft binary in the
-// run's namespace. kpsim's own proxier is an IPVS proxier and does not
+// everything here: the in-memory kernel holds each table in knftables' own
+// types (sim/nfttable.go), the real kernel runs the nft binary in the run's
+// namespace. kpsim's own proxier is an IPVS proxier and does not
 // use it.
 type NFTables interface {
 	// Table is nft for one table of a family, as knftables.New(family,
-	// name) is. The table need not exist; a transaction creates it.
-	Table(family knftables.Family, name string) (knftables.Interface, error)
+	// name, options...) is (knftables.UseNetlink lists names over
+	// netlink). The table need not exist; a transaction creates it.
+	Table(family knftables.Family, name string, options ...knftables.Option) (knftables.Interface, error)
 }
 
 // ---------------------------------------------------------------------------

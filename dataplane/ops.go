@@ -44,8 +44,14 @@ const (
 	OpIPSetList           // one per Sets call (every set and its entries) or Entries call (one set)
 	OpAddressList
 	OpIPTablesSave
-	OpConntrackList   // one per Flows call: the family's conntrack table
-	OpNFTList         // one per listing of a table's chains, sets, maps or rules (nft list chains/sets/...)
+	OpConntrackList // one per Flows call: the family's conntrack table
+	// OpNFTList is one listing of a table's chains, sets or other names by
+	// the nft binary, which reads and prints the whole table (knftables
+	// runs `nft --json --terse list table`); OpNFTListNetlink the same
+	// names read over netlink (knftables.UseNetlink: kube-proxy's
+	// NFTablesNetlink gate, on by default from v1.37).
+	OpNFTList
+	OpNFTListNetlink
 	OpNFTListElements // one per listing of one set's or map's elements (nft list set/map NAME)
 	numOps
 )
@@ -58,7 +64,7 @@ var opNames = [numOps]string{
 	"iptables-restore", "iptables-restore-bytes", "iptables-command", "sysctl-write", "conntrack-delete",
 	"nft-transaction", "nft-command",
 	"ipvs-list", "ipvs-destination-list", "ipset-list", "address-list", "iptables-save",
-	"conntrack-list", "nft-list", "nft-list-elements",
+	"conntrack-list", "nft-list", "nft-list-netlink", "nft-list-elements",
 }
 
 func (o Op) String() string {

@@ -263,8 +263,8 @@ type guardedNFTables struct {
 	g *guard
 }
 
-func (w guardedNFTables) Table(family knftables.Family, name string) (knftables.Interface, error) {
-	t, err := w.NFTables.Table(family, name)
+func (w guardedNFTables) Table(family knftables.Family, name string, options ...knftables.Option) (knftables.Interface, error) {
+	t, err := w.NFTables.Table(family, name, options...)
 	if err != nil {
 		return nil, err
 	}

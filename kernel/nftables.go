@@ -11,8 +11,8 @@ import (
 // kube-proxy's nftables mode runs it.
 type nftables struct{}
 
-func (nftables) Table(family knftables.Family, name string) (knftables.Interface, error) {
-	t, err := knftables.New(family, name)
+func (nftables) Table(family knftables.Family, name string, options ...knftables.Option) (knftables.Interface, error) {
+	t, err := knftables.New(family, name, options...)
 	if err != nil {
 		return nil, fmt.Errorf("nftables table %s %s: %w", family, name, err)
 	}

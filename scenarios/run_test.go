@@ -206,6 +206,7 @@ var reduced = map[string][]string{
 	"node-join":            {"cluster.services=200"},
 	"scale-100k":           {"cluster.services=300", "timeline[5].churnEndpoints.duration=500ms", "timeline[8].churnEndpoints.duration=500ms"},
 	"endpoint-heavy":       {"cluster.services=100", "timeline[4].churnEndpoints.duration=1s", "timeline[7].churnEndpoints.duration=1s"},
+	"sync-kinds":           {"cluster.services=200", "timeline[14].churnEndpoints.duration=1s"},
 }
 
 // TestReplayIsDeterministic runs every shipped scenario, reduced, on the

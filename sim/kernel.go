@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"sigs.k8s.io/knftables"
-
 	"github.com/kpsim/kpsim/dataplane"
 )
 
@@ -62,7 +60,7 @@ type Kernel struct {
 	links    map[string]*link
 	sysctls  map[string]string
 	flows    map[flowKey]netip.AddrPort
-	nft      map[nftKey]*knftables.Fake
+	nft      map[nftKey]*nftState
 	nftNext  map[netip.AddrPort]int // the next numgen choice a probe of a service address takes
 }
 
@@ -121,7 +119,7 @@ func New(o Options) (*Kernel, error) {
 		},
 		sysctls: defaultSysctls(),
 		flows:   make(map[flowKey]netip.AddrPort),
-		nft:     make(map[nftKey]*knftables.Fake),
+		nft:     make(map[nftKey]*nftState),
 		nftNext: make(map[netip.AddrPort]int),
 	}
 	k.links["lo"].addrs[netip.MustParseAddr("127.0.0.1")] = netip.MustParsePrefix("127.0.0.1/8")
@@ -261,9 +259,13 @@ func (k *Kernel) count(op dataplane.Op, n int) {
 }
 
 // read charges a read operation: one call plus its items.
-func (k *Kernel) read(op dataplane.Op, items int) {
+func (k *Kernel) read(op dataplane.Op, items int) { k.readThrough(op, items, items) }
+
+// readThrough charges a read that returns items and goes through through
+// (priced by the pair: ListPairs).
+func (k *Kernel) readThrough(op dataplane.Op, items, through int) {
 	k.ops[op]++
-	k.charge(k.costs.op[op] + k.costs.item[op]*time.Duration(items))
+	k.charge(k.costs.op[op] + k.costs.item[op]*time.Duration(items) + seconds(k.costs.pair[op]*float64(through)*float64(through)))
 }
 
 // errorf wraps err (usually an errno) with the operation and object that failed.

@@ -61,13 +61,19 @@ type nftVerdict struct {
 // with anything else (iifname, mark matches, ct status, update, masquerade,
 // ...) is skipped whole: none of those decides where kube-proxy sends a new
 // connection. A rule's statements take effect only if all its matches hold.
-func nftEvaluate(fake *knftables.Fake, p nftPath) nftVerdict {
-	fake.RLock()
-	defer fake.RUnlock()
-	if fake.Table == nil {
+//
+// cache, when the table keeps one (nftState), finds base chains and
+// elements without walking them all; nil walks.
+func nftEvaluate(table *knftables.FakeTable, cache nftCache, p nftPath) nftVerdict {
+	if table == nil {
 		return nftVerdict{}
 	}
-	e := &nftEval{t: fake.Table, p: p, dst: p.dst}
+	e := &nftEval{t: table, p: p, dst: p.dst}
+	if cache != nil {
+		e.bases, e.index = cache.baseChains, cache.index
+	} else {
+		e.bases = func(h knftables.BaseChainHook) []*knftables.FakeChain { return baseChains(table, h) }
+	}
 	if p.fromNode {
 		if e.hook(knftables.OutputHook) && e.hook(knftables.PostroutingHook) && p.local(e.dst.Addr()) {
 			e.hook(knftables.InputHook)
@@ -85,6 +91,36 @@ func nftEvaluate(fake *knftables.Fake, p nftPath) nftVerdict {
 	return e.v
 }
 
+// baseChains are t's base chains on hook, lowest priority first: the
+// order the kernel runs them in.
+func baseChains(t *knftables.FakeTable, hook knftables.BaseChainHook) []*knftables.FakeChain {
+	type ranked struct {
+		c    *knftables.FakeChain
+		prio int
+	}
+	var chains []ranked
+	for _, c := range t.Chains {
+		if c.Hook == nil || *c.Hook != hook || c.Priority == nil {
+			continue
+		}
+		// nft accepts spaces around the sign ("dstnat - 10"), ParsePriority does not.
+		prio, err := knftables.ParsePriority(t.Family, strings.ReplaceAll(string(*c.Priority), " ", ""))
+		if err != nil {
+			continue // nft would refuse the chain
+		}
+		chains = append(chains, ranked{c, prio})
+	}
+	// Equal priorities run in an order the kernel does not promise; by name is stable.
+	slices.SortFunc(chains, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(a.prio, b.prio), strings.Compare(a.c.Name, b.c.Name))
+	})
+	out := make([]*knftables.FakeChain, len(chains))
+	for i, r := range chains {
+		out[i] = r.c
+	}
+	return out
+}
+
 // nftMaxDepth bounds nested jumps and gotos. The kernel's jump stack holds 16
 // chains and nft refuses deeper or looping rulesets, which a Fake accepts.
 const nftMaxDepth = 16
@@ -99,38 +135,26 @@ const (
 	nftDrop                    // the packet is dropped or rejected
 )
 
+// nftCache is what a table keeps to be walked quickly.
+type nftCache interface {
+	baseChains(knftables.BaseChainHook) []*knftables.FakeChain // in the order they run
+	index(set string) map[string]int                           // a set's or map's elements by key
+}
+
 type nftEval struct {
-	t   *knftables.FakeTable
-	p   nftPath
-	dst netip.AddrPort // the destination, rewritten by a DNAT
-	v   nftVerdict
+	t     *knftables.FakeTable
+	bases func(knftables.BaseChainHook) []*knftables.FakeChain
+	index func(set string) map[string]int // nil: scan
+	p     nftPath
+	dst   netip.AddrPort // the destination, rewritten by a DNAT
+	v     nftVerdict
 }
 
 // hook runs the base chains on hook; false when one dropped the packet.
 func (e *nftEval) hook(hook knftables.BaseChainHook) bool {
-	type ranked struct {
-		c    *knftables.FakeChain
-		prio int
-	}
-	var chains []ranked
-	for _, c := range e.t.Chains {
-		if c.Hook == nil || *c.Hook != hook || c.Priority == nil {
-			continue
-		}
-		// nft accepts spaces around the sign ("dstnat - 10"), ParsePriority does not.
-		prio, err := knftables.ParsePriority(e.t.Family, strings.ReplaceAll(string(*c.Priority), " ", ""))
-		if err != nil {
-			continue // nft would refuse the chain
-		}
-		chains = append(chains, ranked{c, prio})
-	}
-	// Equal priorities run in an order the kernel does not promise; by name is stable.
-	slices.SortFunc(chains, func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(a.prio, b.prio), strings.Compare(a.c.Name, b.c.Name))
-	})
-	for _, r := range chains {
-		a := e.walk(r.c, 0)
-		if a == nftReturn && r.c.Policy != nil && *r.c.Policy == knftables.DropPolicy {
+	for _, c := range e.bases(hook) {
+		a := e.walk(c, 0)
+		if a == nftReturn && c.Policy != nil && *c.Policy == knftables.DropPolicy {
 			a = nftDrop
 		}
 		if a == nftDrop {
@@ -186,7 +210,7 @@ func (e *nftEval) rule(text string, depth int) nftAction {
 		}
 		if t.eat("vmap") {
 			els, ok := e.elements(&t)
-			el := nftFind(els, key)
+			el := els.find(key)
 			if !ok || el == nil {
 				return nftNext // a lookup that misses decides nothing
 			}
@@ -200,7 +224,7 @@ func (e *nftEval) rule(text string, depth int) nftAction {
 		}
 		neg := t.eat("!=")
 		els, ok := e.elements(&t)
-		if !ok || key == nil || (nftFind(els, key) != nil) == neg {
+		if !ok || key == nil || (els.find(key) != nil) == neg {
 			return nftNext
 		}
 	}
@@ -257,7 +281,7 @@ func (e *nftEval) dnatTarget(t *nftTokens) (to netip.AddrPort, ok bool) {
 		return to, false
 	}
 	els, ok := e.elements(t)
-	el := nftFind(els, key)
+	el := els.find(key)
 	if !ok || el == nil || len(el.Value) != 2 {
 		return to, false
 	}
@@ -336,25 +360,53 @@ func (e *nftEval) field(t *nftTokens) (v string, present, ok bool) {
 	return "", false, false
 }
 
+// nftElems are what a field is compared with.
+type nftElems struct {
+	els []*knftables.Element
+	// index finds an element of a named set or map by its key, where the
+	// table keeps one (nftState); exact says every key is an exact value
+	// (no interval flag), so that a key the index lacks is not there.
+	index map[string]int
+	exact bool
+}
+
+// find returns the first element whose key holds key, or nil.
+func (x nftElems) find(key []string) *knftables.Element {
+	if x.index != nil {
+		if i, ok := x.index[strings.Join(key, " . ")]; ok {
+			return x.els[i]
+		}
+		if x.exact {
+			return nil
+		}
+	}
+	return nftFind(x.els, key)
+}
+
 // elements reads what a field is compared with: a named set or map (@NAME),
 // an anonymous { set } or inline map, or a literal value or comma list (as
 // in ct state established,related). ok is false for an unknown @NAME.
-func (e *nftEval) elements(t *nftTokens) (els []*knftables.Element, ok bool) {
+func (e *nftEval) elements(t *nftTokens) (nftElems, bool) {
 	if name, found := strings.CutPrefix(t.peek(), "@"); found {
 		t.next()
+		var index map[string]int
+		if e.index != nil {
+			index = e.index(name)
+		}
 		if s := e.t.Sets[name]; s != nil {
-			return s.Elements, true
+			return nftElems{s.Elements, index, !slices.Contains(s.Flags, knftables.IntervalFlag)}, true
 		}
 		if m := e.t.Maps[name]; m != nil {
-			return m.Elements, true
+			return nftElems{m.Elements, index, !slices.Contains(m.Flags, knftables.IntervalFlag)}, true
 		}
-		return nil, false
+		return nftElems{}, false
 	}
+	var els []*knftables.Element
 	braced := t.eat("{")
 	for {
 		el, ok := t.element()
 		if !ok {
-			return nil, false
+			return nftElems{}, false
 		}
 		els = append(els, el)
 		if !t.eat(",") {
@@ -362,9 +414,9 @@ func (e *nftEval) elements(t *nftTokens) (els []*knftables.Element, ok bool) {
 		}
 	}
 	if braced && !t.eat("}") {
-		return nil, false
+		return nftElems{}, false
 	}
-	return els, true
+	return nftElems{els: els}, true
 }
 
 // element reads `A . B [: V . W]`, split as the Fake splits an element it

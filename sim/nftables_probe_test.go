@@ -187,7 +187,7 @@ func TestNftEvaluate(t *testing.T) {
 			if tc.proto == "" {
 				tc.proto = dataplane.TCP
 			}
-			got := nftEvaluate(fake, nftPath{
+			got := nftEvaluate(fake.Table, nil, nftPath{
 				src:      netip.MustParseAddrPort(tc.src),
 				dst:      netip.MustParseAddrPort(tc.dst),
 				proto:    tc.proto,
@@ -223,7 +223,7 @@ add rule ip kube-proxy sub drop
 		"10.1.0.3:80": "",            // iifname unknown: rule skipped
 		"10.1.0.4:80": ProbeRejected, // late's policy
 	} {
-		got := nftEvaluate(fake, nftPath{
+		got := nftEvaluate(fake.Table, nil, nftPath{
 			src:   netip.MustParseAddrPort("10.0.0.5:40000"),
 			dst:   netip.MustParseAddrPort(dst),
 			proto: dataplane.TCP,
@@ -245,7 +245,7 @@ add rule ip6 kube-proxy services ip6 daddr . meta l4proto . th dport vmap @servi
 add rule ip6 kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 meta l4proto tcp dnat to [fd00:10:180::1]:80
 add element ip6 kube-proxy service-ips { fd00:172:30::41 . tcp . 80 : goto service-ULMVA6XW-ns1/svc1/tcp/p80 }
 `)
-	got := nftEvaluate(fake, nftPath{
+	got := nftEvaluate(fake.Table, nil, nftPath{
 		src:   netip.MustParseAddrPort("[fd00:10::5]:40000"),
 		dst:   netip.MustParseAddrPort("[fd00:172:30::41]:80"),
 		proto: dataplane.TCP,
@@ -255,7 +255,7 @@ add element ip6 kube-proxy service-ips { fd00:172:30::41 . tcp . 80 : goto servi
 }
 
 func TestNftNoTable(t *testing.T) {
-	got := nftEvaluate(knftables.NewFake(knftables.IPv4Family, "kube-proxy"), nftPath{
+	got := nftEvaluate(knftables.NewFake(knftables.IPv4Family, "kube-proxy").Table, nil, nftPath{
 		src:   netip.MustParseAddrPort("10.0.0.5:40000"),
 		dst:   netip.MustParseAddrPort("172.30.0.41:80"),
 		proto: dataplane.TCP,

@@ -572,7 +572,7 @@ func (k *Kernel) probeNFT(key flowKey, tracked bool, reply netip.AddrPort, ready
 
 // probeTable is probeNFT's walk of one table, with the retries over its
 // numgen's choices.
-func (k *Kernel) probeTable(t *knftables.Fake, path nftPath, key flowKey, tracked bool, reply netip.AddrPort, ready func(netip.AddrPort) bool) (ok bool, outcome string, decided bool) {
+func (k *Kernel) probeTable(t *nftState, path nftPath, key flowKey, tracked bool, reply netip.AddrPort, ready func(netip.AddrPort) bool) (ok bool, outcome string, decided bool) {
 	first := k.nftNext[key.origDst]
 	choices := 1 // a walk through `numgen random mod n` says n
 	for tried := 0; tried < choices; tried++ {
@@ -580,7 +580,7 @@ func (k *Kernel) probeTable(t *knftables.Fake, path nftPath, key flowKey, tracke
 			choices = n
 			return (first + tried) % n
 		}
-		v := nftEvaluate(t, path)
+		v := nftEvaluate(t.table, t, path)
 		switch {
 		case v.outcome == "":
 			return false, "", false

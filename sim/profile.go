@@ -44,6 +44,11 @@ type Profile struct {
 	// address-list, per rule for iptables-save), and for iptables-restore
 	// per rule a payload flushes out of a chain it replaces.
 	ListItem map[string]float64 `json:"list_item,omitempty"`
+	// ListPairs is the extra cost per pair of items, for a read whose cost
+	// grows faster than what it goes through: nft 1.0.6's listing of a
+	// table (nft-list), per pair of objects the table holds
+	// (docs/nftables.md).
+	ListPairs map[string]float64 `json:"list_pairs,omitempty"`
 	// IPSet prices each strategy; every strategy must be present.
 	IPSet map[dataplane.IPSetStrategy]IPSetCost `json:"ipset"`
 	// Proxier prices the proxier's own work on a modeled clock, where it
@@ -91,6 +96,7 @@ type IPSetCost struct {
 // costTable is a Profile resolved for one strategy, indexed for the hot path.
 type costTable struct {
 	op, item [nOps]time.Duration
+	pair     [nOps]float64 // seconds per pair of items (ListPairs)
 	batch    time.Duration // once per non-empty ipset Apply
 }
 
@@ -164,7 +170,7 @@ func (p *Profile) Validate() error {
 		}
 		return nil
 	}
-	for field, m := range map[string]map[string]float64{"ops": p.Ops, "list_item": p.ListItem} {
+	for field, m := range map[string]map[string]float64{"ops": p.Ops, "list_item": p.ListItem, "list_pairs": p.ListPairs} {
 		for name, v := range m {
 			op, err := dataplane.ParseOp(name)
 			if err != nil {
@@ -259,6 +265,7 @@ func (p *Profile) table(s dataplane.IPSetStrategy) (costTable, error) {
 	for _, op := range dataplane.AllOps() {
 		t.op[op] = p.Cost(op, s)
 		t.item[op] = seconds(p.ListItem[op.String()])
+		t.pair[op] = p.ListPairs[op.String()]
 	}
 	t.batch = seconds(c.PerBatch)
 	return t, nil

@@ -54,7 +54,12 @@ func (s *Spec) Plan(build results.Build) (*sweep.Plan, error) {
 				values[j] = v.Value
 				origin[v.String()] = at(v, "axes."+a.Key)
 			}
-			p.Axes = append(p.Axes, sweep.Axis{Scenario: sc.Scenario, Key: a.Key, Values: values})
+			axis := sweep.Axis{Scenario: sc.Scenario, Key: a.Key, Values: values}
+			if !slices.ContainsFunc(p.Axes, func(b sweep.Axis) bool {
+				return b.Scenario == axis.Scenario && b.Key == axis.Key && slices.Equal(b.Values, axis.Values)
+			}) {
+				p.Axes = append(p.Axes, axis) // two entries of one scenario (other proxiers or modes) share its charts
+			}
 		}
 		modes := sc.Modes
 		if len(modes) == 0 {
@@ -66,9 +71,13 @@ func (s *Spec) Plan(build results.Build) (*sweep.Plan, error) {
 			}
 		}
 		scenarioAt := &scenarios.Error{File: s.File, Line: s.lines[join(path, "scenario")], Path: join(path, "scenario")}
+		proxiers := s.Proxiers
+		if len(sc.Proxiers) > 0 {
+			proxiers = sc.Proxiers
+		}
 		for _, axes := range combinations(sc.Axes) {
 			for _, m := range modes {
-				for _, proxier := range s.Proxiers {
+				for _, proxier := range proxiers {
 					for _, target := range s.targets() {
 						c := cell
 						c.Axes, c.Mode, c.ModeSet = axes, m.Name, nil

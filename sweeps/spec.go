@@ -50,6 +50,10 @@ type ScenarioSpec struct {
 	// Modes are named sets of overrides, each a line of the sweep's charts
 	// (kube-proxy's behaviour against kpsim's defaults).
 	Modes []Mode
+	// Proxiers, when set, are this scenario's instead of the spec's: a
+	// setting only some proxiers have (nftables mode: a release's, not
+	// kpsim's) runs with those.
+	Proxiers []string
 }
 
 // Override is one key=value, and the line of its value.
@@ -341,6 +345,12 @@ func (d *decoder) scenario(n *yaml.Node, path string) ScenarioSpec {
 	}
 	d.fields(n, path, map[string]func(*yaml.Node, string){
 		"scenario": func(n *yaml.Node, p string) { sc.Scenario = d.str(n, p) },
+		"proxiers": func(n *yaml.Node, p string) {
+			sc.Proxiers = d.words(n, p, proxierName, `a proxier: "kpsim", or a kube-proxy release such as "kube-proxy@v1.37.1"`)
+			if len(sc.Proxiers) == 0 && n.Kind == yaml.SequenceNode {
+				d.errf(n, p, "empty: leave it out to run the spec's proxiers")
+			}
+		},
 		"set": func(n *yaml.Node, p string) {
 			for _, o := range d.overrides(n, p) {
 				if claim(o.Key, o.Line, join(p, o.Key), "set") {

@@ -83,6 +83,58 @@ runs: 3
 	}
 }
 
+// TestPlanScenarioProxiers: a scenario's own proxiers replace the spec's
+// for its cells (a setting only a release has), and a mode kpsim's proxier
+// does not have is refused in a cell that would run it.
+func TestPlanScenarioProxiers(t *testing.T) {
+	p := plan(t, `
+name: modes
+scenarios:
+  - scenario: smoke
+  - scenario: smoke
+    modes:
+      nftables: {proxier.mode: nftables}
+    proxiers: [kube-proxy@v1.37.1]
+proxiers: [kpsim, kube-proxy@v1.37.1]
+`)
+	var got []string
+	for _, c := range p.Cells {
+		got = append(got, c.Mode+" "+c.Proxier)
+	}
+	require.Equal(t, []string{" kpsim", " kube-proxy@v1.37.1", "nftables kube-proxy@v1.37.1"}, got)
+
+	twice := plan(t, `
+name: modes
+scenarios:
+  - scenario: smoke
+    axes: {cluster.services: [10, 20]}
+  - scenario: smoke
+    axes: {cluster.services: [10, 20]}
+    modes:
+      nftables: {proxier.mode: nftables}
+    proxiers: [kube-proxy@v1.37.1]
+`)
+	require.Len(t, twice.Cells, 4)
+	require.Len(t, twice.Axes, 1, "one scenario's axis, charted once with every line")
+
+	s, err := Parse("x.yaml", []byte(`name: m
+scenarios:
+  - scenario: smoke
+    modes: {nftables: {proxier.mode: nftables}}
+`))
+	require.NoError(t, err)
+	_, err = s.Plan(build)
+	require.ErrorContains(t, err, "x.yaml:4: scenarios[0].modes.nftables.proxier.mode")
+	require.ErrorContains(t, err, "kpsim's own proxier is an IPVS proxier")
+
+	_, err = Parse("x.yaml", []byte(`name: m
+scenarios:
+  - scenario: smoke
+    proxiers: []
+`))
+	require.ErrorContains(t, err, "x.yaml:4: scenarios[0].proxiers: empty")
+}
+
 // TestPlanNamesAreStable: a cell keeps its name when the spec grows around
 // it or is reordered: names follow settings, not positions.
 func TestPlanNamesAreStable(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"syscall"
 
@@ -56,22 +57,38 @@ func (r Release) nftablesProxier(ctx context.Context, k Kernel, params Params, f
 			return nil, err
 		}
 	}
-	var table knftables.Interface
-	if k.NFTables != nil {
-		if table, err = k.NFTables.Table(nftablesFamily(dataplane.Family(params.Family)), kubeProxyTable); err != nil {
-			return nil, err
-		}
-	}
-	err = observed.WrapField(p, "nftables", func(own knftables.Interface) knftables.Interface {
-		if table == nil {
-			table = own
-		}
-		return countedNFT{table, fam}
-	})
+	f, err := observed.Field(p, "nftables")
 	if err != nil {
 		return nil, fmt.Errorf("kube-proxy %s: %w", params.Family, err)
 	}
+	own, _ := f.Interface().(knftables.Interface)
+	netlink := listsOverNetlink(own)
+	table := own
+	if k.NFTables != nil {
+		var options []knftables.Option
+		if netlink {
+			options = append(options, knftables.UseNetlink)
+		}
+		if table, err = k.NFTables.Table(nftablesFamily(dataplane.Family(params.Family)), kubeProxyTable, options...); err != nil {
+			return nil, err
+		}
+	}
+	if err := observed.SetField(p, "nftables", knftables.Interface(countedNFT{table, fam, netlink})); err != nil {
+		return nil, fmt.Errorf("kube-proxy %s: %w", params.Family, err)
+	}
 	return p, nil
+}
+
+// listsOverNetlink reports whether the release's own knftables interface
+// lists names over netlink: it was made with knftables.UseNetlink
+// (kube-proxy's NFTablesNetlink gate), which sets its netlink adapter.
+func listsOverNetlink(own knftables.Interface) bool {
+	v := reflect.ValueOf(own)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	nl := v.Elem().FieldByName("nl")
+	return nl.IsValid() && nl.Kind() == reflect.Interface && !nl.IsNil()
 }
 
 // standInMu serializes the stand-in's use of the process's PATH.
@@ -122,7 +139,8 @@ func standInNFT(build func() error) error {
 // through uncounted.
 type countedNFT struct {
 	knftables.Interface
-	f *observed.Family
+	f       *observed.Family
+	netlink bool // the release lists names over netlink (knftables.UseNetlink)
 }
 
 func (c countedNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
@@ -144,8 +162,11 @@ func (c countedNFT) list(op string, kind dataplane.Op) error {
 }
 
 func (c countedNFT) List(ctx context.Context, objectType string) ([]string, error) {
-	op := "nft list " + objectType
-	if err := c.list(op, dataplane.OpNFTList); err != nil {
+	op, kind := "nft list "+objectType, dataplane.OpNFTList
+	if c.netlink {
+		kind = dataplane.OpNFTListNetlink
+	}
+	if err := c.list(op, kind); err != nil {
 		return nil, err
 	}
 	out, err := c.Interface.List(ctx, objectType)
