@@ -295,7 +295,7 @@ type Conntrack interface {
 // listings. kube-proxy's nftables mode programs it through
 // sigs.k8s.io/knftables, one knftables.Interface per table; so does
 // everything here: the in-memory kernel holds each table in knftables' own
-// types (sim/nfttable.go), the real kernel runs the nft binary in the run's
+// types (sim/nftstate.go), the real kernel runs the nft binary in the run's
 // namespace. kpsim's own proxier is an IPVS proxier and does not
 // use it.
 type NFTables interface {

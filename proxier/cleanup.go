@@ -43,16 +43,19 @@ func CleanupIPVSMode(dp dataplane.Dataplane) error {
 	return errors.Join(errs...)
 }
 
+// ipvsModeChains are IPVS mode's iptables chains, by table.
+var ipvsModeChains = []struct {
+	name   string
+	chains []string
+}{{tableNAT, natChains}, {tableFilter, filterChains}}
+
 // cleanupIPTables is one family's part of CleanupIPVSMode: one restore per
 // table that deletes the jumps into IPVS mode's chains, flushes them all,
 // then deletes them all (a chain another of them jumps to can only go once
 // it is flushed).
 func cleanupIPTables(ipt dataplane.IPTables, f dataplane.Family) error {
 	var errs []error
-	for _, t := range []struct {
-		name   string
-		chains []string
-	}{{tableNAT, natChains}, {tableFilter, filterChains}} {
+	for _, t := range ipvsModeChains {
 		saved, err := ipt.Save(f, t.name)
 		if err != nil {
 			errs = append(errs, err)
@@ -124,10 +127,7 @@ func IPVSModeLeftovers(dp dataplane.Dataplane) ([]string, error) {
 	}
 	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 		var chains []string
-		for _, t := range []struct {
-			name   string
-			chains []string
-		}{{tableNAT, natChains}, {tableFilter, filterChains}} {
+		for _, t := range ipvsModeChains {
 			saved, err := dp.IPTables.Save(f, t.name)
 			if err != nil {
 				return nil, err

@@ -118,21 +118,40 @@ func nftOps(tx *knftables.Transaction) ([]nftOp, error) {
 
 // run applies tx, entirely or not at all.
 func (s *nftState) run(tx *knftables.Transaction) error {
+	_, err := s.applyAll(tx)
+	return err
+}
+
+// check applies tx and takes it back: what `nft --check` says.
+func (s *nftState) check(tx *knftables.Transaction) error {
+	takeBack, err := s.applyAll(tx)
+	if err == nil {
+		takeBack()
+	}
+	return err
+}
+
+// applyAll applies tx's commands in order and returns how to take them all
+// back; when one fails, those before it are taken back at once.
+func (s *nftState) applyAll(tx *knftables.Transaction) (takeBack func(), err error) {
 	ops, err := nftOps(tx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.bases = nil
 	var undo []func()
-	for _, op := range ops {
-		if err := s.apply(op, &undo); err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-			return err
+	takeBack = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
 		}
 	}
-	return nil
+	for _, op := range ops {
+		if err := s.apply(op, &undo); err != nil {
+			takeBack()
+			return nil, err
+		}
+	}
+	return takeBack, nil
 }
 
 // baseChains are the table's base chains on hook, in the order they run.
@@ -150,26 +169,6 @@ func (s *nftState) baseChains(hook knftables.BaseChainHook) []*knftables.FakeCha
 
 // index is a set's or map's elements by key (to their position).
 func (s *nftState) index(set string) map[string]int { return s.elements[set] }
-
-// check applies tx and takes it back: what `nft --check` says.
-func (s *nftState) check(tx *knftables.Transaction) error {
-	ops, err := nftOps(tx)
-	if err != nil {
-		return err
-	}
-	var undo []func()
-	defer func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}()
-	for _, op := range ops {
-		if err := s.apply(op, &undo); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // existence checks a verb against whether its object exists, as nft does:
 // add and destroy take either, create wants it missing, the rest present.
