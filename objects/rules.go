@@ -134,6 +134,20 @@ func EndpointAddress(ep *discoveryv1.Endpoint) (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
+// Serving says whether an endpoint's pod answers connections, by what the
+// API says of it: its serving condition, or where that is unset its ready
+// condition (unset counts as true), as the EndpointSlice API defines them.
+// A terminating pod that still serves answers: it is not ready, so a
+// proxier sends it no new connections while others are ready, but flows
+// already on it go on (kube-proxy's nftables mode keeps their conntrack
+// entries), and it is what a proxier falls back to when no endpoint is ready.
+func Serving(c discoveryv1.EndpointConditions) bool {
+	if c.Serving != nil {
+		return *c.Serving
+	}
+	return c.Ready == nil || *c.Ready
+}
+
 // Known counts what a synced proxier of family f knows of one service and
 // its slices, as kube-proxy's sync metrics and kpsim's sync records count
 // it: the service ports of a service kube-proxy acts on that has a cluster

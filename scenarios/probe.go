@@ -91,7 +91,7 @@ func serviceOf(t results.Target) string {
 type prober struct {
 	interval time.Duration
 	targets  []results.Target
-	ready    []backend.Ready
+	serving  []backend.Serving
 	backend  backend.Backend
 	fail     context.CancelCauseFunc
 	now      func() time.Time
@@ -113,7 +113,7 @@ func newProber(interval time.Duration, targets []results.Target, r *replay, b ba
 		attempts: make([]int, n), first: make([]time.Time, n), firstOK: make([]time.Time, n),
 		failing: make([]bool, n), recovered: make([][]time.Time, n)}
 	for _, t := range targets {
-		p.ready = append(p.ready, r.readiness(serviceOf(t)))
+		p.serving = append(p.serving, r.servingFor(serviceOf(t)))
 	}
 	return p
 }
@@ -138,7 +138,7 @@ func (p *prober) round(ctx context.Context) bool {
 			return false
 		}
 		at := p.now()
-		outcome, latency, err := p.backend.Probe(ctx, t, p.ready[i])
+		outcome, latency, err := p.backend.Probe(ctx, t, p.serving[i])
 		if err != nil {
 			if ctx.Err() == nil {
 				p.fail(fmt.Errorf("probe %s %s: %w", t.Kind, t.Address, err))

@@ -51,7 +51,7 @@ type expectation struct{ ports, endpoints int }
 
 // replay is the API side of a run: a fake clientset the proxier's informers
 // watch, and the replay's own record of every object it wrote. All writes
-// come from the timeline goroutine; probes read the ready set concurrently.
+// come from the timeline goroutine; probes read the serving sets concurrently.
 type replay struct {
 	client *fake.Clientset
 	hub    *watchHub
@@ -63,10 +63,10 @@ type replay struct {
 	mu       sync.RWMutex
 	services map[string]*liveService // namespace/name
 	order    []string                // live services in creation order
-	// ready holds, for each service a probe asks about (readyFunc), the
-	// endpoints the API calls ready. No one asks about the others: a set per
+	// serving holds, for each service a probe asks about (servingFor), the
+	// endpoints the API says serve. No one asks about the others: a set per
 	// service of the cluster would be held for nothing.
-	ready     map[string]map[netip.AddrPort]bool
+	serving   map[string]map[netip.AddrPort]bool
 	probed    map[string]bool
 	lastWrite time.Time
 	writes    int
@@ -88,7 +88,7 @@ func newReplay(s *Scenario, now func() time.Time) *replay {
 		gen:      s.gen,
 		now:      now,
 		services: map[string]*liveService{},
-		ready:    map[string]map[netip.AddrPort]bool{},
+		serving:  map[string]map[netip.AddrPort]bool{},
 		probed:   map[string]bool{},
 		kinds:    map[string]int{},
 	}
@@ -250,7 +250,7 @@ func (r *replay) deleteService(ctx context.Context, k string) error {
 	ls := r.services[k]
 	delete(r.services, k)
 	r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == k })
-	delete(r.ready, k)
+	delete(r.serving, k)
 	r.mu.Unlock()
 	if ls == nil {
 		return fmt.Errorf("delete service %s: not live", k)
@@ -287,7 +287,7 @@ func clusterSlices(set *objects.Set) (bySvc map[string][]*discoveryv1.EndpointSl
 }
 
 // observe records what the API now holds of live service k, svc with the
-// slices eps: which of its endpoints the API calls ready, and what a synced
+// slices eps: which of its endpoints the API says serve, and what a synced
 // proxier counts of it.
 func (r *replay) observe(k string, svc *v1.Service, eps []*discoveryv1.EndpointSlice) {
 	r.mu.Lock()
@@ -302,66 +302,65 @@ func (r *replay) observe(k string, svc *v1.Service, eps []*discoveryv1.EndpointS
 		ls.known = append(ls.known, expectation{ports, endpoints})
 	}
 	if r.probed[k] {
-		r.ready[k] = readyOf(eps)
+		r.serving[k] = servingOf(eps)
 	}
 }
 
-// readyOf returns the endpoints (address and port) that slices eps call ready.
-func readyOf(eps []*discoveryv1.EndpointSlice) map[netip.AddrPort]bool {
-	ready := map[netip.AddrPort]bool{}
+// servingOf returns the endpoints (address and port) whose pods answer by
+// what slices eps say (objects.Serving), a terminating pod that still
+// serves included.
+func servingOf(eps []*discoveryv1.EndpointSlice) map[netip.AddrPort]bool {
+	serving := map[netip.AddrPort]bool{}
 	for _, s := range eps {
-		for _, ep := range s.Endpoints {
-			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
-				continue
-			}
-			a, err := netip.ParseAddr(ep.Addresses[0])
-			if err != nil {
+		for i := range s.Endpoints {
+			a, ok := objects.EndpointAddress(&s.Endpoints[i])
+			if !ok || !objects.Serving(s.Endpoints[i].Conditions) {
 				continue
 			}
 			for _, p := range s.Ports {
 				if p.Port != nil {
-					ready[netip.AddrPortFrom(a.Unmap(), uint16(*p.Port))] = true
+					serving[netip.AddrPortFrom(a, uint16(*p.Port))] = true
 				}
 			}
 		}
 	}
-	return ready
+	return serving
 }
 
-// readiness answers, for one service, whether an endpoint is ready in the
-// API right now, and which are: the truth a probe's endpoint must agree
-// with to answer.
-func (r *replay) readiness(svcKey string) backend.Ready {
+// servingFor answers, for one service, whether an endpoint serves by what
+// the API says right now, and which do: the truth a probe's endpoint must
+// agree with to answer.
+func (r *replay) servingFor(svcKey string) backend.Serving {
 	r.mu.Lock()
 	r.probed[svcKey] = true
 	ls := r.services[svcKey]
 	r.mu.Unlock()
 	if ls != nil {
 		// Live already: what the API holds now. A live service's slices are
-		// in the tracker; were one not, none of it would be ready.
+		// in the tracker; were one not, none of it would serve.
 		eps, _ := r.currentSlices(ls)
 		r.mu.Lock()
-		r.ready[svcKey] = readyOf(eps)
+		r.serving[svcKey] = servingOf(eps)
 		r.mu.Unlock()
 	}
-	return readiness{r, svcKey}
+	return servingSet{r, svcKey}
 }
 
-type readiness struct {
+type servingSet struct {
 	r   *replay
 	svc string
 }
 
-func (x readiness) Ready(ap netip.AddrPort) bool {
+func (x servingSet) Serves(ap netip.AddrPort) bool {
 	x.r.mu.RLock()
 	defer x.r.mu.RUnlock()
-	return x.r.ready[x.svc][ap]
+	return x.r.serving[x.svc][ap]
 }
 
-func (x readiness) Endpoints() []netip.AddrPort {
+func (x servingSet) Endpoints() []netip.AddrPort {
 	x.r.mu.RLock()
 	defer x.r.mu.RUnlock()
-	return slices.Collect(maps.Keys(x.r.ready[x.svc]))
+	return slices.Collect(maps.Keys(x.r.serving[x.svc]))
 }
 
 // expect computes what a synced proxier of family f (one of the replay's

@@ -62,7 +62,7 @@ func TestReplayExpectsWhatTheProxierCounts(t *testing.T) {
 			slice("mesh", "mesh-1", discoveryv1.AddressTypeIPv4, http, nil, "10.0.0.7"),
 		},
 	}
-	r := &replay{services: map[string]*liveService{}, ready: map[string]map[netip.AddrPort]bool{}, fams: []dataplane.Family{dataplane.IPv4}}
+	r := &replay{services: map[string]*liveService{}, serving: map[string]map[netip.AddrPort]bool{}, fams: []dataplane.Family{dataplane.IPv4}}
 	k, err := sim.New(sim.Options{})
 	require.NoError(t, err)
 	p, err := proxier.New(proxier.Config{}, dataplane.IPv4, k.Dataplane(), proxier.Options{})
@@ -85,10 +85,10 @@ func TestReplayExpectsWhatTheProxierCounts(t *testing.T) {
 	require.Equal(t, want, expectation{ports: rec.Services, endpoints: rec.Endpoints})
 }
 
-// TestReplayReadyForProbedServices: the replay knows which endpoints the API
-// calls ready for the services a probe asked about, whether it asked before
-// the service was created or after, and follows their changes.
-func TestReplayReadyForProbedServices(t *testing.T) {
+// TestReplayServingForProbedServices: the replay knows which endpoints the
+// API says serve for the services a probe asked about, whether it asked
+// before the service was created or after, and follows their changes.
+func TestReplayServingForProbedServices(t *testing.T) {
 	s, err := Load("smoke", []string{"cluster.services=3", "cluster.endpointsPerService=2", "probes.services=1"})
 	require.NoError(t, err)
 	r := newReplay(s, time.Now)
@@ -96,34 +96,38 @@ func TestReplayReadyForProbedServices(t *testing.T) {
 	ctx := context.Background()
 	keyOf := func(i int) string { return key(s.set.Services[i].Namespace, s.set.Services[i].Name) }
 	before, after, unprobed := keyOf(0), keyOf(1), keyOf(2)
-	readyBefore := r.readiness(before)
+	servingBefore := r.servingFor(before)
 	for _, svc := range s.set.Services {
 		require.NoError(t, r.createService(ctx, svc, bySvc[key(svc.Namespace, svc.Name)]))
 	}
-	readyAfter := r.readiness(after)
+	servingAfter := r.servingFor(after)
 
-	for k, ready := range map[string]backend.Ready{before: readyBefore, after: readyAfter} {
+	for k, serving := range map[string]backend.Serving{before: servingBefore, after: servingAfter} {
 		eps, err := r.currentSlices(r.service(k))
 		require.NoError(t, err)
-		want := readyOf(eps)
-		require.NotEmpty(t, want, "%s: ready endpoints", k)
+		want := servingOf(eps)
+		require.NotEmpty(t, want, "%s: serving endpoints", k)
 		for ap := range want {
-			require.True(t, ready.Ready(ap), "%s: %s", k, ap)
+			require.True(t, serving.Serves(ap), "%s: %s", k, ap)
 		}
-		require.ElementsMatch(t, slices.Collect(maps.Keys(want)), ready.Endpoints(), "%s: every ready endpoint listed", k)
-		require.False(t, ready.Ready(netip.MustParseAddrPort("192.0.2.1:80")), k)
+		require.ElementsMatch(t, slices.Collect(maps.Keys(want)), serving.Endpoints(), "%s: every serving endpoint listed", k)
+		require.False(t, serving.Serves(netip.MustParseAddrPort("192.0.2.1:80")), k)
 	}
 	r.mu.RLock()
-	_, kept := r.ready[unprobed]
+	_, kept := r.serving[unprobed]
 	r.mu.RUnlock()
-	require.False(t, kept, "no ready set is kept for a service no probe asked about")
+	require.False(t, kept, "no serving set is kept for a service no probe asked about")
 
-	// A roll makes the oldest endpoint terminating: no longer ready.
+	// A roll makes the oldest endpoint terminating: not ready, still
+	// serving. The next roll removes it: then nothing answers there.
 	eps, err := r.currentSlices(r.service(before))
 	require.NoError(t, err)
 	oldest := eps[0].Endpoints[0]
-	require.NoError(t, r.roll(ctx, before))
 	ap := netip.AddrPortFrom(netip.MustParseAddr(oldest.Addresses[0]), uint16(*eps[0].Ports[0].Port))
-	require.False(t, readyBefore.Ready(ap), "the rolled endpoint %s is terminating", ap)
-	require.NotContains(t, readyBefore.Endpoints(), ap)
+	require.NoError(t, r.roll(ctx, before))
+	require.True(t, servingBefore.Serves(ap), "the rolled endpoint %s is terminating, still serving", ap)
+	require.Len(t, servingBefore.Endpoints(), 3*len(eps[0].Ports), "two ready and one terminating, on every port")
+	require.NoError(t, r.roll(ctx, before))
+	require.False(t, servingBefore.Serves(ap), "the rolled endpoint %s is gone", ap)
+	require.NotContains(t, servingBefore.Endpoints(), ap)
 }

@@ -23,8 +23,9 @@ const (
 
 // Probe models whether a new connection (or, for UDP, the next datagram)
 // from client, a pod on the node, to the service address dst would succeed
-// right now, given the kernel state the proxier has programmed. ready says
-// whether an endpoint would answer (the pod exists and serves). The model,
+// right now, given the kernel state the proxier has programmed. serves says
+// whether an endpoint would answer: its pod exists and serves, which a
+// terminating pod may still do (objects.Serving). The model,
 // in order:
 //
 //  1. dst's address must be bound on a link of the node: kube-ipvs0 for
@@ -46,14 +47,14 @@ const (
 //  4. UDP only: if a conntrack flow exists for (client, dst, UDP), the
 //     datagram follows it, whatever IPVS now says. It arrives only if the
 //     flow's endpoint (ReplySrc) is still a destination of the virtual
-//     server with weight > 0 and ready; otherwise "stale-conntrack". This is
+//     server with weight > 0 and serves; otherwise "stale-conntrack". This is
 //     how a CoreDNS restart breaks lookups until kube-proxy clears the flow.
 //     Such a datagram is not NEW to conntrack in step 2 but ESTABLISHED.
-//  5. At least one destination must have weight > 0 and be ready:
+//  5. At least one destination must have weight > 0 and serve:
 //     "no-destination". Destinations are taken round-robin in the kernel's
-//     list order, skipping weight 0 as the rr scheduler does; an unready one
-//     is skipped too, standing for a client that retries, so "no-destination"
-//     means no retry could succeed.
+//     list order, skipping weight 0 as the rr scheduler does; one that does
+//     not serve is skipped too, standing for a client that retries, so
+//     "no-destination" means no retry could succeed.
 //  6. Otherwise "ok". For UDP the flow to the chosen destination is
 //     recorded, so the next probe from the same client follows it (step 4).
 //
@@ -65,10 +66,10 @@ const (
 // Probe is a model, not a kernel operation: it is neither counted nor charged.
 // Its cost is a walk over the few rules reachable from INPUT (compiled when
 // they were restored) with one map lookup per set match.
-func (k *Kernel) Probe(client, dst netip.AddrPort, proto dataplane.Protocol, ready func(netip.AddrPort) bool) (ok bool, outcome string) {
+func (k *Kernel) Probe(client, dst netip.AddrPort, proto dataplane.Protocol, serves func(netip.AddrPort) bool) (ok bool, outcome string) {
 	k.lock()
 	defer k.unlock()
-	return k.probe(client, dst, proto, ready, false)
+	return k.probe(client, dst, proto, serves, false)
 }
 
 // ProbeFromNode models a connection from a process in the node's own network
@@ -88,10 +89,10 @@ func (k *Kernel) Probe(client, dst netip.AddrPort, proto dataplane.Protocol, rea
 //     reach the API server's ClusterIP until kube-proxy has written its
 //     iptables rules, at the end of a sync that may add thousands of ipset
 //     entries first. A NodePort on the node's own address needs no SNAT.
-func (k *Kernel) ProbeFromNode(dst netip.AddrPort, proto dataplane.Protocol, ready func(netip.AddrPort) bool) (ok bool, outcome string) {
+func (k *Kernel) ProbeFromNode(dst netip.AddrPort, proto dataplane.Protocol, serves func(netip.AddrPort) bool) (ok bool, outcome string) {
 	k.lock()
 	defer k.unlock()
-	return k.probe(netip.AddrPortFrom(dst.Addr(), nodeClientPort), dst, proto, ready, true)
+	return k.probe(netip.AddrPortFrom(dst.Addr(), nodeClientPort), dst, proto, serves, true)
 }
 
 // nodeClientPort is the source port of a host-network probe: one per
@@ -102,13 +103,13 @@ const nodeClientPort = 40001
 // cannot come back: its source, a service address, was not masqueraded.
 const ProbeNoSNAT = "no-snat"
 
-func (k *Kernel) probe(client, dst netip.AddrPort, proto dataplane.Protocol, ready func(netip.AddrPort) bool, fromNode bool) (bool, string) {
+func (k *Kernel) probe(client, dst netip.AddrPort, proto dataplane.Protocol, serves func(netip.AddrPort) bool, fromNode bool) (bool, string) {
 	key := flowKey{proto, client, dst}
 	reply, tracked := netip.AddrPort{}, false
 	if proto == dataplane.UDP {
 		reply, tracked = k.flows[key]
 	}
-	if ok, outcome, decided := k.probeNFT(key, tracked, reply, ready, fromNode); decided {
+	if ok, outcome, decided := k.probeNFT(key, tracked, reply, serves, fromNode); decided {
 		return ok, outcome
 	}
 	if !k.bound(dst.Addr()) {
@@ -130,7 +131,7 @@ func (k *Kernel) probe(client, dst netip.AddrPort, proto dataplane.Protocol, rea
 		return false, ProbeNoVirtualServer
 	}
 	if tracked {
-		if d := svc.find(reply); d != nil && d.weight > 0 && ready(reply) {
+		if d := svc.find(reply); d != nil && d.weight > 0 && serves(reply) {
 			return true, ProbeOK
 		}
 		return false, ProbeStaleConntrack
@@ -138,7 +139,7 @@ func (k *Kernel) probe(client, dst netip.AddrPort, proto dataplane.Protocol, rea
 	n := len(svc.order)
 	for i := 0; i < n; i++ {
 		d := svc.order[(svc.next+i)%n]
-		if d.weight <= 0 || !ready(d.ap) {
+		if d.weight <= 0 || !serves(d.ap) {
 			continue
 		}
 		svc.next = (svc.next + i + 1) % n
@@ -532,18 +533,18 @@ func hasNet(s *ipset, prefix []byte, a netip.Addr) bool {
 //
 //   - dropped or rejected: "rejected";
 //   - DNATed to an endpoint (kube-proxy picks one at random): "ok" when it
-//     is ready. An unready one stands for a client that retries, as in the
+//     serves. One that does not stands for a client that retries, as in the
 //     IPVS model: each of the numgen's other choices is tried, in turn,
 //     before "no-destination". Successive probes of a service take its
 //     choices round robin, so that probes are repeatable.
 //   - a UDP datagram of a tracked flow follows it, whatever the rules now
-//     say, and arrives if its endpoint is ready, else "stale-conntrack";
+//     say, and arrives if its endpoint serves, else "stale-conntrack";
 //   - from the node, to an address bound on kube-ipvs0 (IPVS mode's, left
 //     behind), the connection's source is that service address, and its
 //     reply is lost unless the rules marked it for masquerade: "no-snat".
 //
 // decided is false when no table had a rule for it (or there is none).
-func (k *Kernel) probeNFT(key flowKey, tracked bool, reply netip.AddrPort, ready func(netip.AddrPort) bool, fromNode bool) (ok bool, outcome string, decided bool) {
+func (k *Kernel) probeNFT(key flowKey, tracked bool, reply netip.AddrPort, serves func(netip.AddrPort) bool, fromNode bool) (ok bool, outcome string, decided bool) {
 	family := knftables.IPv4Family
 	if !key.origDst.Addr().Is4() {
 		family = knftables.IPv6Family
@@ -563,7 +564,7 @@ func (k *Kernel) probeNFT(key flowKey, tracked bool, reply netip.AddrPort, ready
 		path.src = netip.AddrPortFrom(k.nodeAddress(family), key.client.Port()) // the route's source
 	}
 	for _, t := range tables {
-		if ok, outcome, decided := k.probeTable(k.nft[t], path, key, tracked, reply, ready); decided {
+		if ok, outcome, decided := k.probeTable(k.nft[t], path, key, tracked, reply, serves); decided {
 			return ok, outcome, true
 		}
 	}
@@ -572,7 +573,7 @@ func (k *Kernel) probeNFT(key flowKey, tracked bool, reply netip.AddrPort, ready
 
 // probeTable is probeNFT's walk of one table, with the retries over its
 // numgen's choices.
-func (k *Kernel) probeTable(t *nftState, path nftPath, key flowKey, tracked bool, reply netip.AddrPort, ready func(netip.AddrPort) bool) (ok bool, outcome string, decided bool) {
+func (k *Kernel) probeTable(t *nftState, path nftPath, key flowKey, tracked bool, reply netip.AddrPort, serves func(netip.AddrPort) bool) (ok bool, outcome string, decided bool) {
 	first := k.nftNext[key.origDst]
 	choices := 1 // a walk through `numgen random mod n` says n
 	for tried := 0; tried < choices; tried++ {
@@ -587,11 +588,11 @@ func (k *Kernel) probeTable(t *nftState, path nftPath, key flowKey, tracked bool
 		case v.outcome != "dnat":
 			return false, v.outcome, true
 		case tracked:
-			if ready(reply) {
+			if serves(reply) {
 				return true, ProbeOK, true
 			}
 			return false, ProbeStaleConntrack, true
-		case !ready(v.to):
+		case !serves(v.to):
 			continue
 		case path.fromNode && k.onServiceLink(path.src.Addr()) && !v.masq:
 			return false, ProbeNoSNAT, true

@@ -33,11 +33,12 @@ type BackendOptions struct {
 	ProbeTimeout time.Duration
 }
 
-// Ready is what the API says of a probed service's endpoints right now.
-type Ready interface {
-	// Ready reports whether an endpoint (address and port) would answer.
-	Ready(netip.AddrPort) bool
-	// Endpoints lists every ready endpoint, in no particular order.
+// Serving is what the API says of a probed service's endpoints right now:
+// which of their pods answer (objects.Serving).
+type Serving interface {
+	// Serves reports whether an endpoint (address and port) would answer.
+	Serves(netip.AddrPort) bool
+	// Endpoints lists every endpoint that serves, in no particular order.
 	Endpoints() []netip.AddrPort
 }
 
@@ -48,12 +49,13 @@ type Ready interface {
 // synthetic address nothing routes to, so a run can have thousands of
 // services and still open only a handful of servers.
 //
-// A probe service's endpoint has a server exactly while the API says it is
-// ready, the rule the in-memory kernel's probes judge by: a connection that
-// IPVS sends to an endpoint that is not ready fails in both. Servers follow
+// A probe service's endpoint has a server exactly while the API says it
+// serves (objects.Serving: ready, or terminating and still serving), the
+// rule the in-memory kernel's probes judge by: a connection that a proxier
+// sends to an endpoint that does not serve fails in both. Servers follow
 // the API lazily: before each attempt, the endpoints the target's virtual
-// server points at and the servers already running are checked against the
-// API's readiness (the ready function the replay hands to Probe), so no
+// server points at and the servers already running are checked against
+// what the API says (the Serving the replay hands to Probe), so no
 // attempt ever meets a server that is out of date, and the replay needs no
 // hook into the backend.
 type Backend struct {
@@ -108,7 +110,7 @@ func (b *Backend) Basis() string { return results.Measured }
 // UseClock says no: a real kernel takes the time it takes.
 func (b *Backend) UseClock(dataplane.Clock) bool { return false }
 
-// Prepare starts servers for the probe targets' ready endpoints in the
+// Prepare starts servers for the probe targets' serving endpoints in the
 // initial cluster, so the first attempts find them.
 func (b *Backend) Prepare(_ context.Context, c *objects.Set, targets []results.Target) error {
 	b.mu.Lock()
@@ -129,7 +131,7 @@ func (b *Backend) Prepare(_ context.Context, c *objects.Set, targets []results.T
 		if len(ports[svc]) == 0 {
 			continue
 		}
-		for _, k := range readyEndpoints(s, ports[svc]) {
+		for _, k := range servingEndpoints(s, ports[svc]) {
 			if err := b.start(svc, k); err != nil {
 				return err
 			}
@@ -152,18 +154,16 @@ func splitTargetService(s string) (svc, port string, err error) {
 	return s[:i], s[i+1:], nil
 }
 
-// readyEndpoints lists the endpoint address:ports of the probed ports that
-// the API calls ready (an unset condition counts as ready), by the first
-// address of each endpoint, as the replay's readiness does.
-func readyEndpoints(s *discoveryv1.EndpointSlice, ports []probedPort) []serverKey {
+// servingEndpoints lists the endpoint address:ports of the probed ports whose
+// pods answer by what the API says (objects.Serving: a terminating pod that
+// still serves answers), by the first address of each endpoint, as the
+// replay's servingOf does.
+func servingEndpoints(s *discoveryv1.EndpointSlice, ports []probedPort) []serverKey {
 	var out []serverKey
-	for _, ep := range s.Endpoints {
-		if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
-			continue
-		}
-		addr, err := netip.ParseAddr(ep.Addresses[0])
-		if err != nil {
-			continue // the loader rejects these; nothing to serve
+	for i := range s.Endpoints {
+		addr, ok := objects.EndpointAddress(&s.Endpoints[i])
+		if !ok || !objects.Serving(s.Endpoints[i].Conditions) {
+			continue // no address (the loader rejects these), or nothing serves
 		}
 		for _, p := range s.Ports {
 			if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
@@ -179,7 +179,7 @@ func readyEndpoints(s *discoveryv1.EndpointSlice, ports []probedPort) []serverKe
 			if !slices.Contains(ports, probedPort{name, proto}) {
 				continue
 			}
-			k := serverKey{netip.AddrPortFrom(addr.Unmap(), uint16(*p.Port)), proto}
+			k := serverKey{netip.AddrPortFrom(addr, uint16(*p.Port)), proto}
 			if !slices.Contains(out, k) {
 				out = append(out, k)
 			}
@@ -217,11 +217,11 @@ func (b *Backend) stop(svc string, k serverKey) error {
 }
 
 // reconcile makes the servers of target's service agree with the API before
-// an attempt: every endpoint the API calls ready, every endpoint the virtual
+// an attempt: every endpoint the API says serves, every endpoint the virtual
 // server points at (on a kernel with IPVS), and every server running, is
-// checked against ready. (A proxier may point at an endpoint the API no
-// longer calls ready: it must find no server there.)
-func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, ready Ready) error {
+// checked against serving. (A proxier may point at an endpoint whose pod
+// the API no longer says serves: it must find no server there.)
+func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, serving Serving) error {
 	svc, _, err := splitTargetService(target.Service)
 	if err != nil {
 		return err
@@ -245,12 +245,12 @@ func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, ready Re
 	for _, d := range dests {
 		candidates[serverKey{d.AddrPort(), target.Protocol}] = true
 	}
-	for _, ep := range ready.Endpoints() {
+	for _, ep := range serving.Endpoints() {
 		candidates[serverKey{ep, target.Protocol}] = true
 	}
 	var errs []error
 	for k := range candidates {
-		switch want := ready.Ready(k.ep); {
+		switch want := serving.Serves(k.ep); {
 		case want && !b.running[svc][k]:
 			errs = append(errs, b.start(svc, k))
 		case !want && b.running[svc][k]:
@@ -266,12 +266,12 @@ func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, ready Re
 // the attempt fails with that outcome: a drop of an established connection
 // (graceful termination gone wrong, a virtual server or address deleted
 // under it) is disruption as much as a refused connection is.
-func (b *Backend) Probe(ctx context.Context, target results.Target, ready Ready) (string, time.Duration, error) {
+func (b *Backend) Probe(ctx context.Context, target results.Target, serving Serving) (string, time.Duration, error) {
 	addr, err := netip.ParseAddrPort(target.Address)
 	if err != nil {
 		return "", 0, fmt.Errorf("probe target %s: address %q: %w", target.Service, target.Address, err)
 	}
-	if err := b.reconcile(target, addr, ready); err != nil {
+	if err := b.reconcile(target, addr, serving); err != nil {
 		return "", 0, err
 	}
 	a, err := b.prober.Probe(ctx, addr, target.Protocol)

@@ -100,16 +100,17 @@ func TestProbeThroughIPVS(t *testing.T) {
 	require.Contains(t, []string{OutcomeReset, OutcomeTimeout}, a.Long)
 }
 
-// TestReadyEndpoints checks which endpoints of a slice get servers: the
-// ready ones (unset conditions count as ready), on the probed port only.
-func TestReadyEndpoints(t *testing.T) {
+// TestServingEndpoints checks which endpoints of a slice get servers: those
+// serving (an unset serving condition defers to ready, an unset ready counts
+// as true), a terminating one still serving included, on the probed port only.
+func TestServingEndpoints(t *testing.T) {
 	s := sliceFixture()
-	got := readyEndpoints(s, []probedPort{{"http", dataplane.TCP}})
+	got := servingEndpoints(s, []probedPort{{"http", dataplane.TCP}})
 	require.Equal(t, []serverKey{
 		{netip.MustParseAddrPort("10.244.0.1:8080"), dataplane.TCP},
-		{netip.MustParseAddrPort("10.244.0.4:8080"), dataplane.TCP},
+		{netip.MustParseAddrPort("10.244.0.3:8080"), dataplane.TCP},
 	}, got)
-	require.Empty(t, readyEndpoints(s, []probedPort{{"dns", dataplane.UDP}}))
+	require.Empty(t, servingEndpoints(s, []probedPort{{"dns", dataplane.UDP}}))
 }
 
 func sliceFixture() *discoveryv1.EndpointSlice {
@@ -120,7 +121,7 @@ func sliceFixture() *discoveryv1.EndpointSlice {
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
 		Endpoints: []discoveryv1.Endpoint{
-			{Addresses: []string{"10.244.0.1"}}, // conditions unset: ready
+			{Addresses: []string{"10.244.0.1"}}, // conditions unset: serving
 			{Addresses: []string{"10.244.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: &fal}},                                   // not ready
 			{Addresses: []string{"10.244.0.3"}, Conditions: discoveryv1.EndpointConditions{Ready: &fal, Serving: &tru, Terminating: &tru}}, // terminating, still serving
 			{Addresses: []string{"10.244.0.4"}, Conditions: discoveryv1.EndpointConditions{Ready: &tru, Serving: &fal}},

@@ -35,11 +35,11 @@ type Backend interface {
 	// kernel backend creates backend pods (namespaces, servers) for the
 	// probe targets' endpoints.
 	Prepare(ctx context.Context, c *objects.Set, probeTargets []results.Target) error
-	// Probe makes one attempt against target; ready tells which endpoints
-	// the API says are ready right now, and lists them. The outcome is ProbeOK on success,
+	// Probe makes one attempt against target; serving tells which endpoints
+	// the API says serve right now, and lists them. The outcome is ProbeOK on success,
 	// otherwise one of the results.Failure outcomes (refused, reset, timeout,
 	// no-address, ...). err is for the backend failing, not the connection.
-	Probe(ctx context.Context, target results.Target, ready Ready) (outcome string, latency time.Duration, err error)
+	Probe(ctx context.Context, target results.Target, serving Serving) (outcome string, latency time.Duration, err error)
 	// Basis is results.Modeled or results.Measured.
 	Basis() string
 	// UseClock puts the backend's dataplane on a modeled clock when it can
@@ -50,9 +50,9 @@ type Backend interface {
 	Close() error
 }
 
-// Ready is what the API says of a probed service's endpoints right now
+// Serving is what the API says of a probed service's endpoints right now
 // (the kernel backend starts and stops their servers by it).
-type Ready = testbed.Ready
+type Serving = testbed.Serving
 
 // ProbeOK is the outcome of a successful probe.
 const ProbeOK = "ok"

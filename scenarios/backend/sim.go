@@ -72,8 +72,7 @@ func (b *Sim) Prepare(context.Context, *objects.Set, []results.Target) error { r
 // its next datagram; TCP and SCTP use a fresh ephemeral port per attempt.
 // The latency is the model's wall time, or none on the modeled clock, where
 // a probe takes no time and a run repeats exactly.
-func (b *Sim) Probe(_ context.Context, t results.Target, r Ready) (string, time.Duration, error) {
-	ready := r.Ready
+func (b *Sim) Probe(_ context.Context, t results.Target, s Serving) (string, time.Duration, error) {
 	dst, err := netip.ParseAddrPort(t.Address)
 	if err != nil {
 		return "", 0, fmt.Errorf("probe target %q: %w", t.Address, err)
@@ -87,7 +86,7 @@ func (b *Sim) Probe(_ context.Context, t results.Target, r Ready) (string, time.
 	}
 	var outcome string
 	if t.From == results.FromNode {
-		_, outcome = b.k.ProbeFromNode(dst, t.Protocol, ready)
+		_, outcome = b.k.ProbeFromNode(dst, t.Protocol, s.Serves)
 		return outcome, took(), nil
 	}
 	client := b.clients[dataplane.FamilyOf(dst.Addr())]
@@ -98,7 +97,7 @@ func (b *Sim) Probe(_ context.Context, t results.Target, r Ready) (string, time.
 	if t.Protocol != dataplane.UDP {
 		port = uint16(32768 + b.port.Add(1)%28000)
 	}
-	_, outcome = b.k.Probe(netip.AddrPortFrom(client, port), dst, t.Protocol, ready)
+	_, outcome = b.k.Probe(netip.AddrPortFrom(client, port), dst, t.Protocol, s.Serves)
 	return outcome, took(), nil
 }
 
