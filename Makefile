@@ -8,7 +8,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 KPSIM    := bin/kpsim
 
-.PHONY: all build test scenario test-kernel compare parity kube-proxy kube-proxy-test sweep sweep-plan sweep-cell sweep-merge clean FORCE
+.PHONY: all build test scenario test-kernel compare parity kube-proxy kube-proxy-test nftables-agreement sweep sweep-plan sweep-cell sweep-merge clean FORCE
 all: build
 
 build: $(KPSIM)
@@ -118,3 +118,13 @@ kube-proxy-test: $(KUBE_PROXY_RELEASES:%=kube-proxy-test-%)
 kube-proxy-test-%: FORCE
 	cd upstream/kube-proxy-$* && $(GO) vet -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && \
 		$(GO) test -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/...
+
+# The sim against this machine's own kernel for kube-proxy v1.37.1 in nftables mode (no VM:
+# nf_tables and nft, as root): calibrates, then runs upstream/e2e/testdata/nftables-agreement.yaml
+# at 1,000 and 5,000 services on both and compares tables, operations and times
+# (upstream/e2e TestNFTablesAgreement; its log and results under $(OUT)/nftables-agreement).
+nftables-agreement: $(KUBE_PROXY_BIN)/kpsim-kube-proxy-v1.37
+	mkdir -p '$(OUT)/nftables-agreement'
+	KPSIM_E2E_BIN_DIR='$(abspath $(KUBE_PROXY_BIN))' KPSIM_E2E_OUT='$(abspath $(OUT))/nftables-agreement' \
+		$(GO) test -count=1 -v -timeout 20m -run '^TestNFTablesAgreement$$' ./upstream/e2e/ >'$(OUT)/nftables-agreement/test.log' 2>&1; \
+		s=$$?; grep -E '^(NFTABLES-AGREEMENT|--- |ok|FAIL|PASS)|Error' '$(OUT)/nftables-agreement/test.log'; exit $$s

@@ -41,9 +41,11 @@ type Options struct {
 	// "QEMU TCG VM, -smp 2"); it opens the profile's source text.
 	Where string
 	// Skip names capabilities this kernel lacks, with why, keyed "ipvs",
-	// "dummy", "conntrack": their operations are not measured, and the
-	// source text says so.
+	// "dummy", "conntrack", "nftables": their operations are not measured,
+	// and the source text says so.
 	Skip map[string]string
+	// NFTVersion is what `nft --version` says, for the source text.
+	NFTVersion string
 	// Log receives one line per measurement; nil discards.
 	Log io.Writer
 	// ProxierServices are the cluster sizes the proxier's own work is
@@ -125,14 +127,20 @@ func Run(open OpenDataplane, opts Options) (*sim.Profile, error) {
 			if impl == proxier.ImplementationKpsim {
 				continue
 			}
-			price, err := FitRelease(impl, opts.ProxierServices, c.where(), c.log)
-			if err != nil {
-				return nil, err
+			modes := []proxier.Mode{proxier.ModeIPVS}
+			if proxier.HasNFTablesMode(impl) {
+				modes = append(modes, proxier.ModeNFTables)
 			}
-			if c.p.Releases == nil {
-				c.p.Releases = map[string]sim.ProxierCost{}
+			for _, mode := range modes {
+				price, err := FitRelease(impl, mode, opts.ProxierServices, c.where(), c.log)
+				if err != nil {
+					return nil, err
+				}
+				if c.p.Releases == nil {
+					c.p.Releases = map[string]sim.ProxierCost{}
+				}
+				c.p.Releases[proxier.Config{Implementation: impl, Mode: mode}.Priced()] = price
 			}
-			c.p.Releases[impl] = price
 		}
 	}
 	c.p.Source = c.source()
@@ -386,6 +394,7 @@ func (c *calibration) others() error {
 		{"", c.iptables},
 		{"", c.sysctl},
 		{"conntrack", c.conntrack},
+		{"nftables", c.nftables},
 	} {
 		if why, skip := c.opts.Skip[m.cap]; m.cap != "" && skip {
 			c.skipped = append(c.skipped, fmt.Sprintf("%s operations (%s)", m.cap, why))

@@ -61,6 +61,17 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 				require.InDelta(t, want.ListItem[op.String()], got.ListItem[op.String()], tol, "list item %s", op)
 			}
 			require.NotContains(t, got.Ops, dataplane.OpConntrackDelete.String(), "skipped operations stay unpriced")
+			// nftables: the fits are least squares over sizes, exact up to
+			// rounding (relative to the largest price).
+			for _, op := range []dataplane.Op{dataplane.OpNFTTransaction, dataplane.OpNFTCommand, dataplane.OpNFTDeleting,
+				dataplane.OpNFTList, dataplane.OpNFTListNetlink, dataplane.OpNFTListElements} {
+				require.InDelta(t, want.Ops[op.String()], got.Ops[op.String()], 1e-6+1e-3*want.Ops[op.String()], op.String())
+				require.InDelta(t, want.ListItem[op.String()], got.ListItem[op.String()], 1e-9+1e-3*want.ListItem[op.String()], "list item %s", op)
+			}
+			require.InDelta(t, want.ListPairs[dataplane.OpNFTList.String()], got.ListPairs[dataplane.OpNFTList.String()], 1e-12, "nft-list per pair")
+			if name == "host" {
+				require.Positive(t, got.Ops[dataplane.OpNFTTransaction.String()], "the host profile prices nft")
+			}
 		})
 	}
 }

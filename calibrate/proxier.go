@@ -318,24 +318,41 @@ func fitPhases(syncs, phases []workSample) (price sim.ProxierCost, unpriced floa
 	return price, max(0, 1-inPhases/total), nil
 }
 
-// fitWork prices the units of work from the samples: the least-squares
-// solution of seconds = units . price, with no negative price, in errors
-// relative to each sample's time but never to less than a hundredth of the
-// longest: a sync of a thousand services counts as much as one of ten
-// thousand, and syncs too short to matter do not decide the prices. With
-// five prices every subset of them is tried and the best non-negative one
-// kept.
+// fitWork prices the units of work from the samples (fitNonNegative).
 func fitWork(samples []workSample) (sim.ProxierCost, error) {
-	const vars = 5
-	row := func(s workSample) [vars]float64 {
-		return [vars]float64{float64(s.work.Syncs), float64(s.work.Derived), float64(s.work.Ports), float64(s.work.Endpoints), float64(s.work.Entries)}
+	rows := make([][]float64, len(samples))
+	secs := make([]float64, len(samples))
+	for i, s := range samples {
+		rows[i] = []float64{float64(s.work.Syncs), float64(s.work.Derived), float64(s.work.Ports), float64(s.work.Endpoints), float64(s.work.Entries)}
+		secs[i] = s.seconds
 	}
+	p, err := fitNonNegative(rows, secs)
+	if err != nil {
+		return sim.ProxierCost{}, err
+	}
+	return sim.ProxierCost{PerSync: p[0], PerDerived: p[1], PerPort: p[2], PerEndpoint: p[3], PerEntry: p[4]}, nil
+}
+
+// fitNonNegative solves seconds = rows . price for the prices, by least
+// squares with no negative price, in errors relative to each sample's time
+// but never to less than a hundredth of the longest: a sync of a thousand
+// services counts as much as one of ten thousand, and samples too short to
+// matter do not decide the prices. Every subset of the prices is tried and
+// the best non-negative one kept (there are at most seven).
+func fitNonNegative(rows [][]float64, seconds []float64) ([]float64, error) {
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no samples to fit")
+	}
+	vars := len(rows[0])
 	longest := 0.0
-	for _, s := range samples {
-		longest = max(longest, s.seconds)
+	for _, s := range seconds {
+		longest = max(longest, s)
 	}
-	scale := func(s workSample) float64 { return max(s.seconds, longest/100) }
-	best, bestErr := [vars]float64{}, math.Inf(1)
+	if longest <= 0 && !slices.ContainsFunc(seconds, func(s float64) bool { return s < 0 }) {
+		return make([]float64, vars), nil // nothing took time (an unpriced kind): nothing costs
+	}
+	scale := func(s float64) float64 { return max(s, longest/100) }
+	best, bestErr := make([]float64, vars), math.Inf(1)
 	for subset := 1; subset < 1<<vars; subset++ {
 		var idx []int
 		for j := range vars {
@@ -346,13 +363,14 @@ func fitWork(samples []workSample) (sim.ProxierCost, error) {
 		// Normal equations of the scaled rows (units/seconds against 1).
 		a := mat.NewDense(len(idx), len(idx), nil)
 		b := mat.NewVecDense(len(idx), nil)
-		for _, s := range samples {
-			if s.seconds <= 0 {
+		for i, r := range rows {
+			s := seconds[i]
+			if s <= 0 {
 				continue
 			}
-			r, w := row(s), scale(s)
+			w := scale(s)
 			for p, j := range idx {
-				b.SetVec(p, b.AtVec(p)+r[j]*s.seconds/(w*w))
+				b.SetVec(p, b.AtVec(p)+r[j]*s/(w*w))
 				for q, k := range idx {
 					a.Set(p, q, a.At(p, q)+r[j]*r[k]/(w*w))
 				}
@@ -362,7 +380,7 @@ func fitWork(samples []workSample) (sim.ProxierCost, error) {
 		if err := x.SolveVec(a, b); err != nil {
 			continue // singular: these units do not vary independently here
 		}
-		var price [vars]float64
+		price := make([]float64, vars)
 		ok := true
 		for p, j := range idx {
 			price[j] = x.AtVec(p)
@@ -372,16 +390,15 @@ func fitWork(samples []workSample) (sim.ProxierCost, error) {
 			continue
 		}
 		sum := 0.0
-		for _, s := range samples {
-			r := row(s)
+		for i, r := range rows {
+			if seconds[i] <= 0 {
+				continue
+			}
 			pred := 0.0
 			for j := range vars {
 				pred += r[j] * price[j]
 			}
-			if s.seconds <= 0 {
-				continue
-			}
-			e := (pred - s.seconds) / scale(s)
+			e := (pred - seconds[i]) / scale(seconds[i])
 			sum += e * e
 		}
 		if sum < bestErr {
@@ -389,9 +406,9 @@ func fitWork(samples []workSample) (sim.ProxierCost, error) {
 		}
 	}
 	if math.IsInf(bestErr, 1) {
-		return sim.ProxierCost{}, fmt.Errorf("no non-negative fit of %d samples", len(samples))
+		return nil, fmt.Errorf("no non-negative fit of %d samples", len(rows))
 	}
-	return sim.ProxierCost{PerSync: best[0], PerDerived: best[1], PerPort: best[2], PerEndpoint: best[3], PerEntry: best[4]}, nil
+	return best, nil
 }
 
 // kubeProxyRuleset is the iptables-restore payload kpsim's proxier writes
@@ -497,12 +514,15 @@ func flushRuleset(payload []byte) ([]byte, error) {
 // kernel do for each operation: microseconds each, and an iptables-save
 // parsed back per iptables command, about 1 ms a sync at these sizes),
 // at each size with 1 and 3 endpoints per
-// service, and fits the prices of a sync, a service port and an endpoint,
-// the units a release's sync is priced in (observed.Family.Sync).
+// service, and fits the prices of a sync, a service port derived, one
+// passed over and an endpoint, the units a release's sync is priced in
+// (observed.Family.Sync).
 
 // releaseScenario is the calibration's timeline: the first sync, then
 // periodic syncs with nothing to do (a release's IPVS sync visits every
-// service every time).
+// service every time; its nftables mode syncs so only hourly), then a
+// sync per second that changes one service (in nftables mode a partial
+// sync, which derives that service and passes over the others).
 const releaseScenario = `name: calibrate-release
 description: how long does the release's own code take per sync?
 seed: 1
@@ -521,15 +541,22 @@ timeline:
   - startProxier
   - waitSynced: {timeout: 10m}
   - sleep: 25s
+  - churnEndpoints: {rate: 1, duration: 5s, share: 0.01}
+  - waitSynced: {timeout: 10m}
 `
 
-// FitRelease prices release impl's own work (see above), at each of
-// services; log receives a line per case.
-func FitRelease(impl string, services []int, where string, log io.Writer) (sim.ProxierCost, error) {
+// FitRelease prices release impl's own work in proxy mode mode (see
+// above), at each of services; log receives a line per case. The syncs of
+// a run are two samples: its full syncs (every service derived) and its
+// partial ones (len(Programmed) services derived, the others passed over),
+// each at its median time.
+func FitRelease(impl string, mode proxier.Mode, services []int, where string, log io.Writer) (sim.ProxierCost, error) {
+	priced := proxier.Config{Implementation: impl, Mode: mode}.Priced()
 	var samples []workSample
 	for _, n := range services {
 		for _, endpoints := range []int{1, 3} {
-			s, err := scenarios.Parse("calibrate-release.yaml", fmt.Appendf(nil, releaseScenario, n, endpoints), []string{"proxier.implementation=" + impl})
+			s, err := scenarios.Parse("calibrate-release.yaml", fmt.Appendf(nil, releaseScenario, n, endpoints),
+				[]string{"proxier.implementation=" + impl, "proxier.mode=" + string(mode)})
 			if err != nil {
 				return sim.ProxierCost{}, err
 			}
@@ -543,37 +570,53 @@ func FitRelease(impl string, services []int, where string, log io.Writer) (sim.P
 			}
 			f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
 			if err != nil {
-				return sim.ProxierCost{}, fmt.Errorf("%s at %dx%d: %w", impl, n, endpoints, err)
+				return sim.ProxierCost{}, fmt.Errorf("%s at %dx%d: %w", priced, n, endpoints, err)
 			}
-			var walls []float64
-			var w dataplane.Work
+			walls := map[bool][]float64{} // by whether the sync was full
+			works := map[bool][]dataplane.Work{}
 			for _, rec := range f.Syncs {
-				if rec.Finished() && rec.Wall > 0 {
-					walls = append(walls, rec.Wall)
-					w = dataplane.Work{Syncs: 1, Derived: rec.Services, Endpoints: rec.Endpoints}
+				if !rec.Finished() || rec.Wall <= 0 {
+					continue
 				}
+				w := dataplane.Work{Syncs: 1, Derived: rec.Services, Endpoints: rec.Endpoints}
+				if !rec.Full {
+					changed := min(max(1, len(rec.Programmed)), rec.Services)
+					w = dataplane.Work{Syncs: 1, Derived: changed, Endpoints: changed * endpoints, Ports: rec.Services - changed}
+				}
+				walls[rec.Full] = append(walls[rec.Full], rec.Wall)
+				works[rec.Full] = append(works[rec.Full], w)
 			}
-			if len(walls) == 0 {
-				return sim.ProxierCost{}, fmt.Errorf("%s at %dx%d: no finished sync", impl, n, endpoints)
+			if len(walls[true]) == 0 {
+				return sim.ProxierCost{}, fmt.Errorf("%s at %dx%d: no finished full sync", priced, n, endpoints)
 			}
-			x := workSample{name: fmt.Sprintf("syncs %dx%d", n, endpoints), work: w, seconds: median(walls)}
-			fmt.Fprintf(log, "%-45s %12.1f us (median of %d syncs; %s)\n", impl+" "+x.name, x.seconds*1e6, len(walls), unitsOf(w))
-			samples = append(samples, x)
+			for _, full := range []bool{true, false} {
+				if len(walls[full]) == 0 {
+					continue
+				}
+				kind := "syncs"
+				if !full {
+					kind = "partial syncs"
+				}
+				w := works[full][len(works[full])-1]
+				x := workSample{name: fmt.Sprintf("%s %dx%d", kind, n, endpoints), work: w, seconds: median(walls[full])}
+				fmt.Fprintf(log, "%-45s %12.1f us (median of %d; %s)\n", priced+" "+x.name, x.seconds*1e6, len(walls[full]), unitsOf(w))
+				samples = append(samples, x)
+			}
 		}
 	}
 	price, err := fitWork(samples)
 	if err != nil {
-		return sim.ProxierCost{}, fmt.Errorf("calibrate %s: %w", impl, err)
+		return sim.ProxierCost{}, fmt.Errorf("calibrate %s: %w", priced, err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Fitted by `kpsim calibrate` on %s: %s's own syncs on the in-memory kernel, timed by its own sync-duration histogram, the median of each case: ", where, impl)
+	fmt.Fprintf(&b, "Fitted by `kpsim calibrate` on %s: %s's own syncs in %s mode on the in-memory kernel, timed by its own sync-duration histogram, the median of each case: ", where, impl, mode)
 	for i, s := range samples {
 		if i > 0 {
 			b.WriteString("; ")
 		}
 		fmt.Fprintf(&b, "%s %s (%s)", s.name, dur(s.seconds), unitsOf(s.work))
 	}
-	fmt.Fprintf(&b, ". Least squares on relative errors (fitWork): %s per sync, %s per service port, %s per endpoint.", dur(price.PerSync), dur(price.PerDerived), dur(price.PerEndpoint))
+	fmt.Fprintf(&b, ". Least squares on relative errors (fitWork): %s per sync, %s per service port derived, %s per one passed over, %s per endpoint.", dur(price.PerSync), dur(price.PerDerived), dur(price.PerPort), dur(price.PerEndpoint))
 	price.Source = b.String()
 	return price, nil
 }

@@ -305,6 +305,18 @@ type NFTables interface {
 	Table(family knftables.Family, name string, options ...knftables.Option) (knftables.Interface, error)
 }
 
+// NFTablesTable is the table kube-proxy's nftables mode programs, in the
+// ip and the ip6 family.
+const NFTablesTable = "kube-proxy"
+
+// NFTablesFamily is the nftables family of an IP family.
+func NFTablesFamily(f Family) knftables.Family {
+	if f == IPv6 {
+		return knftables.IPv6Family
+	}
+	return knftables.IPv4Family
+}
+
 // ---------------------------------------------------------------------------
 
 // Dataplane is one node's kernel as the proxier sees it.

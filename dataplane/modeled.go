@@ -38,7 +38,9 @@ type Model interface {
 // derived (from its Service, EndpointSlices and the node), per virtual
 // server visited (read back or reconciled), per endpoint or real server
 // visited and per ipset entry or bound address compared. Deriving a port's wants costs a few
-// times a visit, so they are priced apart.
+// times a visit, so they are priced apart. A release's partial sync
+// (nftables mode) derives the ports of the services that changed and
+// visits, to pass over, the others: Ports.
 type Work struct {
 	Syncs     int `json:"syncs,omitempty"`
 	Derived   int `json:"derived,omitempty"`

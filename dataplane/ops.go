@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
+
+	"sigs.k8s.io/knftables"
 )
 
 // Op is a kind of kernel operation. Every write the proxier issues is counted
@@ -38,6 +41,18 @@ const (
 	// set, map or element).
 	OpNFTTransaction
 	OpNFTCommand
+	// OpNFTDeleting is a transaction that deletes something (a delete or
+	// destroy command), counted besides its OpNFTTransaction: nf_tables
+	// commits it more slowly (on this project's host kernel two to three
+	// times an adding one, docs/nftables.md). A measure of a transaction,
+	// not a write of its own.
+	OpNFTDeleting
+	// OpNFTMapRule is a rule written with a set or map of its own (`numgen
+	// random mod 2 map { 0 : … , 1 : … }`: kube-proxy's DNAT to a service's
+	// several endpoints), counted besides its OpNFTCommand: nft takes the
+	// longer over one the more the table holds (docs/nftables.md). A
+	// measure of a command, not a write of its own.
+	OpNFTMapRule
 	// Reads.
 	OpIPVSList            // one per Services call (the whole table) or Service call (one)
 	OpIPVSDestinationList // one per Destinations call: one virtual server's real servers
@@ -62,7 +77,7 @@ var opNames = [numOps]string{
 	"ipset-create", "ipset-destroy", "ipset-add", "ipset-del",
 	"link-create", "address-bind", "address-unbind",
 	"iptables-restore", "iptables-restore-bytes", "iptables-command", "sysctl-write", "conntrack-delete",
-	"nft-transaction", "nft-command",
+	"nft-transaction", "nft-command", "nft-deleting", "nft-map-rule",
 	"ipvs-list", "ipvs-destination-list", "ipset-list", "address-list", "iptables-save",
 	"conntrack-list", "nft-list", "nft-list-netlink", "nft-list-elements",
 }
@@ -75,8 +90,28 @@ func (o Op) String() string {
 }
 
 // IsWrite reports whether the operation changes kernel state.
-// iptables-restore-bytes is a measure of a write, not a write of its own.
-func (o Op) IsWrite() bool { return o < OpIPVSList && o != OpIPTablesRestoreBytes }
+// iptables-restore-bytes, nft-deleting and nft-map-rule are measures of
+// writes, not writes of their own.
+func (o Op) IsWrite() bool {
+	return o < OpIPVSList && o != OpIPTablesRestoreBytes && o != OpNFTDeleting && o != OpNFTMapRule
+}
+
+// NFTTransactionOps counts what a transaction holds besides its commands:
+// whether it deletes anything (OpNFTDeleting) and how many rules it writes
+// with a set or map of their own (OpNFTMapRule), from the commands as nft
+// reads them.
+func NFTTransactionOps(tx *knftables.Transaction) (deletes bool, mapRules int) {
+	for line := range strings.Lines(tx.String()) {
+		verb, rest, _ := strings.Cut(line, " ")
+		switch {
+		case verb == "delete" || verb == "destroy":
+			deletes = true
+		case (verb == "add" || verb == "insert" || verb == "replace") && strings.HasPrefix(rest, "rule ") && strings.Contains(rest, "{"):
+			mapRules++
+		}
+	}
+	return deletes, mapRules
+}
 
 // Ops returns every operation kind in order.
 func AllOps() []Op {

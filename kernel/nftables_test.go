@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/knftables"
 
+	"github.com/kpsim/kpsim/dataplane/state"
 	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/sim"
@@ -63,49 +65,10 @@ func nftablesSteps(tx func() *knftables.Transaction) []struct {
 	}{{first, false}, {second, false}, {failing, true}}
 }
 
-// nftablesListing is what the knftables listings say of a table: its
-// chains, sets and maps, each set's and map's elements, each chain's number
-// of rules and their comments, sorted: what kube-proxy reads back.
-func nftablesListing(t *testing.T, nft knftables.Interface) []string {
-	t.Helper()
-	ctx := context.Background()
-	var out []string
-	for _, kind := range []string{"chain", "set", "map"} {
-		names, err := nft.List(ctx, kind)
-		require.NoError(t, err, kind)
-		slices.Sort(names)
-		for _, name := range names {
-			out = append(out, kind+" "+name)
-			switch kind {
-			case "chain":
-				rules, err := nft.ListRules(ctx, name)
-				require.NoError(t, err)
-				for _, r := range rules {
-					comment := ""
-					if r.Comment != nil {
-						comment = *r.Comment
-					}
-					out = append(out, fmt.Sprintf("  rule comment=%q", comment))
-				}
-			default:
-				elems, err := nft.ListElements(ctx, kind, name)
-				require.NoError(t, err)
-				var es []string
-				for _, e := range elems {
-					es = append(es, "  element "+strings.Join(e.Key, " . ")+" : "+strings.Join(e.Value, " "))
-				}
-				slices.Sort(es)
-				out = append(out, es...)
-			}
-		}
-	}
-	return out
-}
-
 // TestNFTablesConformance: the same transactions on the in-memory kernel's
 // nftables (sim) and on this kernel's nf_tables (Debian's nft, in a
 // namespace of the test's own) succeed or fail alike and list back the same
-// table, step by step.
+// table, step by step, as a state dump reads it (state.ReadNFTable).
 func TestNFTablesConformance(t *testing.T) {
 	hosttools.Require(t, "nft")
 	if !netnstest.Private(t) {
@@ -119,6 +82,7 @@ func TestNFTablesConformance(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	memSteps, realSteps := nftablesSteps(memory.NewTransaction), nftablesSteps(real.NewTransaction)
+	var last *state.NFTable
 	for i := range memSteps {
 		memErr, realErr := memory.Run(ctx, memSteps[i].tx), real.Run(ctx, realSteps[i].tx)
 		if memSteps[i].fail {
@@ -128,7 +92,18 @@ func TestNFTablesConformance(t *testing.T) {
 			require.NoError(t, memErr, "step %d in memory", i)
 			require.NoError(t, realErr, "step %d on the kernel", i)
 		}
-		require.Equal(t, nftablesListing(t, real), nftablesListing(t, memory), "after step %d", i)
+		want, err := state.ReadNFTable(real)
+		require.NoError(t, err)
+		got, err := state.ReadNFTable(memory)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "after step %d", i)
+		require.NotEmpty(t, want.Rules)
+		require.NotEmpty(t, want.Sets)
+		last = want
 	}
-	require.Contains(t, nftablesListing(t, real), `  element 172.30.0.10 . tcp . 80 : goto service-0-ns/svc0/tcp/p80`)
+	elements := map[string][]string{}
+	for _, s := range last.Sets {
+		elements[s.Kind+" "+s.Name] = s.Elements
+	}
+	require.Contains(t, slices.Concat(slices.Collect(maps.Values(elements))...), `172.30.0.10 . tcp . 80 : goto service-0-ns/svc0/tcp/p80`)
 }

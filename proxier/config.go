@@ -126,6 +126,22 @@ const (
 // GA (before it, alpha and beta behind a feature gate): the first kpsim runs.
 const nftablesSince = 33
 
+// HasNFTablesMode reports whether implementation impl runs in nftables
+// mode: a release from v1.33 on.
+func HasNFTablesMode(impl string) bool {
+	return impl != ImplementationKpsim && releaseMinor(impl) >= nftablesSince
+}
+
+// Priced names what a cost profile prices the proxier's own work under
+// (sim.Profile.Releases): its implementation, with " nftables" in nftables
+// mode, whose sync is other code than IPVS mode's.
+func (cfg Config) Priced() string {
+	if cfg.Mode == ModeNFTables {
+		return cfg.Implementation + " " + string(ModeNFTables)
+	}
+	return cfg.Implementation
+}
+
 // kubeProxyVersion is a release's module version: v1.37.1, v1.35.0-rc.1.
 var kubeProxyVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$`)
 
@@ -237,7 +253,7 @@ func (cfg Config) Validate() error {
 		bad("mode", "%q is not %s or %s", cfg.Mode, ModeIPVS, ModeNFTables)
 	case cfg.Mode == ModeNFTables && cfg.Implementation == ImplementationKpsim:
 		bad("mode", "kpsim's own proxier is an IPVS proxier; nftables mode runs a kube-proxy release (implementation: kube-proxy@v1.37.1)")
-	case cfg.Mode == ModeNFTables && releaseMinor(cfg.Implementation) < nftablesSince:
+	case cfg.Mode == ModeNFTables && !HasNFTablesMode(cfg.Implementation):
 		bad("mode", "%s has nftables mode only behind a feature gate (GA in v1.%d): kpsim runs nftables mode from kube-proxy v1.%d", cfg.Implementation, nftablesSince, nftablesSince)
 	}
 	if cfg.NodeName == "" {

@@ -17,6 +17,7 @@ const (
 	MetricSyncDuration           = "kubeproxy_sync_proxy_rules_duration_seconds"
 	MetricNetworkProgramming     = "kubeproxy_network_programming_duration_seconds"
 	MetricSyncPhaseDuration      = "kpsim_sync_phase_duration_seconds"
+	MetricPartialSyncDuration    = "kubeproxy_sync_partial_proxy_rules_duration_seconds" // a release's, in nftables mode
 	MetricLastSync               = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
 	MetricLastQueued             = "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds"
 	MetricEndpointChangesPending = "kubeproxy_sync_proxy_rules_endpoint_changes_pending"

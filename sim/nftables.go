@@ -40,7 +40,9 @@ func (k *Kernel) Table(family knftables.Family, name string, options ...knftable
 //     object the table holds as the transaction runs (taken as before it
 //     plus half its commands: a command looks its chain or map up among
 //     them), so that a large transaction onto a large table grows as nft
-//     1.0.6 was measured to (docs/nftables.md);
+//     1.0.6 was measured to (docs/nftables.md), a price more if it
+//     deletes anything (nft-deleting), and for each rule with a map of its
+//     own a price plus a price per object the table holds (nft-map-rule);
 //   - a listing of names as List says; of one set's or map's elements,
 //     its price plus a price per object the table holds (nft reads the
 //     table to print one map).
@@ -138,4 +140,11 @@ func (k *Kernel) transaction(s *nftState, tx *knftables.Transaction) {
 	k.ops[dataplane.OpNFTCommand] += int64(n)
 	k.charge(k.costs.op[dataplane.OpNFTTransaction] + k.costs.item[dataplane.OpNFTTransaction]*size +
 		time.Duration(n)*(k.costs.op[dataplane.OpNFTCommand]+k.costs.item[dataplane.OpNFTCommand]*size))
+	deletes, mapRules := dataplane.NFTTransactionOps(tx)
+	if deletes {
+		k.ops[dataplane.OpNFTDeleting]++
+		k.charge(k.costs.op[dataplane.OpNFTDeleting])
+	}
+	k.ops[dataplane.OpNFTMapRule] += int64(mapRules)
+	k.charge(time.Duration(mapRules) * (k.costs.op[dataplane.OpNFTMapRule] + k.costs.item[dataplane.OpNFTMapRule]*size))
 }

@@ -545,10 +545,7 @@ func hasNet(s *ipset, prefix []byte, a netip.Addr) bool {
 //
 // decided is false when no table had a rule for it (or there is none).
 func (k *Kernel) probeNFT(key flowKey, tracked bool, reply netip.AddrPort, serves func(netip.AddrPort) bool, fromNode bool) (ok bool, outcome string, decided bool) {
-	family := knftables.IPv4Family
-	if !key.origDst.Addr().Is4() {
-		family = knftables.IPv6Family
-	}
+	family := dataplane.NFTablesFamily(dataplane.FamilyOf(key.origDst.Addr()))
 	var tables []nftKey
 	for t := range k.nft {
 		if t.family == family {

@@ -56,9 +56,10 @@ type Profile struct {
 	// it (an older calibration) is priced as the embedded host profile is.
 	Proxier *ProxierCost `json:"proxier,omitempty"`
 	// Releases prices each kube-proxy release's own work, by the name
-	// proxier.implementation gives it ("kube-proxy@v1.37.1"), fitted by
-	// `kpsim calibrate` run in the release's binary; a release without an
-	// entry is priced as Proxier prices kpsim's proxier.
+	// proxier.Config.Priced gives it ("kube-proxy@v1.37.1" in IPVS mode,
+	// "kube-proxy@v1.37.1 nftables" in nftables mode), fitted by `kpsim
+	// calibrate` run in the release's binary; a release without an entry is
+	// priced as Proxier prices kpsim's proxier.
 	Releases map[string]ProxierCost `json:"releases,omitempty"`
 }
 

@@ -10,7 +10,8 @@ import (
 
 // Difference is one difference between two dumps, A and B.
 type Difference struct {
-	// Kind: virtual-server, destination, ipset, ipset-entry, address, chain, rule, family.
+	// Kind: virtual-server, destination, ipset, ipset-entry, address, chain,
+	// rule, family, nft-chain, nft-rule, nft-set, nft-element.
 	Kind string `json:"kind"`
 	// Object names what differs: "10.96.0.10:53/UDP", "KUBE-CLUSTER-IP",
 	// "IPv4 nat KUBE-SERVICES".
@@ -36,7 +37,8 @@ const (
 // Diff lists how B differs from A, grouped as a reader looks for it:
 // virtual servers (and within one, scheduler, flags, timeout, each
 // destination), ipsets and their entries, kube-ipvs0 addresses, then iptables
-// chains and rules per family and table. Empty means equal.
+// chains and rules per family and table, then each family's nftables table:
+// chains, rules, sets and maps, elements. Empty means equal.
 func Diff(a, b *State) []Difference {
 	var out []Difference
 	add := func(kind, object, change, detail string) {
@@ -120,6 +122,39 @@ func Diff(a, b *State) []Difference {
 		ta, tb := a.IPTables[dataplane.Family(f)], b.IPTables[dataplane.Family(f)]
 		for _, table := range Tables {
 			out = append(out, diffTable(f+" "+table, *ta.table(table), *tb.table(table))...)
+		}
+	}
+	for _, f := range unionStrings(fa, fb) {
+		out = append(out, diffNFTable(f+" nftables "+dataplane.NFTablesTable, a.NFTables[dataplane.Family(f)], b.NFTables[dataplane.Family(f)])...)
+	}
+	return out
+}
+
+// diffNFTable compares two families' nftables tables: chains and rules as
+// diffTable does, then sets and maps and their elements.
+func diffNFTable(object string, a, b NFTable) []Difference {
+	var out []Difference
+	for _, d := range diffTable(object, a.Rules, b.Rules) {
+		d.Kind = "nft-" + d.Kind
+		out = append(out, d)
+	}
+	key := func(s NFTSet) string { return s.Kind + " " + s.Name }
+	sa, sb := byKey(a.Sets, key), byKey(b.Sets, key)
+	for _, k := range unionKeys(sa, sb) {
+		x, inA := sa[k]
+		y, inB := sb[k]
+		switch {
+		case !inB:
+			out = append(out, Difference{Kind: "nft-set", Object: object + " " + k, Change: onlyA, Detail: fmt.Sprintf("%d elements", len(x.Elements))})
+		case !inA:
+			out = append(out, Difference{Kind: "nft-set", Object: object + " " + k, Change: onlyB, Detail: fmt.Sprintf("%d elements", len(y.Elements))})
+		default:
+			for _, e := range minus(x.Elements, y.Elements) {
+				out = append(out, Difference{Kind: "nft-element", Object: object + " " + k, Change: onlyA, Detail: e})
+			}
+			for _, e := range minus(y.Elements, x.Elements) {
+				out = append(out, Difference{Kind: "nft-element", Object: object + " " + k, Change: onlyB, Detail: e})
+			}
 		}
 	}
 	return out

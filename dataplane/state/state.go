@@ -1,5 +1,6 @@
 // Package state dumps what a node's kernel holds for kube-proxy (virtual
-// servers, ipsets, kube-ipvs0 addresses, iptables rules) through the
+// servers, ipsets, kube-ipvs0 addresses, iptables rules, and in nftables
+// mode its nftables table) through the
 // dataplane interfaces, canonically, so that two dumps compare with a plain
 // diff as well as with Diff: a sim run and a kernel run, an incremental
 // result and one from scratch, kpsim and kube-proxy. Rules are written in
@@ -9,6 +10,7 @@ package state
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,13 +22,17 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
+
 	"github.com/kpsim/kpsim/dataplane"
 )
 
 // Version is bumped on any change that an older reader would misread.
 // Version 2: rules in the form iptables-save prints (addresses with their
 // prefix length, implicit protocol matches named), as the kernel prints them.
-const Version = 2
+// Version 3: kube-proxy's nftables table (nftables mode).
+const Version = 3
 
 // Tables are the tables kube-proxy's IPVS mode writes.
 var Tables = []string{"nat", "filter"}
@@ -46,6 +52,29 @@ type State struct {
 	// iptables-save prints them, so "--or-mark" reads "--set-xmark") grouped by
 	// chain in that order, keeping their order within a chain (which is semantic).
 	IPTables map[dataplane.Family]IPTables `json:"iptables"`
+	// NFTables is, per family, kube-proxy's nftables table
+	// (dataplane.NFTablesTable), where there is one.
+	NFTables map[dataplane.Family]NFTable `json:"nftables,omitempty"`
+}
+
+// NFTable is an nftables table as knftables lists it back, which is what
+// kube-proxy reads of it. nft gives a rule's comment and handle, not its
+// text, so a rule is its chain, its place and its comment: "-A CHAIN #3
+// comment". Rules lists every chain's declaration (":CHAIN") sorted by
+// name, then each chain's rules in order; Sets holds the sets and maps with
+// their elements, where nftables mode keeps most of what it programs per
+// service (its service, endpoint and NodePort maps).
+type NFTable struct {
+	Rules []string `json:"rules"`
+	Sets  []NFTSet `json:"sets"`
+}
+
+// NFTSet is an nftables set or map ("set", "map") with its elements sorted,
+// each its key and, for a map, " : " and its value.
+type NFTSet struct {
+	Kind     string   `json:"kind"`
+	Name     string   `json:"name"`
+	Elements []string `json:"elements"`
 }
 
 // VirtualServer is an IPVS virtual server.
@@ -112,7 +141,7 @@ func Read(dp dataplane.Dataplane, families []dataplane.Family) (*State, error) {
 	}
 	slices.Sort(st.Families)
 	vss, err := dp.IPVS.Services()
-	if err != nil {
+	if err != nil && !errors.Is(err, unix.EPROTONOSUPPORT) { // a kernel without IPVS holds no virtual server
 		return nil, fmt.Errorf("read state: ipvs services: %w", err)
 	}
 	for _, vs := range vss {
@@ -158,9 +187,90 @@ func Read(dp dataplane.Dataplane, families []dataplane.Family) (*State, error) {
 			*tabs.table(table) = lines
 		}
 		st.IPTables[f] = tabs
+		t, err := readNFTable(dp, f)
+		if err != nil {
+			return nil, fmt.Errorf("read state: nftables %s: %w", f, err)
+		}
+		if t != nil {
+			if st.NFTables == nil {
+				st.NFTables = map[dataplane.Family]NFTable{}
+			}
+			st.NFTables[f] = *t
+		}
 	}
 	st.Canonicalize()
 	return st, nil
+}
+
+// readNFTable lists kube-proxy's nftables table of family f, or returns nil
+// where the dataplane has no nftables or the table does not exist.
+func readNFTable(dp dataplane.Dataplane, f dataplane.Family) (*NFTable, error) {
+	if dp.NFTables == nil {
+		return nil, nil
+	}
+	nft, err := dp.NFTables.Table(dataplane.NFTablesFamily(f), dataplane.NFTablesTable)
+	if err != nil {
+		return nil, err
+	}
+	return ReadNFTable(nft)
+}
+
+// ReadNFTable lists the table nft is for, or returns nil if it does not
+// exist.
+func ReadNFTable(nft knftables.Interface) (*NFTable, error) {
+	ctx := context.Background()
+	chains, err := nft.List(ctx, "chain")
+	if knftables.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := &NFTable{Rules: []string{}, Sets: []NFTSet{}}
+	slices.Sort(chains)
+	for _, c := range chains {
+		t.Rules = append(t.Rules, ":"+c)
+	}
+	// Every chain's rules in one listing (one nft process: a listing per
+	// chain would take minutes at thousands of services), in order within
+	// each chain.
+	rules, err := nft.ListRules(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	byChain := map[string][]string{}
+	for _, r := range rules {
+		line := fmt.Sprintf("-A %s #%d", r.Chain, len(byChain[r.Chain])+1)
+		if r.Comment != nil {
+			line += " " + *r.Comment
+		}
+		byChain[r.Chain] = append(byChain[r.Chain], line)
+	}
+	for _, c := range chains {
+		t.Rules = append(t.Rules, byChain[c]...)
+	}
+	for _, kind := range []string{"set", "map"} {
+		names, err := nft.List(ctx, kind)
+		if err != nil {
+			return nil, fmt.Errorf("%ss: %w", kind, err)
+		}
+		for _, name := range names {
+			elems, err := nft.ListElements(ctx, kind, name)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", kind, name, err)
+			}
+			set := NFTSet{Kind: kind, Name: name, Elements: make([]string, 0, len(elems))}
+			for _, e := range elems {
+				el := strings.Join(e.Key, " . ")
+				if len(e.Value) > 0 {
+					el += " : " + strings.Join(e.Value, " ")
+				}
+				set.Elements = append(set.Elements, el)
+			}
+			t.Sets = append(t.Sets, set)
+		}
+	}
+	return t, nil
 }
 
 func flagNames(f dataplane.ServiceFlags) []string {
@@ -202,6 +312,12 @@ func (s *State) Canonicalize() {
 	}
 	slices.SortFunc(s.IPSets, func(a, b IPSet) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(s.Addresses, compareAddr)
+	for _, t := range s.NFTables {
+		for i := range t.Sets {
+			slices.Sort(t.Sets[i].Elements)
+		}
+		slices.SortFunc(t.Sets, func(a, b NFTSet) int { return strings.Compare(a.Kind+" "+a.Name, b.Kind+" "+b.Name) })
+	}
 }
 
 func compareAddr(a, b string) int {

@@ -2,12 +2,14 @@ package state_test
 
 import (
 	"bytes"
+	"context"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/knftables"
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/dataplane/state"
@@ -131,7 +133,12 @@ func TestReadStateFromSim(t *testing.T) {
 	require.Contains(t, st.IPTables[dataplane.IPv4].NAT, "-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN")
 	require.Contains(t, st.IPTables[dataplane.IPv4].Filter, ":INPUT ACCEPT")
 
-	// A written dump reads back equal.
+	requireReadsBack(t, st)
+}
+
+// requireReadsBack: a written dump reads back equal.
+func requireReadsBack(t *testing.T, st *state.State) {
+	t.Helper()
 	var b bytes.Buffer
 	require.NoError(t, state.Write(&b, st))
 	path := filepath.Join(t.TempDir(), "s.json")
@@ -235,4 +242,56 @@ func TestDiffStates(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// TestReadStateNFTables: kube-proxy's nftables table, where it exists, is
+// read per family as knftables lists it (chains, each rule's place and
+// comment, sets and maps with their elements), and a changed element or
+// rule is a difference.
+func TestReadStateNFTables(t *testing.T) {
+	k, err := sim.New(sim.Options{})
+	require.NoError(t, err)
+	dp := k.Dataplane()
+	families := []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
+	st, err := state.Read(dp, families)
+	require.NoError(t, err)
+	require.Empty(t, st.NFTables, "no table yet")
+
+	nft, err := dp.NFTables.Table(dataplane.NFTablesFamily(dataplane.IPv4), dataplane.NFTablesTable)
+	require.NoError(t, err)
+	ctx := context.Background()
+	tx := nft.NewTransaction()
+	tx.Add(&knftables.Table{})
+	tx.Add(&knftables.Chain{Name: "services"})
+	tx.Add(&knftables.Chain{Name: "endpoint-x"})
+	tx.Add(&knftables.Map{Name: "service-ips", Type: "ipv4_addr . inet_proto . inet_service : verdict"})
+	tx.Add(&knftables.Set{Name: "cluster-ips", Type: "ipv4_addr"})
+	tx.Add(&knftables.Rule{Chain: "services", Rule: "ip daddr . meta l4proto . th dport vmap @service-ips"})
+	tx.Add(&knftables.Rule{Chain: "endpoint-x", Rule: "meta l4proto tcp dnat to 10.0.0.1:80", Comment: knftables.PtrTo("ns/web:http")})
+	tx.Add(&knftables.Element{Map: "service-ips", Key: []string{"10.96.0.1", "tcp", "80"}, Value: []string{"goto endpoint-x"}})
+	tx.Add(&knftables.Element{Set: "cluster-ips", Key: []string{"10.96.0.1"}})
+	require.NoError(t, nft.Run(ctx, tx))
+
+	st, err = state.Read(dp, families)
+	require.NoError(t, err)
+	require.Equal(t, map[dataplane.Family]state.NFTable{dataplane.IPv4: {
+		Rules: []string{":endpoint-x", ":services", "-A endpoint-x #1 ns/web:http", "-A services #1"},
+		Sets: []state.NFTSet{
+			{Kind: "map", Name: "service-ips", Elements: []string{"10.96.0.1 . tcp . 80 : goto endpoint-x"}},
+			{Kind: "set", Name: "cluster-ips", Elements: []string{"10.96.0.1"}},
+		},
+	}}, st.NFTables, "the IPv4 table only: there is no IPv6 one")
+
+	requireReadsBack(t, st)
+
+	tx = nft.NewTransaction()
+	tx.Delete(&knftables.Element{Map: "service-ips", Key: []string{"10.96.0.1", "tcp", "80"}})
+	tx.Add(&knftables.Rule{Chain: "services", Rule: "counter"})
+	require.NoError(t, nft.Run(ctx, tx))
+	after, err := state.Read(dp, families)
+	require.NoError(t, err)
+	require.Equal(t, []state.Difference{
+		{Kind: "nft-rule", Object: "IPv4 nftables kube-proxy services", Change: "only in B", Detail: "-A services #2"},
+		{Kind: "nft-element", Object: "IPv4 nftables kube-proxy map service-ips", Change: "only in A", Detail: "10.96.0.1 . tcp . 80 : goto endpoint-x"},
+	}, state.Diff(st, after))
 }

@@ -18,15 +18,15 @@ import (
 
 // Bin is the value of env, which names the binaries under test (what they
 // are), or the test skips and says why: env is unset, or this kernel cannot
-// run kernel scenarios.
-func Bin(t testing.TB, env, what string) string {
+// run kernel scenarios with needs (kernel.Needs{}: IPVS mode's).
+func Bin(t testing.TB, env, what string, needs kernel.Needs) string {
 	t.Helper()
 	v := os.Getenv(env)
 	if v == "" {
 		t.Skipf("set %s to %s (make test-kernel does, inside its VM)", env, what)
 	}
 	// Missing names root first: kernel runs create network namespaces.
-	if missing := kernel.Detect().Missing(dataplane.BackendKernel); len(missing) > 0 {
+	if missing := kernel.Detect().MissingFor(dataplane.BackendKernel, needs); len(missing) > 0 {
 		t.Skipf("this kernel cannot run kernel scenarios: %s", strings.Join(missing, "; "))
 	}
 	return v

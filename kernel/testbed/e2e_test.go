@@ -14,6 +14,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/kernel/kerneltest"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
@@ -28,7 +29,7 @@ const e2eBinEnv = "KPSIM_E2E_BIN"
 
 func e2eKpsim(t *testing.T) string {
 	t.Helper()
-	return kerneltest.Bin(t, e2eBinEnv, "a kpsim binary to run the end-to-end scenarios")
+	return kerneltest.Bin(t, e2eBinEnv, "a kpsim binary to run the end-to-end scenarios", kernel.Needs{})
 }
 
 // kpsimRun runs one scenario and returns its results file; sets are --set

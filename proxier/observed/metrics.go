@@ -15,6 +15,7 @@ import (
 type metricsRead struct {
 	syncs         uint64  // observations of the sync-duration histogram
 	seconds       float64 // their sum
+	partial       uint64  // observations of the partial-sync histogram (nftables mode)
 	lastSync      float64 // the last successful sync, Unix seconds
 	programmed    uint64  // network programming observations
 	programmedSum float64
@@ -37,6 +38,8 @@ func (f *Family) readMetrics() (metricsRead, error) {
 			switch mf.GetName() {
 			case results.MetricSyncDuration:
 				r.syncs, r.seconds = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+			case results.MetricPartialSyncDuration:
+				r.partial = m.GetHistogram().GetSampleCount()
 			case results.MetricNetworkProgramming:
 				r.programmed, r.programmedSum = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 			case results.MetricLastSync:

@@ -39,7 +39,7 @@ type Generation struct {
 	ctx      context.Context
 	opts     proxier.Options
 	model    dataplane.Model // the in-memory kernel's, on the sim; nil on a real kernel
-	impl     string          // proxier.implementation: the release's name
+	impl     string          // what the profile prices its work under: proxier.Config.Priced
 	node     string
 	metrics  prometheus.Gatherer
 	labelled bool // the sync metrics carry an ip_family label (kube-proxy 1.33 and later)
@@ -66,7 +66,7 @@ type Generation struct {
 // the ip_family label.
 func New(ctx context.Context, cfg proxier.Config, opts proxier.Options, model dataplane.Model, metrics prometheus.Gatherer, labelled bool) *Generation {
 	g := &Generation{
-		ctx: ctx, opts: opts, model: model, impl: cfg.Implementation, node: cfg.NodeName, metrics: metrics, labelled: labelled, start: time.Now(),
+		ctx: ctx, opts: opts, model: model, impl: cfg.Priced(), node: cfg.NodeName, metrics: metrics, labelled: labelled, start: time.Now(),
 		wrapped: map[string]bool{}, services: map[string]*v1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{},
 		families: map[dataplane.Family]*Family{},
 	}
@@ -97,8 +97,9 @@ func (g *Generation) stopped(op string) error {
 }
 
 // known counts the service ports and endpoints of family f the handlers
-// have passed on (objects.Known).
-func (g *Generation) known(f dataplane.Family) (ports, endpoints int) {
+// have passed on (objects.Known): of every service when only is nil, else
+// of the services in only.
+func (g *Generation) known(f dataplane.Family, only map[string]bool) (ports, endpoints int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	bySvc := map[string][]*discoveryv1.EndpointSlice{}
@@ -107,6 +108,9 @@ func (g *Generation) known(f dataplane.Family) (ports, endpoints int) {
 		bySvc[k] = append(bySvc[k], s)
 	}
 	for k, svc := range g.services {
+		if only != nil && !only[k] {
+			continue
+		}
 		p, e := objects.Known(svc, bySvc[k], v1.IPFamily(f))
 		ports += p
 		endpoints += e
@@ -137,6 +141,7 @@ type Family struct {
 	// what the handlers passed on since the last sync began (g.mu)
 	changed  bool
 	triggers []trigger
+	touched  map[string]bool // services (namespace/name) whose Service or slices changed
 
 	// syncMu serializes the family's syncs as the release's own lock does:
 	// its runner and its first sync (OnServiceSynced, ...) call the sync
@@ -235,10 +240,10 @@ func (f *Family) Sync(run func() error) error {
 		return err // the release's registry cannot be read: nothing to record a sync with
 	}
 	g.mu.Lock()
-	changed, triggers := f.changed, f.triggers
-	f.changed, f.triggers = false, nil
+	changed, triggers, touched := f.changed, f.triggers, f.touched
+	f.changed, f.triggers, f.touched = false, nil, nil
 	g.mu.Unlock()
-	ports, endpoints := g.known(f.family)
+	ports, endpoints := g.known(f.family, nil)
 	f.kmu.Lock()
 	f.opErr = nil
 	f.kmu.Unlock()
@@ -255,21 +260,36 @@ func (f *Family) Sync(run func() error) error {
 		g.mu.Lock()
 		f.changed = f.changed || changed
 		f.triggers = append(triggers, f.triggers...)
+		for k := range touched {
+			f.touch(k)
+		}
 		g.mu.Unlock()
 		return runErr
 	}
 	f.seq++
+	// A release that syncs partially (nftables mode) says which syncs were
+	// in its partial-sync histogram.
+	full := after.partial == before.partial
 	rec := results.Sync{
-		Proxier: g.opts.Index, Family: f.family, Seq: f.seq, Trigger: f.trigger(changed), Full: true, Start: start,
+		Proxier: g.opts.Index, Family: f.family, Seq: f.seq, Trigger: f.trigger(changed), Full: full, Start: start,
 		Seconds: after.seconds - before.seconds, Services: ports, Endpoints: endpoints,
 	}
 	rec.Wall = rec.Seconds
 	if g.Modeled() {
-		// The release's own work (dataplane.Work of what it knew), priced
-		// by the profile's prices for the release or else for a proxier,
-		// after its kernel operations moved the clock; its histogram keeps
-		// its measured wall time.
-		own := g.model.ComputeAs(g.impl, dataplane.Work{Syncs: 1, Derived: ports, Endpoints: endpoints})
+		// The release's own work (dataplane.Work of what it knew: in a
+		// partial sync it derives the services that changed and passes
+		// over the others), priced by the profile's prices for the release
+		// or else for a proxier, after its kernel operations moved the
+		// clock; its histogram keeps its measured wall time.
+		work := dataplane.Work{Syncs: 1, Derived: ports, Endpoints: endpoints}
+		if !full {
+			if touched == nil {
+				touched = map[string]bool{} // nothing changed: nothing derived
+			}
+			work.Derived, work.Endpoints = g.known(f.family, touched)
+			work.Ports = max(0, ports-work.Derived)
+		}
+		own := g.model.ComputeAs(g.impl, work)
 		rec.Seconds = g.now().Sub(start).Seconds()
 		rec.ProxierSeconds = own.Seconds()
 		rec.KernelSeconds = rec.Seconds - rec.ProxierSeconds
@@ -360,6 +380,7 @@ func (g *Generation) sliceChanged(old, s *discoveryv1.EndpointSlice, deleted boo
 	}
 	for _, fam := range g.families {
 		fam.changed = true
+		fam.touch(svc)
 	}
 	if f == nil {
 		return
@@ -393,7 +414,16 @@ func (g *Generation) serviceChanged(s *v1.Service, deleted bool) {
 	}
 	for _, fam := range g.families {
 		fam.changed = true
+		fam.touch(s.Namespace + "/" + s.Name)
 	}
+}
+
+// touch notes that service k changed since the last sync began (g.mu held).
+func (f *Family) touch(k string) {
+	if f.touched == nil {
+		f.touched = map[string]bool{}
+	}
+	f.touched[k] = true
 }
 
 // nodeChanged records that the proxier's Node changed: a sync follows.

@@ -144,7 +144,7 @@ func TestInformers(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, map[string][]string{"Service": {"web", "-web"}, "EndpointSlice": {"web-1"}, "Node": {"node-1"}}, heard)
 	require.Len(t, passed, 7, "the harness's wrapper sees every event, before the selectors")
-	ports, endpoints := g.known(dataplane.IPv4)
+	ports, endpoints := g.known(dataplane.IPv4, nil)
 	require.Zero(t, ports, "web left the selection")
 	require.Zero(t, endpoints)
 }

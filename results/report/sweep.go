@@ -359,7 +359,12 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 		}
 		ch.Legend = append(ch.Legend, item)
 	}
-	p.Y.Min, p.Y.Max = 0, math.Max(top*1.1, 1e-9)
+	p.Y.Min, p.Y.Max = 0, top*1.1
+	if top == 0 {
+		// Nothing to scale by: an axis of one unit, not of a nanosecond.
+		p.Y.Max = 1
+		ch.Caption += " Every cell's value is 0."
+	}
 	// Cells without results are crossed out at their value, below the
 	// zero line, where no value is drawn: a gap in a line is never silent,
 	// and never reads as a zero.

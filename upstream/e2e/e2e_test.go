@@ -21,6 +21,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/kernel/kerneltest"
 	"github.com/kpsim/kpsim/results"
 )
@@ -42,10 +43,11 @@ var (
 
 const binDirEnv = "KPSIM_E2E_BIN_DIR"
 
-// binDir is where the binaries are, or the test skips and says why.
-func binDir(t *testing.T) string {
+// binDir is where the binaries are, or the test skips and says why
+// (needs: what the runs need of the kernel; kernel.Needs{} is IPVS mode).
+func binDir(t *testing.T, needs kernel.Needs) string {
 	t.Helper()
-	return kerneltest.Bin(t, binDirEnv, "the folder of kpsim and the kpsim-kube-proxy-* binaries")
+	return kerneltest.Bin(t, binDirEnv, "the folder of kpsim and the kpsim-kube-proxy-* binaries", needs)
 }
 
 // outDir keeps what the runs wrote: KPSIM_E2E_OUT, or the test's own.
@@ -110,7 +112,7 @@ func summary(label string, f *results.File) string {
 // the initial-sync fix) breaks connections, v1.37.1 and kpsim's proxier
 // none. The comparison and the report list the three side by side.
 func TestKubeProxyRestart(t *testing.T) {
-	dir := binDir(t)
+	dir := binDir(t, kernel.Needs{})
 	out := outDir(t)
 	const scenario = "../../kernel/testbed/testdata/e2e-restart-stale.yaml"
 	files := map[proxier]string{}
@@ -158,7 +160,7 @@ func TestKubeProxyRestart(t *testing.T) {
 // proxier and v1.37.1 repair them at their periodic sync (syncPeriod 5s);
 // v1.34.3 resyncs once an hour, so its probes fail until the run ends.
 func TestKubeProxyDrift(t *testing.T) {
-	dir := binDir(t)
+	dir := binDir(t, kernel.Needs{})
 	out := outDir(t)
 	for _, tc := range []struct {
 		p        proxier
@@ -198,7 +200,7 @@ func TestKubeProxyDrift(t *testing.T) {
 // virtual servers, ipsets, kube-ipvs0 addresses and iptables rules each
 // run read back from the real kernel.
 func TestKubeProxyParity(t *testing.T) {
-	dir := binDir(t)
+	dir := binDir(t, kernel.Needs{})
 	out := outDir(t)
 	var states []string
 	for _, p := range []proxier{kpsim, v1_37} {
@@ -229,7 +231,7 @@ func TestKubeProxyParity(t *testing.T) {
 // by up to 2.3x on one operation (kernel/testbed's TestE2EScale). A
 // release's sync is one block: there are no phases to compare.
 func TestKubeProxyAgreement(t *testing.T) {
-	dir := binDir(t)
+	dir := binDir(t, kernel.Needs{})
 	out := outDir(t)
 	where := os.Getenv("KPSIM_E2E_WHERE")
 	if where == "" {

@@ -26,7 +26,6 @@ import (
 	"net/netip"
 	"os"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -240,8 +239,6 @@ func RealKernel() (Kernel, error) {
 	return k, nil
 }
 
-var registerMetrics sync.Once
-
 // ipvsProxier is the release's IPVS proxier for one family on k, its
 // netlink handle counted.
 func (r Release) ipvsProxier(ctx context.Context, k Kernel, params Params, fam *observed.Family) (proxy.Provider, error) {
@@ -273,7 +270,7 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("proxier config: %w", err)
 	}
-	registerMetrics.Do(func() { registerReleaseMetrics(cfg.Mode) })
+	registerReleaseMetrics(cfg.Mode)
 	g := observed.New(ctx, cfg, opts, model, legacyregistry.DefaultGatherer, labelledMetrics)
 	defer g.Wait()
 

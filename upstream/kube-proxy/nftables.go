@@ -17,18 +17,6 @@ import (
 	"github.com/kpsim/kpsim/proxier/observed"
 )
 
-// kubeProxyTable is the table kube-proxy's nftables mode programs, in the
-// ip and the ip6 family.
-const kubeProxyTable = "kube-proxy"
-
-// nftablesFamily is the nftables family of a proxier's IP family.
-func nftablesFamily(f dataplane.Family) knftables.Family {
-	if f == dataplane.IPv6 {
-		return knftables.IPv6Family
-	}
-	return knftables.IPv4Family
-}
-
 // nftablesProxier is the release's nftables proxier for one family on k.
 // Its constructor makes its own knftables interface (knftables.New, which
 // runs `nft --version` and an `nft --check`): on the real node it is kept,
@@ -69,7 +57,7 @@ func (r Release) nftablesProxier(ctx context.Context, k Kernel, params Params, f
 		if netlink {
 			options = append(options, knftables.UseNetlink)
 		}
-		if table, err = k.NFTables.Table(nftablesFamily(dataplane.Family(params.Family)), kubeProxyTable, options...); err != nil {
+		if table, err = k.NFTables.Table(dataplane.NFTablesFamily(dataplane.Family(params.Family)), dataplane.NFTablesTable, options...); err != nil {
 			return nil, err
 		}
 	}
@@ -150,6 +138,11 @@ func (c countedNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 	}
 	c.f.Add(dataplane.OpNFTTransaction, 1)
 	c.f.Add(dataplane.OpNFTCommand, int64(tx.NumOperations()))
+	deletes, mapRules := dataplane.NFTTransactionOps(tx)
+	if deletes {
+		c.f.Add(dataplane.OpNFTDeleting, 1)
+	}
+	c.f.Add(dataplane.OpNFTMapRule, int64(mapRules))
 	return c.f.Result(op, c.Interface.Run(ctx, tx))
 }
 

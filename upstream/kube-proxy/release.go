@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	k8smetrics "k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/config"
@@ -36,11 +38,18 @@ import (
 // labelledMetrics: the sync metrics carry ip_family.
 const labelledMetrics = true
 
-// registerReleaseMetrics registers the release's metrics for the mode of
-// the process's first run (kube-proxy registers once, for its one mode;
-// the sync metrics kpsim reads are every mode's).
+// registerReleaseMetrics registers the release's metrics for mode.
+// kube-proxy registers once per process, for its one mode; a kpsim run
+// may switch to nftables mode, and a calibration runs both, so the
+// nftables mode's sync histograms, the partial one kpsim reads (observed:
+// which syncs were partial), are registered after IPVS mode's too.
 func registerReleaseMetrics(mode proxier.Mode) {
 	metrics.RegisterMetrics(kubeproxyconfig.ProxyMode(mode))
+	if mode == proxier.ModeNFTables {
+		for _, m := range []k8smetrics.Registerable{metrics.SyncFullProxyRulesLatency, metrics.SyncPartialProxyRulesLatency} {
+			_ = legacyregistry.Register(m) // already registered if nftables mode was the first
+		}
+	}
 }
 
 func newIPSet() utilipset.Interface { return utilipset.New() }

@@ -31,11 +31,15 @@ func newCalibrateCommand() *cobra.Command {
 		Short: "measure this kernel's per-operation costs and write a cost profile for the sim (root)",
 		Long: `Measure, in a throwaway network namespace, what each kernel operation kube-proxy's IPVS
 mode issues costs on this machine: IPVS services and destinations, ipset entries by
-each strategy (exec, restore, netlink), addresses, iptables-restore, conntrack. Each
-cost is fitted from a small and a large batch. The result is a cost profile the sim
-reads (--set sim.profile=FILE), so the in-memory kernel predicts this node. Operations
-this kernel cannot do (IPVS on a kernel without it) are left out of the profile, and
-its source text says so. See docs/kernel-costs.md.`,
+each strategy (exec, restore, netlink), addresses, iptables-restore, conntrack; and
+what nft costs kube-proxy's nftables mode: transactions and listings on a table shaped
+like its own, at --entries services and four times as many. Each cost is fitted from a
+small and a large batch. Run in a binary with kube-proxy releases (bin/kpsim-kube-proxy-*),
+it also prices each release's own code in each of its modes. The result is a cost
+profile the sim reads (--set sim.profile=FILE), so the in-memory kernel predicts this
+node. Operations this kernel cannot do (IPVS on a kernel without it, nftables without
+nft) are left out of the profile, and its source text says so. See
+docs/kernel-costs.md and docs/nftables.md.`,
 		Example: `  sudo kpsim calibrate -o my-node.json
   sudo kpsim calibrate --entries 5000 --iptables nft -o my-node.json
   kpsim run -s restart-stale-ipsets --set sim.profile=my-node.json`,
@@ -83,6 +87,9 @@ func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
 	if !caps.Conntrack.OK {
 		skip["conntrack"] = "no conntrack: " + caps.Conntrack.Detail
 	}
+	if !caps.NFTables.OK {
+		skip["nftables"] = "no nftables: " + caps.NFTables.Detail
+	}
 	if o.where == "" {
 		o.where = cpuModel()
 	}
@@ -95,6 +102,7 @@ func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
 	}
 	p, err := calibrate.Run(open, calibrate.Options{
 		Entries: o.entries, ExecEntries: o.execEntries, Name: o.name, Where: o.where, Skip: skip, Log: stderr,
+		NFTVersion: caps.NFTables.Detail,
 	})
 	if err != nil {
 		return err

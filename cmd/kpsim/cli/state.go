@@ -36,7 +36,8 @@ func newStateCommand() *cobra.Command {
 export and dump what it programs: IPVS virtual servers, ipsets, kube-ipvs0 addresses
 and the nat and filter tables, canonically sorted. --then applies a second file
 after the first sync and dumps the result of the incremental sync. --diff compares
-two dumps (of kpsim state or 'kpsim run --state') and exits 1 if they differ.`,
+two dumps (of kpsim state or 'kpsim run --state', whose dump of a release in
+nftables mode holds its nftables table) and exits 1 if they differ.`,
 		Example: `  kubectl get services,endpointslices -A -o json > cluster.json
   kpsim state -f cluster.json -o state.json
   kpsim state -f cluster.json --node worker-3 --set proxier.scheduler=wrr

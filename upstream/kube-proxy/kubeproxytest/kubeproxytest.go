@@ -33,6 +33,7 @@ import (
 	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
+	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/observed"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
@@ -361,20 +362,27 @@ func runScenario(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementat
 	return f
 }
 
-// FitRelease prices release r's own work as `kpsim calibrate` does in its
-// binary (calibrate.FitRelease), at a size a test runs in seconds: the
-// fit prices its units without a negative price and predicts the syncs it
-// was fitted on, and a run priced by it says so.
+// FitRelease prices release r's own work in IPVS and in nftables mode as
+// `kpsim calibrate` does in its binary (calibrate.FitRelease), at a size a
+// test runs in seconds: the fit prices its units without a negative price
+// and says what it was fitted on.
 func FitRelease(t *testing.T, r kubeproxy.Release) {
 	t.Helper()
 	impl := registerOnKernel(r)
 	var log strings.Builder
-	price, err := calibrate.FitRelease(impl.Name, []int{200, 600}, "a test", &log)
-	require.NoError(t, err, log.String())
-	t.Logf("%s\n%+v", log.String(), price)
-	require.Positive(t, price.PerSync+price.PerDerived+price.PerEndpoint, "a release's syncs take time")
-	require.Contains(t, price.Source, impl.Name+"'s own syncs on the in-memory kernel")
-	require.Zero(t, price.PerPort+price.PerEntry, "a release's sync is priced per sync, port derived and endpoint")
+	for _, mode := range []proxier.Mode{proxier.ModeIPVS, proxier.ModeNFTables} {
+		price, err := calibrate.FitRelease(impl.Name, mode, []int{200, 600}, "a test", &log)
+		require.NoError(t, err, log.String())
+		t.Logf("%s\n%+v", log.String(), price)
+		require.Positive(t, price.PerSync+price.PerDerived+price.PerEndpoint, "a release's syncs take time")
+		require.Contains(t, price.Source, impl.Name+"'s own syncs in "+string(mode)+" mode on the in-memory kernel")
+		require.Zero(t, price.PerEntry, "a release's sync is priced per sync, port derived or passed over and endpoint")
+		if mode == proxier.ModeIPVS {
+			require.Zero(t, price.PerPort, "IPVS mode derives every port in every sync")
+		} else {
+			require.Contains(t, price.Source, "partial syncs", "nftables mode syncs partially")
+		}
+	}
 }
 
 // nftablesOnSim is a small cluster through churn, a restart and deleted

@@ -1,0 +1,361 @@
+package calibrate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/kpsim/kpsim/dataplane"
+)
+
+// nftables prices nft on this kernel, the way the in-memory kernel charges
+// it (sim/nftables.go), on a table shaped like kube-proxy's nftables mode
+// at two sizes (Entries services, then four times as many). Each service is
+// kube-proxy v1.37's at one endpoint (nftService): five commands, four
+// objects as the sim counts them.
+//
+//   - A transaction of n commands onto a table of S objects is charged
+//     nft-transaction's price plus its per-object price times the size
+//     (S plus n/2), and n times nft-command's price plus its per-object
+//     price times the size; one that deletes anything (nft-deleting) a
+//     price more; a rule with a map of its own (nft-map-rule) a price
+//     plus a price per object the table holds, fitted apart on what the
+//     loads of services of two endpoints took beyond the other prices.
+//     The five others are fitted together (fitNonNegative) on the loads of
+//     the table, and on transactions adding and deleting one element and
+//     ten services' worth (the median of five each), at both sizes.
+//   - A listing of names with the nft binary (nft-list) is its price plus a
+//     price per object and one per pair of objects; over netlink
+//     (nft-list-netlink) and a listing of one set's elements
+//     (nft-list-elements) a price plus one per object. Each is fitted on
+//     the table with no service, and at the two sizes.
+//
+// The table is deleted at the end.
+func (c *calibration) nftables() error {
+	const name = "kpsim-calibrate"
+	nft, err := c.dp.NFTables.Table(knftables.IPv4Family, name)
+	if err != nil {
+		return fmt.Errorf("calibrate nftables: %w", err)
+	}
+	overNetlink, err := c.dp.NFTables.Table(knftables.IPv4Family, name, knftables.UseNetlink)
+	if err != nil {
+		return fmt.Errorf("calibrate nftables: %w", err)
+	}
+	ctx := context.Background()
+	small, large := c.opts.Entries, 4*c.opts.Entries
+	var (
+		objects  int         // in the table, as the sim counts them
+		loads    []float64   // each size's load, in seconds
+		mapLoads []float64   // and of services of two endpoints
+		mapRows  [][]float64 // of those: rules with maps, rules × size, commands, size
+		txRows   [][]float64
+		txSecs   []float64
+		lists    = map[dataplane.Op]*listSamples{
+			dataplane.OpNFTList: {}, dataplane.OpNFTListNetlink: {}, dataplane.OpNFTListElements: {},
+		}
+	)
+	// sample records one kind of transaction without rules with maps: n
+	// commands onto a table of objects objects, deleting or not, at its
+	// median time.
+	sample := func(n, objects int, deletes bool, times []float64) {
+		size := float64(objects) + float64(n)/2
+		deleting := 0.0
+		if deletes {
+			deleting = 1
+		}
+		txRows = append(txRows, []float64{1, size, float64(n), float64(n) * size, deleting})
+		txSecs = append(txSecs, median(times))
+	}
+	// change runs tx(false), which adds objs objects, and tx(true), which
+	// deletes them, back and forth five times (inTable: they are in the
+	// table to begin with, and the deletion goes first); the median time
+	// of each is a sample, at the table's size when it ran.
+	change := func(what string, tx func(del bool) *knftables.Transaction, objs int, inTable bool) error {
+		times, commands, sizes := map[bool][]float64{}, map[bool]int{}, map[bool]int{}
+		for range 5 {
+			for _, del := range []bool{inTable, !inTable} {
+				t := tx(del)
+				commands[del], sizes[del] = t.NumOperations(), objects
+				d, err := c.once(fmt.Sprintf("nft-transaction %s (delete %v, %d commands, %d objects)", what, del, commands[del], objects), func() error { return nft.Run(ctx, t) })
+				if err != nil {
+					return err
+				}
+				times[del] = append(times[del], d)
+				if del {
+					objects -= objs
+				} else {
+					objects += objs
+				}
+			}
+		}
+		for _, del := range []bool{false, true} {
+			sample(commands[del], sizes[del], del, times[del])
+		}
+		return nil
+	}
+	listAt := func() error {
+		for _, l := range []struct {
+			op  dataplane.Op
+			nft knftables.Interface
+			f   func(knftables.Interface) (int, error)
+		}{
+			{dataplane.OpNFTList, nft, func(t knftables.Interface) (int, error) { names, err := t.List(ctx, "chain"); return len(names), err }},
+			{dataplane.OpNFTListNetlink, overNetlink, func(t knftables.Interface) (int, error) { names, err := t.List(ctx, "chain"); return len(names), err }},
+			{dataplane.OpNFTListElements, nft, func(t knftables.Interface) (int, error) {
+				elems, err := t.ListElements(ctx, "set", "cluster-ips")
+				return len(elems), err
+			}},
+		} {
+			d, err := c.typical(fmt.Sprintf("%s (%d objects)", l.op, objects), 5, func() error {
+				_, err := l.f(l.nft)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			lists[l.op].add(objects, d)
+		}
+		return nil
+	}
+
+	// The table with no service, then with size services, loaded in one
+	// transaction, three times from scratch: the median load is a sample.
+	table := func() *knftables.Transaction {
+		tx := nft.NewTransaction()
+		tx.Add(&knftables.Table{})
+		tx.Add(&knftables.Chain{Name: "nat-prerouting", Type: knftables.PtrTo(knftables.NATType), Hook: knftables.PtrTo(knftables.PreroutingHook), Priority: knftables.PtrTo(knftables.DNATPriority)})
+		tx.Add(&knftables.Chain{Name: "services"})
+		tx.Add(&knftables.Chain{Name: "mark-for-masquerade"})
+		tx.Add(&knftables.Rule{Chain: "nat-prerouting", Rule: "jump services"})
+		tx.Add(&knftables.Rule{Chain: "mark-for-masquerade", Rule: "mark set mark or 0x4000"})
+		tx.Add(&knftables.Set{Name: "cluster-ips", Type: "ipv4_addr"})
+		tx.Add(&knftables.Map{Name: "service-ips", Type: "ipv4_addr . inet_proto . inet_service : verdict"})
+		tx.Add(&knftables.Rule{Chain: "services", Rule: "ip daddr . meta l4proto . th dport vmap @service-ips"})
+		return tx
+	}
+	const tableObjects = 8
+	drop := func() error {
+		tx := nft.NewTransaction()
+		tx.Delete(&knftables.Table{})
+		objects = 0
+		return nft.Run(ctx, tx)
+	}
+	defer func() { _ = drop() }()
+	for _, size := range []int{0, small, large} {
+		var times []float64
+		var n int
+		for i := range 3 {
+			if i > 0 || size > 0 {
+				if err := drop(); err != nil && !knftables.IsNotFound(err) {
+					return fmt.Errorf("calibrate nftables: %w", err)
+				}
+			}
+			create := table()
+			d, err := c.once(fmt.Sprintf("nft-transaction the table (%d commands)", create.NumOperations()), func() error { return nft.Run(ctx, create) })
+			if err != nil {
+				return err
+			}
+			objects = tableObjects
+			if size == 0 {
+				sample(create.NumOperations(), 0, false, []float64{d})
+				break
+			}
+			tx := nft.NewTransaction()
+			for j := range size {
+				nftService(tx, j, 1, false)
+			}
+			n = tx.NumOperations()
+			d, err = c.once(fmt.Sprintf("nft-transaction load %d services (%d commands)", size, n), func() error { return nft.Run(ctx, tx) })
+			if err != nil {
+				return err
+			}
+			times = append(times, d)
+			objects += nftServiceObjects * size
+		}
+		if size == 0 {
+			if err := listAt(); err != nil {
+				return err
+			}
+			continue
+		}
+		sample(n, tableObjects, false, times)
+		loads = append(loads, median(times))
+		// One element, then ten services (a sync's worth of changes),
+		// added and deleted five times each.
+		element := func(del bool) *knftables.Transaction {
+			tx := nft.NewTransaction()
+			e := &knftables.Element{Set: "cluster-ips", Key: []string{calibrationAddr(20, 0).String()}}
+			if del {
+				tx.Delete(e)
+			} else {
+				tx.Add(e)
+			}
+			return tx
+		}
+		services := func(del bool) *knftables.Transaction {
+			tx := nft.NewTransaction()
+			for i := range 10 {
+				nftService(tx, i, 1, del)
+			}
+			return tx
+		}
+		if err := change("one element", element, 1, false); err != nil {
+			return err
+		}
+		if err := change("ten services", services, 10*nftServiceObjects, true); err != nil {
+			return err
+		}
+		if err := listAt(); err != nil {
+			return err
+		}
+	}
+
+	// Services of two endpoints, each rule with its map, loaded at both
+	// sizes (once: at four times --entries this takes seconds).
+	for _, size := range []int{small, large} {
+		if err := drop(); err != nil {
+			return fmt.Errorf("calibrate nftables: %w", err)
+		}
+		if err := nft.Run(ctx, table()); err != nil {
+			return fmt.Errorf("calibrate nftables: %w", err)
+		}
+		tx := nft.NewTransaction()
+		for j := range size {
+			nftService(tx, j, 2, false)
+		}
+		d, err := c.once(fmt.Sprintf("nft-transaction load %d services of 2 endpoints (%d commands)", size, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
+		if err != nil {
+			return err
+		}
+		mapLoads = append(mapLoads, d)
+		n, at := float64(tx.NumOperations()), float64(tableObjects)+float64(tx.NumOperations())/2
+		mapRows = append(mapRows, []float64{float64(size), float64(size) * at, n, at})
+	}
+	// The transactions without maps price a transaction and a command;
+	// what the loads with maps took beyond that prices their rules (fitted
+	// apart: within those loads the rules grow with the commands).
+	p, err := fitNonNegative(txRows, txSecs)
+	if err != nil {
+		return fmt.Errorf("calibrate nftables transactions: %w", err)
+	}
+	var rows [][]float64
+	var beyond []float64
+	for i, r := range mapRows {
+		n, at := r[2], r[3]
+		plain := p[0] + p[1]*at + n*(p[2]+p[3]*at)
+		rows = append(rows, r[:2])
+		beyond = append(beyond, max(0, mapLoads[i]-plain))
+	}
+	q, err := fitNonNegative(rows, beyond)
+	if err != nil {
+		return fmt.Errorf("calibrate nftables rules with maps: %w", err)
+	}
+	p = append(p, q...)
+	c.set(dataplane.OpNFTTransaction, p[0])
+	c.p.ListItem[dataplane.OpNFTTransaction.String()] = p[1]
+	c.set(dataplane.OpNFTCommand, p[2])
+	c.p.ListItem[dataplane.OpNFTCommand.String()] = p[3]
+	c.set(dataplane.OpNFTDeleting, p[4])
+	c.set(dataplane.OpNFTMapRule, p[5])
+	c.p.ListItem[dataplane.OpNFTMapRule.String()] = p[6]
+	for op, l := range lists {
+		terms := 2
+		if op == dataplane.OpNFTList {
+			terms = 3 // nft reads the whole table, and takes longer than linearly
+		}
+		q, err := l.fit(terms)
+		if err != nil {
+			return fmt.Errorf("calibrate %s: %w", op, err)
+		}
+		c.set(op, q[0])
+		c.p.ListItem[op.String()] = q[1]
+		if terms == 3 {
+			if c.p.ListPairs == nil {
+				c.p.ListPairs = map[string]float64{}
+			}
+			c.p.ListPairs[op.String()] = q[2]
+		}
+	}
+	c.notes = append(c.notes, fmt.Sprintf("nftables with %s, a table shaped like kube-proxy's nftables mode (%d objects per service at one endpoint) loaded to %d and %d services in one transaction each "+
+		"(%s and %s), with transactions of one element and of ten services added and deleted at each size (the median of five): a transaction %s plus %s per object the table holds, each command in it %s plus %s per object, %s more if it deletes; "+
+		"services of two endpoints, each DNAT rule with its map, loaded likewise (%s and %s): such a rule %s plus %s per object the table holds; "+
+		"a listing of names with the nft binary %s plus %s per object plus %.3g ns per pair of objects; over netlink %s plus %s per object; one set's elements %s plus %s per object",
+		c.nftVersion(), nftServiceObjects, small, large, dur(loads[0]), dur(loads[1]),
+		c.op(dataplane.OpNFTTransaction), dur(p[1]), c.op(dataplane.OpNFTCommand), dur(p[3]), c.op(dataplane.OpNFTDeleting),
+		dur(mapLoads[0]), dur(mapLoads[1]), c.op(dataplane.OpNFTMapRule), dur(p[6]),
+		c.op(dataplane.OpNFTList), dur(c.p.ListItem[dataplane.OpNFTList.String()]), c.p.ListPairs[dataplane.OpNFTList.String()]*1e9,
+		c.op(dataplane.OpNFTListNetlink), dur(c.p.ListItem[dataplane.OpNFTListNetlink.String()]),
+		c.op(dataplane.OpNFTListElements), dur(c.p.ListItem[dataplane.OpNFTListElements.String()])))
+	return nil
+}
+
+// nftServiceObjects is how many objects nftService adds.
+const nftServiceObjects = 4
+
+// nftService adds (or deletes) service i as kube-proxy v1.37's nftables
+// mode writes a ClusterIP service: its chain (added, then flushed, as every
+// sync writes it), one rule DNATing to the endpoint (to one of several by a
+// numgen map written into the rule: nft-map-rule), an element in the map of
+// service addresses (to the chain) and one in the set of cluster IPs.
+func nftService(tx *knftables.Transaction, i, endpoints int, del bool) {
+	ip, ep := calibrationAddr(18, i), calibrationAddr(19, i)
+	chain := &knftables.Chain{Name: fmt.Sprintf("service-%d-ns/svc%d/tcp/p80", i, i)}
+	elements := []*knftables.Element{
+		{Set: "cluster-ips", Key: []string{ip.String()}},
+		{Map: "service-ips", Key: []string{ip.String(), "tcp", "80"}, Value: []string{"goto " + chain.Name}},
+	}
+	if del {
+		// As kube-proxy removes a service: nothing may refer to a chain,
+		// nor a rule be left in it, when it is deleted.
+		for _, e := range elements {
+			tx.Delete(e)
+		}
+		tx.Flush(chain)
+		tx.Delete(chain)
+		return
+	}
+	tx.Add(chain)
+	tx.Flush(chain)
+	rule := fmt.Sprintf("meta l4proto tcp dnat to %s:8080", ep)
+	if endpoints > 1 {
+		var eps []string
+		for j := range endpoints {
+			eps = append(eps, fmt.Sprintf("%d : %s . %d", j, ep, 8080+j))
+		}
+		rule = fmt.Sprintf("meta l4proto tcp dnat ip addr . port to numgen random mod %d map { %s }", endpoints, strings.Join(eps, " , "))
+	}
+	tx.Add(&knftables.Rule{Chain: chain.Name, Rule: rule})
+	for _, e := range elements {
+		tx.Add(e)
+	}
+}
+
+// listSamples are one listing's times by the table's size.
+type listSamples struct {
+	objects []int
+	seconds []float64
+}
+
+func (l *listSamples) add(objects int, seconds float64) {
+	l.objects = append(l.objects, objects)
+	l.seconds = append(l.seconds, seconds)
+}
+
+// fit prices the listing per call, per object and (terms 3) per pair.
+func (l *listSamples) fit(terms int) ([]float64, error) {
+	var rows [][]float64
+	for _, n := range l.objects {
+		rows = append(rows, []float64{1, float64(n), float64(n) * float64(n)}[:terms])
+	}
+	return fitNonNegative(rows, l.seconds)
+}
+
+// nftVersion names the nft this kernel's dataplane runs, for the source.
+func (c *calibration) nftVersion() string {
+	if v := c.opts.NFTVersion; v != "" {
+		return v
+	}
+	return "nft"
+}

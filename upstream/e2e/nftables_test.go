@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/internal/hosttools"
+	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/results"
+)
+
+// agreementLow and agreementHigh are the issue's bar for a sync's
+// modeled/measured ratio, reported; saneLow and saneHigh the bounds held,
+// wide enough for this machine's noise (the same sync's median moves by a
+// fifth between two runs of the test, and a calibration's prices by as
+// much), narrow enough that a price or a count gone wrong fails.
+const (
+	agreementLow, agreementHigh = 0.75, 1.25
+	saneLow, saneHigh           = 0.5, 2.0
+)
+
+// kernelRuns is how often the scenario runs on the kernel per size.
+const kernelRuns = 5
+
+// formatAll lists durations in seconds.
+func formatAll(secs []float64) string {
+	out := make([]string, len(secs))
+	for i, s := range secs {
+		out[i] = results.FormatSeconds(s)
+	}
+	return strings.Join(out, ", ")
+}
+
+// TestNFTablesAgreement holds the sim against this machine's own kernel
+// for v1.37.1 in nftables mode, which needs nf_tables and nft, not IPVS:
+// `make nftables-agreement` runs it on the host. The release's binary
+// calibrates this kernel (nft's transactions and listings, the release's
+// own code in nftables mode); then testdata/nftables-agreement.yaml runs
+// on the kernel and on the in-memory kernel priced by that profile, at
+// 1,000 and 5,000 services, five times on the kernel. Every kernel run
+// must end with the sim's table (read back from each kernel), every sync of
+// the sim must have a sync of the same operations (by kind) in most kernel
+// runs (in the others its step's writes came in two syncs). Each sync's
+// modeled/measured ratio (to the median) is reported against 0.75-1.25 and
+// held within 0.5-2.
+func TestNFTablesAgreement(t *testing.T) {
+	dir := binDir(t, kernel.Needs{NFTables: true, NoIPVS: true})
+	hosttools.Require(t, "nft")
+	out := outDir(t)
+	where := os.Getenv("KPSIM_E2E_WHERE")
+	if where == "" {
+		where = "the end-to-end test's machine"
+	}
+	p := v1_37
+	profile := filepath.Join(out, "nftables-agreement-profile.json")
+	kpsimCmd(t, filepath.Join(dir, p.bin), []int{0}, "calibrate", "--name", "calibrated-nftables-agreement", "--where", where, "--entries", "1000", "-o", profile)
+	const scenario = "testdata/nftables-agreement.yaml"
+	for _, services := range []int{1000, 5000} {
+		label := fmt.Sprintf("%s-nftables-%d", p.label, services)
+		size := fmt.Sprintf("cluster.services=%d", services)
+		simState := filepath.Join(out, "nftables-agreement-state-sim-"+label+".json")
+		sim := run(t, dir, p, scenario, filepath.Join(out, "nftables-agreement-sim-"+label+".json"), "--state", simState, "--set", size,
+			"--set", "backend=sim", "--set", "sim.profile="+profile)
+		require.Equal(t, results.ClockModeled, sim.Clock)
+		a, err := state.ReadFile(simState)
+		require.NoError(t, err)
+
+		// On the wall clock the API's writes reach the proxier over time,
+		// and a sync may start when part of a step's have arrived; on the
+		// modeled clock a step's writes arrive at one instant. Each of the
+		// sim's syncs is held against the kernel's syncs that issued the
+		// same operations, in order, at their median time over the runs (a
+		// sync of tens of commands onto a large table varies by half
+		// between two runs here); a kernel sync of a part of a step is
+		// reported only.
+		measured := map[int][]float64{} // by the sim sync's Seq
+		for i := range kernelRuns {
+			kernState := filepath.Join(out, fmt.Sprintf("nftables-agreement-state-kernel-%s-%d.json", label, i+1))
+			kern := run(t, dir, p, scenario, filepath.Join(out, fmt.Sprintf("nftables-agreement-kernel-%s-%d.json", label, i+1)), "--state", kernState, "--set", size)
+			b, err := state.ReadFile(kernState)
+			require.NoError(t, err)
+			require.NotEmpty(t, b.NFTables, "%s: the kernel's nftables table was read back", label)
+			require.Empty(t, state.Diff(a, b), "%s: state of the sim (A) and of the kernel (B), run %d", label, i+1)
+			next := 0 // the first of the sim's syncs not yet matched in this run
+			for _, ks := range kern.Syncs {
+				require.Empty(t, ks.Error, "%s: kernel sync %d", label, ks.Seq)
+				j := slices.IndexFunc(sim.Syncs[next:], func(ss results.Sync) bool { return ss.Ops == ks.Ops })
+				if j >= 0 {
+					ss := sim.Syncs[next+j]
+					measured[ss.Seq] = append(measured[ss.Seq], ks.Seconds)
+					next += j + 1
+					continue
+				}
+				fmt.Printf("NFTABLES-AGREEMENT %s run %d kernel sync %d (%d services, %v): part of a step, measured %s, not compared\n",
+					label, i+1, ks.Seq, ks.Services, ks.Ops, results.FormatSeconds(ks.Seconds))
+			}
+		}
+		for _, ss := range sim.Syncs {
+			times := measured[ss.Seq]
+			require.Greater(t, 2*len(times), kernelRuns, "%s: sim sync %d (%v) has a kernel sync of the same operations in most runs", label, ss.Seq, ss.Ops)
+			slices.Sort(times)
+			median := times[len(times)/2]
+			ratio := ss.Seconds / median
+			verdict := "within"
+			if ratio < agreementLow || ratio > agreementHigh {
+				verdict = "OUTSIDE"
+			}
+			fmt.Printf("NFTABLES-AGREEMENT %s sync %d (%d services, %d commands): modeled %s (kernel part %s, its own %s), measured %s (median of %s): ratio %.2f, %s %.2f-%.2f\n",
+				label, ss.Seq, ss.Services, ss.Ops[dataplane.OpNFTCommand], results.FormatSeconds(ss.Seconds), results.FormatSeconds(ss.KernelSeconds),
+				results.FormatSeconds(ss.ProxierSeconds), results.FormatSeconds(median), formatAll(times), ratio, verdict, agreementLow, agreementHigh)
+			require.True(t, ratio >= saneLow && ratio <= saneHigh, "%s: sync %d modeled/measured %.2f, outside %.1f-%.1f", label, ss.Seq, ratio, saneLow, saneHigh)
+		}
+	}
+}
