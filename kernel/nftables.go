@@ -1,8 +1,11 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
+	"os/exec"
 
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 )
 
@@ -13,6 +16,11 @@ type nftables struct{}
 
 func (nftables) Table(family knftables.Family, name string, options ...knftables.Option) (knftables.Interface, error) {
 	t, err := knftables.New(family, name, options...)
+	if errors.Is(err, exec.ErrNotFound) {
+		// No nft (the VM's initramfs has none): a kernel without nftables,
+		// as one without IPVS matches EPROTONOSUPPORT.
+		return nil, fmt.Errorf("nftables table %s %s: %w: %w", family, name, unix.EPROTONOSUPPORT, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("nftables table %s %s: %w", family, name, err)
 	}

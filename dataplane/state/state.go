@@ -203,12 +203,16 @@ func Read(dp dataplane.Dataplane, families []dataplane.Family) (*State, error) {
 }
 
 // readNFTable lists kube-proxy's nftables table of family f, or returns nil
-// where the dataplane has no nftables or the table does not exist.
+// where the dataplane has no nftables (none, or a kernel without them) or
+// the table does not exist.
 func readNFTable(dp dataplane.Dataplane, f dataplane.Family) (*NFTable, error) {
 	if dp.NFTables == nil {
 		return nil, nil
 	}
 	nft, err := dp.NFTables.Table(dataplane.NFTablesFamily(f), dataplane.NFTablesTable)
+	if errors.Is(err, unix.EPROTONOSUPPORT) {
+		return nil, nil // a kernel without nftables holds no table
+	}
 	if err != nil {
 		return nil, err
 	}

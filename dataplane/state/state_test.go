@@ -3,12 +3,14 @@ package state_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
 	"github.com/kpsim/kpsim/dataplane"
@@ -294,4 +296,24 @@ func TestReadStateNFTables(t *testing.T) {
 		{Kind: "nft-rule", Object: "IPv4 nftables kube-proxy services", Change: "only in B", Detail: "-A services #2"},
 		{Kind: "nft-element", Object: "IPv4 nftables kube-proxy map service-ips", Change: "only in A", Detail: "10.96.0.1 . tcp . 80 : goto endpoint-x"},
 	}, state.Diff(st, after))
+}
+
+// noNFTables is a kernel without nftables (no nft binary): its tables
+// cannot be opened.
+type noNFTables struct{}
+
+func (noNFTables) Table(f knftables.Family, name string, _ ...knftables.Option) (knftables.Interface, error) {
+	return nil, fmt.Errorf("nftables table %s %s: %w: no nft", f, name, unix.EPROTONOSUPPORT)
+}
+
+// TestReadStateWithoutNFTables: a kernel without nftables (the VM's has no
+// nft) dumps its state with no nftables table, and no error.
+func TestReadStateWithoutNFTables(t *testing.T) {
+	k, err := sim.New(sim.Options{})
+	require.NoError(t, err)
+	dp := k.Dataplane()
+	dp.NFTables = noNFTables{}
+	st, err := state.Read(dp, []dataplane.Family{dataplane.IPv4})
+	require.NoError(t, err)
+	require.Empty(t, st.NFTables)
 }
