@@ -97,21 +97,14 @@ func (c *calibration) nftables() error {
 	}
 	listAt := func() error {
 		for _, l := range []struct {
-			op  dataplane.Op
-			nft knftables.Interface
-			f   func(knftables.Interface) (int, error)
+			op dataplane.Op
+			f  func() error
 		}{
-			{dataplane.OpNFTList, nft, func(t knftables.Interface) (int, error) { names, err := t.List(ctx, "chain"); return len(names), err }},
-			{dataplane.OpNFTListNetlink, overNetlink, func(t knftables.Interface) (int, error) { names, err := t.List(ctx, "chain"); return len(names), err }},
-			{dataplane.OpNFTListElements, nft, func(t knftables.Interface) (int, error) {
-				elems, err := t.ListElements(ctx, "set", "cluster-ips")
-				return len(elems), err
-			}},
+			{dataplane.OpNFTList, func() error { _, err := nft.List(ctx, "chain"); return err }},
+			{dataplane.OpNFTListNetlink, func() error { _, err := overNetlink.List(ctx, "chain"); return err }},
+			{dataplane.OpNFTListElements, func() error { _, err := nft.ListElements(ctx, "set", "cluster-ips"); return err }},
 		} {
-			d, err := c.typical(fmt.Sprintf("%s (%d objects)", l.op, objects), 5, func() error {
-				_, err := l.f(l.nft)
-				return err
-			})
+			d, err := c.typical(fmt.Sprintf("%s (%d objects)", l.op, objects), 5, l.f)
 			if err != nil {
 				return err
 			}
@@ -120,9 +113,11 @@ func (c *calibration) nftables() error {
 		return nil
 	}
 
-	// The table with no service, then with size services, loaded in one
-	// transaction, three times from scratch: the median load is a sample.
-	table := func() *knftables.Transaction {
+	// The table with no service (its creation and listings are samples),
+	// then with size services, loaded in one transaction three times from
+	// scratch: the median load is a sample.
+	const tableObjects = 8
+	create := func() (float64, int, error) {
 		tx := nft.NewTransaction()
 		tx.Add(&knftables.Table{})
 		tx.Add(&knftables.Chain{Name: "nat-prerouting", Type: knftables.PtrTo(knftables.NATType), Hook: knftables.PtrTo(knftables.PreroutingHook), Priority: knftables.PtrTo(knftables.DNATPriority)})
@@ -133,9 +128,10 @@ func (c *calibration) nftables() error {
 		tx.Add(&knftables.Set{Name: "cluster-ips", Type: "ipv4_addr"})
 		tx.Add(&knftables.Map{Name: "service-ips", Type: "ipv4_addr . inet_proto . inet_service : verdict"})
 		tx.Add(&knftables.Rule{Chain: "services", Rule: "ip daddr . meta l4proto . th dport vmap @service-ips"})
-		return tx
+		d, err := c.once(fmt.Sprintf("nft-transaction the table (%d commands)", tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
+		objects = tableObjects
+		return d, tx.NumOperations(), err
 	}
-	const tableObjects = 8
 	drop := func() error {
 		tx := nft.NewTransaction()
 		tx.Delete(&knftables.Table{})
@@ -143,42 +139,40 @@ func (c *calibration) nftables() error {
 		return nft.Run(ctx, tx)
 	}
 	defer func() { _ = drop() }()
-	for _, size := range []int{0, small, large} {
+	// load creates the table afresh and loads size services of endpoints
+	// each into it in one transaction, and returns its time and commands.
+	load := func(size, endpoints int) (float64, int, error) {
+		if err := drop(); err != nil {
+			return 0, 0, fmt.Errorf("calibrate nftables: %w", err)
+		}
+		if _, _, err := create(); err != nil {
+			return 0, 0, err
+		}
+		tx := nft.NewTransaction()
+		for j := range size {
+			nftService(tx, j, endpoints, false)
+		}
+		d, err := c.once(fmt.Sprintf("nft-transaction load %d services of %d endpoints (%d commands)", size, endpoints, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
+		objects += nftServiceObjects * size
+		return d, tx.NumOperations(), err
+	}
+	d, n, err := create()
+	if err != nil {
+		return err
+	}
+	sample(n, 0, false, []float64{d})
+	if err := listAt(); err != nil {
+		return err
+	}
+	for _, size := range []int{small, large} {
 		var times []float64
 		var n int
-		for i := range 3 {
-			if i > 0 || size > 0 {
-				if err := drop(); err != nil && !knftables.IsNotFound(err) {
-					return fmt.Errorf("calibrate nftables: %w", err)
-				}
-			}
-			create := table()
-			d, err := c.once(fmt.Sprintf("nft-transaction the table (%d commands)", create.NumOperations()), func() error { return nft.Run(ctx, create) })
+		for range 3 {
+			d, commands, err := load(size, 1)
 			if err != nil {
 				return err
 			}
-			objects = tableObjects
-			if size == 0 {
-				sample(create.NumOperations(), 0, false, []float64{d})
-				break
-			}
-			tx := nft.NewTransaction()
-			for j := range size {
-				nftService(tx, j, 1, false)
-			}
-			n = tx.NumOperations()
-			d, err = c.once(fmt.Sprintf("nft-transaction load %d services (%d commands)", size, n), func() error { return nft.Run(ctx, tx) })
-			if err != nil {
-				return err
-			}
-			times = append(times, d)
-			objects += nftServiceObjects * size
-		}
-		if size == 0 {
-			if err := listAt(); err != nil {
-				return err
-			}
-			continue
+			times, n = append(times, d), commands
 		}
 		sample(n, tableObjects, false, times)
 		loads = append(loads, median(times))
@@ -215,23 +209,13 @@ func (c *calibration) nftables() error {
 	// Services of two endpoints, each rule with its map, loaded at both
 	// sizes (once: at four times --entries this takes seconds).
 	for _, size := range []int{small, large} {
-		if err := drop(); err != nil {
-			return fmt.Errorf("calibrate nftables: %w", err)
-		}
-		if err := nft.Run(ctx, table()); err != nil {
-			return fmt.Errorf("calibrate nftables: %w", err)
-		}
-		tx := nft.NewTransaction()
-		for j := range size {
-			nftService(tx, j, 2, false)
-		}
-		d, err := c.once(fmt.Sprintf("nft-transaction load %d services of 2 endpoints (%d commands)", size, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
+		d, n, err := load(size, 2)
 		if err != nil {
 			return err
 		}
 		mapLoads = append(mapLoads, d)
-		n, at := float64(tx.NumOperations()), float64(tableObjects)+float64(tx.NumOperations())/2
-		mapRows = append(mapRows, []float64{float64(size), float64(size) * at, n, at})
+		at := float64(tableObjects) + float64(n)/2
+		mapRows = append(mapRows, []float64{float64(size), float64(size) * at, float64(n), at})
 	}
 	// The transactions without maps price a transaction and a command;
 	// what the loads with maps took beyond that prices their rules (fitted
