@@ -176,17 +176,19 @@ func empiricalQuantile(p float64, sorted []float64) float64 {
 // Disrupt groups the probes' failures into windows.
 //
 // Only failures are stored; successes are counted. Each target is probed
-// once per Interval, so the attempt after a failure comes about one interval
-// (plus the failed attempt's own latency, for a timeout) later. Two failures
-// of one target belong to the same window when the second came no later than
-// 1.5 intervals plus the first one's latency after the first: there was no
-// room for an attempt between them, hence no success. A longer gap means an
+// once per Interval, one attempt at a time, so the attempt after a failure
+// comes about one interval later, or as the failed attempt gave up when
+// that was later (a timeout). Two failures of one target belong to the
+// same window when the second came no later than 1.5 intervals plus the
+// first one's latency after the first: there was no room for an attempt
+// between them, hence no success. A longer gap means an
 // attempt happened in between and did not fail, which ends the window.
 //
-// A window starts at its first failure and ends one interval after its last
-// (when the next attempt, a success or the end of the run, was due), so a
-// single failed attempt counts as one interval of disruption and n
-// consecutive failures as n intervals. With no known interval, windows are
+// A window starts at its first failure and ends one interval after its last,
+// or as that attempt gave up if later (the next attempt, a success or the
+// end of the run, was due no sooner), so a single failed attempt counts as
+// one interval of disruption, or its timeout, and n consecutive failures as
+// n of those. With no known interval, windows are
 // split only by ordering and end at their last failure.
 //
 // Seconds is the length of the union of all windows across targets (time
@@ -201,6 +203,12 @@ func Disrupt(p *Probes) Disruption {
 	d.FailedAttempts = len(p.Failures)
 	interval := time.Duration(p.Interval * float64(time.Second))
 
+	end := func(fl Failure) time.Time {
+		if interval == 0 {
+			return fl.Time
+		}
+		return fl.Time.Add(max(interval, time.Duration(fl.Seconds*float64(time.Second))))
+	}
 	byTarget := map[int][]Failure{}
 	for _, fl := range p.Failures {
 		byTarget[fl.Target] = append(byTarget[fl.Target], fl)
@@ -224,13 +232,13 @@ func Disrupt(p *Probes) Disruption {
 				limit := interval*3/2 + time.Duration(last.Seconds*float64(time.Second))
 				if interval == 0 || fl.Time.Sub(last.Time) <= limit {
 					cur.Failures++
-					cur.End = fl.Time.Add(interval)
+					cur.End = end(fl)
 					last = fl
 					continue
 				}
 				d.Windows = append(d.Windows, *cur)
 			}
-			cur = &Window{Target: t, Service: service, Start: fl.Time, End: fl.Time.Add(interval), Failures: 1}
+			cur = &Window{Target: t, Service: service, Start: fl.Time, End: end(fl), Failures: 1}
 			last = fl
 		}
 		if cur != nil {

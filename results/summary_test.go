@@ -64,6 +64,11 @@ func TestDisrupt(t *testing.T) {
 	at := func(target int, ms int) results.Failure {
 		return results.Failure{Target: target, Time: t0.Add(time.Duration(ms) * time.Millisecond), Outcome: "refused"}
 	}
+	timedOut := func(target int, ms int, seconds float64) results.Failure {
+		f := at(target, ms)
+		f.Outcome, f.Seconds = "timeout", seconds
+		return f
+	}
 	targets := []results.Target{{Service: "ns/a:http"}, {Service: "ns/b:http"}, {Service: "ns/a:https"}}
 	tests := []struct {
 		name     string
@@ -81,6 +86,7 @@ func TestDisrupt(t *testing.T) {
 		{name: "a gap means a success in between", failures: []results.Failure{at(0, 0), at(0, 100), at(0, 400)}, interval: 0.1, windows: 2, seconds: 0.3, longest: 0.2, services: 1},
 		{name: "overlapping targets union", failures: []results.Failure{at(0, 0), at(0, 100), at(1, 100), at(1, 200), at(1, 300)}, interval: 0.1, windows: 2, seconds: 0.4, longest: 0.3, services: 2},
 		{name: "unsorted input", failures: []results.Failure{at(2, 200), at(2, 0), at(2, 100)}, interval: 0.1, windows: 1, seconds: 0.3, longest: 0.3, services: 1},
+		{name: "a timeout ends its window when it gave up", failures: []results.Failure{timedOut(0, 0, 0.5), timedOut(0, 500, 0.5)}, interval: 0.1, windows: 1, seconds: 1, longest: 1, services: 1},
 		{name: "unknown interval joins everything", failures: []results.Failure{at(0, 0), at(0, 5000)}, windows: 1, seconds: 5, longest: 5, services: 1},
 	}
 	for _, tt := range tests {

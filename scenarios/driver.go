@@ -103,7 +103,7 @@ func (w *wallDriver) until(ctx context.Context, t time.Time) error {
 	}
 }
 
-// probesOn makes a round every interval from a goroutine until probesOff.
+// probesOn probes from goroutines (prober.run) until probesOff.
 func (w *wallDriver) probesOn(ctx context.Context, p *prober) {
 	if w.cancel != nil {
 		return
@@ -112,15 +112,7 @@ func (w *wallDriver) probesOn(ctx context.Context, p *prober) {
 	w.done = make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
-		tick := time.NewTicker(p.interval)
-		defer tick.Stop()
-		for p.round(ctx) {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return
-			}
-		}
+		p.run(ctx)
 	}(w.done)
 }
 

@@ -83,11 +83,15 @@ func serviceOf(t results.Target) string {
 	return k
 }
 
-// prober makes rounds of attempts, one per target, in order. The driver
-// decides when: every interval from a goroutine on the wall clock, at each
-// due instant on the modeled clock (a round then sees the kernel as it is
-// at that instant, mid-sync included). The rate is bounded by the validated
-// interval and target count, the duration by the run.
+// prober probes each target once per interval. The driver decides when:
+// on the wall clock each target from a goroutine of its own (run), one
+// attempt at a time, so that a target whose attempts time out does not hold
+// back the others' (in one loop over the targets, a switch that timed out
+// every target's attempts was seen through one attempt per timeout); on the
+// modeled clock in rounds of one attempt per target, in order, at each due
+// instant (round: a round then sees the kernel as it is at that instant,
+// mid-sync included). The rate is bounded by the validated interval and
+// target count, the duration by the run.
 type prober struct {
 	interval time.Duration
 	targets  []results.Target
@@ -130,42 +134,83 @@ func (p *prober) services() []string {
 // round makes one attempt per target, in order; false when probing must
 // stop (the run is over, or the backend failed and failed the run).
 func (p *prober) round(ctx context.Context) bool {
+	p.use()
+	for i := range p.targets {
+		if !p.attempt(ctx, i) {
+			return false
+		}
+	}
+	return true
+}
+
+// run probes every target every interval, each from a goroutine of its
+// own, until probing must stop. An attempt that takes longer than the
+// interval delays that target's next one, as Disrupt assumes.
+func (p *prober) run(ctx context.Context) {
+	p.use()
+	var wg sync.WaitGroup
+	for i := range p.targets {
+		wg.Go(func() {
+			tick := time.NewTicker(p.interval)
+			defer tick.Stop()
+			for p.attempt(ctx, i) {
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (p *prober) use() {
 	p.mu.Lock()
 	p.used = true
 	p.mu.Unlock()
-	for i, t := range p.targets {
-		if ctx.Err() != nil {
-			return false
-		}
-		at := p.now()
-		outcome, latency, err := p.backend.Probe(ctx, t, p.serving[i])
-		if err != nil {
-			if ctx.Err() == nil {
-				p.fail(fmt.Errorf("probe %s %s: %w", t.Kind, t.Address, err))
-			}
-			return false
-		}
-		p.mu.Lock()
-		p.attempts[i]++
-		p.total++
-		if p.first[i].IsZero() {
-			p.first[i] = at
-		}
-		if outcome != backend.ProbeOK {
-			p.failures = append(p.failures, results.Failure{Target: i, Time: at, Outcome: outcome, Seconds: latency.Seconds()})
-			p.failing[i] = true
-		} else {
-			if p.firstOK[i].IsZero() {
-				p.firstOK[i] = at
-			}
-			if p.failing[i] {
-				p.recovered[i] = append(p.recovered[i], at)
-				p.failing[i] = false
-			}
-		}
-		p.mu.Unlock()
+}
+
+// attempt makes target i's attempt and records it; false when probing must
+// stop.
+func (p *prober) attempt(ctx context.Context, i int) bool {
+	if ctx.Err() != nil {
+		return false
 	}
+	t := p.targets[i]
+	at := p.now()
+	outcome, latency, err := p.backend.Probe(ctx, t, p.serving[i])
+	if err != nil {
+		if ctx.Err() == nil {
+			p.fail(fmt.Errorf("probe %s %s: %w", t.Kind, t.Address, err))
+		}
+		return false
+	}
+	p.record(i, at, outcome, latency)
 	return true
+}
+
+// record adds target i's attempt made at at.
+func (p *prober) record(i int, at time.Time, outcome string, latency time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.attempts[i]++
+	p.total++
+	if p.first[i].IsZero() {
+		p.first[i] = at
+	}
+	if outcome != backend.ProbeOK {
+		p.failures = append(p.failures, results.Failure{Target: i, Time: at, Outcome: outcome, Seconds: latency.Seconds()})
+		p.failing[i] = true
+		return
+	}
+	if p.firstOK[i].IsZero() {
+		p.firstOK[i] = at
+	}
+	if p.failing[i] {
+		p.recovered[i] = append(p.recovered[i], at)
+		p.failing[i] = false
+	}
 }
 
 // attemptsSoFar counts the attempts made so far, over all targets.

@@ -220,12 +220,15 @@ func (b *Backend) stop(svc string, k serverKey) error {
 // an attempt: every endpoint the API says serves, every endpoint the virtual
 // server points at (on a kernel with IPVS), and every server running, is
 // checked against serving. (A proxier may point at an endpoint whose pod
-// the API no longer says serves: it must find no server there.)
+// the API no longer says serves: it must find no server there.) A round's
+// attempts run at once; their reconciles, one at a time.
 func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, serving Serving) error {
 	svc, _, err := splitTargetService(target.Service)
 	if err != nil {
 		return err
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var dests []dataplane.RealServer
 	if b.k.HasIPVS() {
 		key := dataplane.ServiceKey{Address: addr.Addr(), Port: addr.Port(), Protocol: target.Protocol}
@@ -234,8 +237,6 @@ func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, serving 
 			return fmt.Errorf("probe %s: %w", target.Address, err)
 		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	candidates := map[serverKey]bool{}
 	for k := range b.running[svc] {
 		if k.proto == target.Protocol {
