@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 
@@ -11,16 +12,29 @@ import (
 )
 
 // CleanupIPVSMode removes what IPVS mode programmed, as kube-proxy does when
-// it starts in another mode (v1.37: cmd/kube-proxy's platformCleanup calls
-// pkg/proxy/ipvs's CleanupLeftovers when the mode is not iptables-based),
-// in its order: every IPVS virtual server (a flush), the kube-ipvs0 link
-// with the addresses bound to it, in each family the jump rules from the
-// built-in chains into its chains and then its chains (flushed, then
-// deleted), and last its ipsets, by their IPv4 names only: kube-proxy
-// destroys the sets of its IPVS proxier's list, which names them as an IPv4
-// proxier does, so a dual-stack node keeps its KUBE-6-* sets. What IPVS
-// mode set and no cleanup undoes (its sysctls) stays. Best effort, as
-// kube-proxy's: every step runs, and what failed is returned.
+// it starts in nftables mode (v1.37: cmd/kube-proxy's platformCleanup runs
+// pkg/proxy/iptables's CleanupLeftovers, then pkg/proxy/ipvs's), in its
+// order and command by command, so that the in-memory kernel charges what
+// each command takes. Best effort, as kube-proxy's: every command runs, and
+// what failed is returned.
+//
+// First iptables mode's cleanup, in each family: it deletes the jumps of
+// iptables mode (those IPVS mode shares with it go: the service portals and
+// postrouting jumps in nat, the forwarding jump in filter), then restores,
+// per table, the flush and deletion of iptables mode's chains that exist
+// (in nat it fails as a whole while KUBE-MARK-MASQ is still referenced, as
+// on a real node), and deletes the mangle table's canary chain. Then IPVS
+// mode's: every IPVS virtual server (a flush), the kube-ipvs0 link with the
+// addresses bound to it, in each family its jumps deleted, its chains
+// flushed, then deleted, and last its ipsets, by their IPv4 names only:
+// kube-proxy destroys the sets of its IPVS proxier's list, which names them
+// as an IPv4 proxier does, so a dual-stack node keeps its KUBE-6-* sets.
+// What IPVS mode set and no cleanup undoes (its sysctls) stays.
+//
+// Each iptables command is an iptables process, which reads its table and
+// writes it back when the command changes it: a Save, and a Restore when it
+// does (a command that finds nothing to do fails, and is not an error here,
+// as kube-proxy ignores "not found").
 func CleanupIPVSMode(dp dataplane.Dataplane) error {
 	var errs []error
 	keep := func(err error) {
@@ -28,14 +42,31 @@ func CleanupIPVSMode(dp dataplane.Dataplane) error {
 			errs = append(errs, err)
 		}
 	}
+	families := []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
+	for _, f := range families {
+		cleanupIPTablesMode(iptCommands{dp.IPTables, f}, keep)
+	}
 	svcs, err := dp.IPVS.Services()
 	keep(err)
 	for _, s := range svcs {
 		keep(dp.IPVS.DeleteService(s.ServiceKey))
 	}
 	keep(dp.Links.DeleteLink(dataplane.DummyLink))
-	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
-		keep(cleanupIPTables(dp.IPTables, f))
+	for _, f := range families {
+		ipt := iptCommands{dp.IPTables, f}
+		for _, j := range jumpRules {
+			keep(ipt.deleteRule(j.table, j.from, j.args()))
+		}
+		for _, t := range ipvsModeChains {
+			for _, c := range t.chains {
+				keep(ipt.change(t.name, c, "-F "+c))
+			}
+		}
+		for _, t := range ipvsModeChains {
+			for _, c := range t.chains {
+				keep(ipt.change(t.name, c, "-X "+c))
+			}
+		}
 	}
 	for _, s := range setInfos {
 		keep(dp.IPSet.DestroySet(s.name))
@@ -49,40 +80,116 @@ var ipvsModeChains = []struct {
 	chains []string
 }{{tableNAT, natChains}, {tableFilter, filterChains}}
 
-// cleanupIPTables is one family's part of CleanupIPVSMode: one restore per
-// table that deletes the jumps into IPVS mode's chains, flushes them all,
-// then deletes them all (a chain another of them jumps to can only go once
-// it is flushed).
-func cleanupIPTables(ipt dataplane.IPTables, f dataplane.Family) error {
-	var errs []error
-	for _, t := range ipvsModeChains {
-		saved, err := ipt.Save(f, t.name)
+// iptablesModeJumps are iptables mode's jumps from the built-in chains
+// (v1.37): table, from, and the rule's text.
+var iptablesModeJumps = []struct{ table, from, rule string }{
+	{tableFilter, "INPUT", `-m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES`},
+	{tableFilter, "FORWARD", `-m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES`},
+	{tableFilter, "INPUT", `-m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS`},
+	{tableFilter, "FORWARD", `-m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`},
+	{tableFilter, "OUTPUT", `-m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`},
+	{tableFilter, "FORWARD", `-m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD`},
+	{tableFilter, "INPUT", `-m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL`},
+	{tableFilter, "OUTPUT", `-m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL`},
+	{tableFilter, "FORWARD", `-m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL`},
+	{tableNAT, "OUTPUT", `-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`},
+	{tableNAT, "PREROUTING", `-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`},
+	{tableNAT, "POSTROUTING", `-m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING`},
+}
+
+// iptablesModeChains are the chains iptables mode's cleanup flushes and
+// deletes in one restore per table, where they exist, and the prefixes of
+// its per-service chains (nat only).
+var iptablesModeChains = []struct {
+	name             string
+	chains, prefixes []string
+}{
+	{tableNAT, []string{"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-PROXY-CANARY"},
+		[]string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-SEP-", "KUBE-FW-", "KUBE-EXT-"}},
+	{tableFilter, []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY"}, nil},
+}
+
+// cleanupIPTablesMode is one family's part of iptables mode's cleanup; keep
+// takes each command's error.
+func cleanupIPTablesMode(ipt iptCommands, keep func(error)) {
+	for _, j := range iptablesModeJumps {
+		keep(ipt.deleteRule(j.table, j.from, j.rule))
+	}
+	for _, t := range iptablesModeChains {
+		tb, err := ipt.table(t.name)
 		if err != nil {
-			errs = append(errs, err)
+			keep(err)
 			continue
 		}
-		lines := strings.Split(string(saved), "\n")
-		var del, flush, remove []string
-		for _, j := range jumpRules {
-			if j.table == t.name && slices.Contains(lines, "-A "+j.from+" "+j.args()) {
-				del = append(del, "-D "+j.from+" "+j.args())
-			}
-		}
-		for _, c := range t.chains {
-			if slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, ":"+c+" ") }) {
-				flush = append(flush, "-F "+c)
+		var flush, remove []string
+		for _, c := range slices.Sorted(maps.Keys(tb.Chains)) {
+			if slices.Contains(t.chains, c) || slices.ContainsFunc(t.prefixes, func(p string) bool { return strings.HasPrefix(c, p) }) {
+				flush = append(flush, ":"+c+" - [0:0]")
 				remove = append(remove, "-X "+c)
 			}
 		}
-		if len(del)+len(flush) == 0 {
-			continue
-		}
-		payload := "*" + t.name + "\n" + strings.Join(slices.Concat(del, flush, remove), "\n") + "\nCOMMIT\n"
-		if err := ipt.Restore(f, []byte(payload)); err != nil {
-			errs = append(errs, fmt.Errorf("remove IPVS mode's %s chains (%s): %w", t.name, f, err))
+		payload := "*" + t.name + "\n" + strings.Join(slices.Concat(flush, remove), "\n") + "\nCOMMIT\n"
+		if err := ipt.ipt.Restore(ipt.f, []byte(payload)); err != nil {
+			keep(fmt.Errorf("remove iptables mode's %s chains (%s): %w", t.name, ipt.f, err))
 		}
 	}
-	return errors.Join(errs...)
+	keep(ipt.change("mangle", "KUBE-PROXY-CANARY", "-X KUBE-PROXY-CANARY"))
+}
+
+// iptCommands are one family's iptables commands, as processes: each reads
+// its table (Save) and writes it back (Restore) when it changes it. One
+// that finds nothing to do returns fs.ErrNotExist.
+type iptCommands struct {
+	ipt dataplane.IPTables
+	f   dataplane.Family
+}
+
+func (c iptCommands) table(name string) (*dataplane.Table, error) {
+	text, err := c.ipt.Save(c.f, name)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := dataplane.ParseSave(c.f, text)
+	if err != nil {
+		return nil, err
+	}
+	if tb := tables[name]; tb != nil {
+		return tb, nil
+	}
+	return &dataplane.Table{Chains: map[string]string{}, Rules: map[string][]string{}}, nil
+}
+
+func (c iptCommands) write(table, command string) error {
+	return c.ipt.Restore(c.f, []byte("*"+table+"\n"+command+"\nCOMMIT\n"))
+}
+
+// deleteRule is `iptables -D from rule`.
+func (c iptCommands) deleteRule(table, from, rule string) error {
+	tb, err := c.table(table)
+	if err != nil {
+		return err
+	}
+	canonical, err := dataplane.CanonicalRuleText(c.f, rule)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(tb.Rules[from], canonical) {
+		return fs.ErrNotExist
+	}
+	return c.write(table, "-D "+from+" "+canonical)
+}
+
+// change is `iptables -F chain` or `-X chain` (command): it fails when the
+// chain does not exist.
+func (c iptCommands) change(table, chain, command string) error {
+	tb, err := c.table(table)
+	if err != nil {
+		return err
+	}
+	if _, ok := tb.Chains[chain]; !ok {
+		return fs.ErrNotExist
+	}
+	return c.write(table, command)
 }
 
 // IPVSModeLeftovers lists what IPVS mode programmed that is still on the

@@ -30,7 +30,18 @@ func TestCleanupIPVSMode(t *testing.T) {
 	require.Len(t, before, 6, "%q", before) // servers, the link in each family, ipsets, each family's chains
 	require.NoError(t, e.dp.IPTables.Restore(dataplane.IPv4, []byte("*filter\n:SOMEONE-ELSE - [0:0]\n-A INPUT -j SOMEONE-ELSE\nCOMMIT\n")))
 
-	require.NoError(t, CleanupIPVSMode(e.dp))
+	// iptables mode's cleanup, which runs first, fails to delete chains of
+	// the names it shares with IPVS mode while IPVS mode's still jump to
+	// them, as on a real node (kube-proxy logs it); IPVS mode's then removes them.
+	ops := e.k.Ops()
+	err = CleanupIPVSMode(e.dp)
+	// Command by command, as kube-proxy issues them, each iptables process
+	// reading its table: per family, iptables mode's 12 jump deletions, its
+	// two table restores and its mangle canary; IPVS mode's 9 jump
+	// deletions, 11 flushes and 11 deletions.
+	require.Equal(t, int64(2*(12+2+1+9+11+11)), e.k.Ops()[dataplane.OpIPTablesSave]-ops[dataplane.OpIPTablesSave])
+	require.ErrorContains(t, err, "remove iptables mode's nat chains (IPv4): iptables-restore IPv4: line 5: -X KUBE-MARK-MASQ: chain is referenced from")
+	require.ErrorContains(t, err, "remove iptables mode's filter chains (IPv4)")
 	left, err := IPVSModeLeftovers(e.dp)
 	require.NoError(t, err)
 	require.Equal(t, []string{"17 ipsets (KUBE-6-CLUSTER-IP, KUBE-6-EXTERNAL-IP, KUBE-6-EXTERNAL-IP-LOCAL, KUBE-6-HEALTH-CHECK-NODE-PORT, " +

@@ -2,7 +2,7 @@
 # Builds the part of the VM's initramfs that does not change between runs:
 # busybox, the Debian kernel's modules kpsim needs (in insmod order, computed
 # here with kmod) and the dynamic userland tools with their libraries
-# (ipset, ipvsadm, iptables legacy and nft, ip, conntrack). Written as an
+# (ipset, ipvsadm, iptables legacy and nft, nft, ip, conntrack). Written as an
 # uncompressed cpio (gzip costs seconds to unpack under TCG); run.sh appends a
 # second cpio with kpsim's binaries, and the kernel unpacks both.
 #
@@ -16,7 +16,9 @@ KROOT=$W/kroot
 # ip_vs and every scheduler (doctor lists them), dummy and veth links,
 # conntrack with its netlink interface, each ipset type kube-proxy uses, and
 # the netfilter pieces of kube-proxy's ruleset in both iptables variants
-# (REJECT included: the KUBE-IPVS-FILTER rule uses it).
+# (REJECT included: the KUBE-IPVS-FILTER rule uses it), and what nftables
+# mode's table uses besides (numgen for its endpoint choice, fib for its
+# node ports).
 MODS="ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_lblc ip_vs_lblcr ip_vs_dh ip_vs_sh ip_vs_sed ip_vs_nq ip_vs_mh
  dummy veth bridge br_netfilter
  nf_conntrack nf_conntrack_netlink nf_nat
@@ -26,8 +28,9 @@ MODS="ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_lblc ip_vs_lblcr ip_vs_d
  xt_multiport xt_REDIRECT
  iptable_nat iptable_filter iptable_mangle iptable_raw ip6table_nat ip6table_filter ip6table_mangle ip6table_raw
  ipt_REJECT ip6t_REJECT
- nf_tables nft_compat nft_chain_nat nft_ct nft_nat nft_masq nft_redir nft_reject_ipv4 nft_reject_ipv6"
-BINS="/usr/sbin/ipset /usr/sbin/ipvsadm /usr/sbin/xtables-legacy-multi /usr/sbin/xtables-nft-multi"
+ nf_tables nft_compat nft_chain_nat nft_ct nft_nat nft_masq nft_redir nft_reject_ipv4 nft_reject_ipv6
+ nft_numgen nft_fib_ipv4 nft_fib_ipv6"
+BINS="/usr/sbin/ipset /usr/sbin/ipvsadm /usr/sbin/xtables-legacy-multi /usr/sbin/xtables-nft-multi /usr/sbin/nft"
 for b in /usr/sbin/ip /usr/bin/ip /usr/sbin/conntrack; do
 	[ -x "$b" ] && BINS="$BINS $b"
 done

@@ -11,7 +11,7 @@ mkdir -p "$W"
 cd "$W"
 export DEBIAN_FRONTEND=noninteractive
 
-TOOLS="qemu-system-x86 busybox-static ipvsadm ipset iptables cpio kmod xz-utils"
+TOOLS="qemu-system-x86 busybox-static ipvsadm ipset iptables nftables cpio kmod xz-utils"
 missing=""
 for p in $TOOLS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"

@@ -57,4 +57,6 @@ vm_tests() {
 	step kube-proxy-drift kube_proxy_e2e '^TestKubeProxyDrift$'
 	step kube-proxy-parity kube_proxy_e2e '^TestKubeProxyParity$'
 	step kube-proxy-agreement kube_proxy_e2e '^TestKubeProxyAgreement$'
+	# The switch from IPVS mode to nftables mode: this kernel has both.
+	step kube-proxy-switch kube_proxy_e2e '^TestKubeProxySwitch$'
 }

@@ -57,6 +57,26 @@ func (f *Family) Synced(call func()) {
 	f.g.mu.Unlock()
 }
 
+// Startup runs work a generation does before its proxiers are built and
+// that touches the kernel (kube-proxy's cleanup of IPVS mode as it starts in
+// nftables mode). On a real clock it runs now, in the caller's goroutine.
+// On the modeled clock it runs in the family's runner at its first turn,
+// ahead of the synced calls, as a process the replay schedules (Begin), so
+// that its kernel operations take modeled time and probes see each step of
+// it; building the proxiers, which does not touch the kernel, takes none.
+func (f *Family) Startup(work func()) {
+	if !f.g.Modeled() {
+		work()
+		return
+	}
+	f.g.mu.Lock()
+	f.deferred = append(f.deferred, func() {
+		f.g.opts.Stepper.Begin(f.family)
+		work()
+	})
+	f.g.mu.Unlock()
+}
+
 // SyncedDone tells the replay that a config has made its synced calls (see Synced).
 func (g *Generation) SyncedDone() {
 	if g.Modeled() {

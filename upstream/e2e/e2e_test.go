@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,21 @@ func kpsimCmd(t *testing.T, bin string, okCodes []int, args ...string) string {
 	t.Logf("%s %s (%s, exit %d):\n%s", filepath.Base(bin), strings.Join(args, " "), time.Since(start).Round(time.Millisecond), code, out)
 	require.Contains(t, okCodes, code, "exit status of %s %s", filepath.Base(bin), strings.Join(args, " "))
 	return string(out)
+}
+
+// calibrate has p's binary calibrate this kernel (--entries entries) into
+// out/NAME-profile.json, a profile named calibrated-NAME whose source says
+// where (KPSIM_E2E_WHERE), and returns the file's path.
+func calibrate(t *testing.T, dir string, p proxier, out, name string, entries int) string {
+	t.Helper()
+	where := os.Getenv("KPSIM_E2E_WHERE")
+	if where == "" {
+		where = "the end-to-end test's machine"
+	}
+	profile := filepath.Join(out, name+"-profile.json")
+	kpsimCmd(t, filepath.Join(dir, p.bin), []int{0}, "calibrate", "--name", "calibrated-"+name, "--where", where,
+		"--entries", strconv.Itoa(entries), "-o", profile)
+	return profile
 }
 
 // run runs a scenario on p and returns its results file, written to out.
@@ -233,12 +249,7 @@ func TestKubeProxyParity(t *testing.T) {
 func TestKubeProxyAgreement(t *testing.T) {
 	dir := binDir(t, kernel.Needs{})
 	out := outDir(t)
-	where := os.Getenv("KPSIM_E2E_WHERE")
-	if where == "" {
-		where = "the end-to-end test's machine"
-	}
-	profile := filepath.Join(out, "agreement-profile.json")
-	kpsimCmd(t, filepath.Join(dir, kpsim.bin), []int{0}, "calibrate", "--name", "calibrated-agreement", "--where", where, "--entries", "1000", "-o", profile)
+	profile := calibrate(t, dir, kpsim, out, "agreement", 1000)
 	const scenario = "testdata/agreement.yaml"
 	for _, p := range []proxier{v1_30, v1_34, v1_37} {
 		kernState, simState := filepath.Join(out, "agreement-state-kernel-"+p.label+".json"), filepath.Join(out, "agreement-state-sim-"+p.label+".json")

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,13 +54,8 @@ func TestNFTablesAgreement(t *testing.T) {
 	dir := binDir(t, kernel.Needs{NFTables: true, NoIPVS: true})
 	hosttools.Require(t, "nft")
 	out := outDir(t)
-	where := os.Getenv("KPSIM_E2E_WHERE")
-	if where == "" {
-		where = "the end-to-end test's machine"
-	}
 	p := v1_37
-	profile := filepath.Join(out, "nftables-agreement-profile.json")
-	kpsimCmd(t, filepath.Join(dir, p.bin), []int{0}, "calibrate", "--name", "calibrated-nftables-agreement", "--where", where, "--entries", "1000", "-o", profile)
+	profile := calibrate(t, dir, p, out, "nftables-agreement", 1000)
 	const scenario = "testdata/nftables-agreement.yaml"
 	for _, services := range []int{1000, 5000} {
 		label := fmt.Sprintf("%s-nftables-%d", p.label, services)
@@ -135,4 +129,62 @@ func opsOf(syncs []results.Sync) []string {
 		out[i] = fmt.Sprint(s.Ops)
 	}
 	return out
+}
+
+// TestKubeProxySwitch is the switch from IPVS mode to nftables mode on a
+// kernel with both (the VM of make test-kernel), against the sim priced by
+// a calibration of that kernel in the same boot: v1.37.1's binary
+// calibrates (the kernel's IPVS, ipsets, iptables and nft, and the
+// release's own code in each mode), then testdata/switch.yaml runs on the
+// kernel with real traffic and on the in-memory kernel. On both, every
+// probed service breaks at the switch and recovers, nftables mode writes
+// nothing of IPVS mode, and the same is left behind (nothing, on an IPv4
+// node). The switch's disruption (the restart segment's seconds during
+// which a probed service failed) is reported, modeled against measured,
+// against the 0.75-1.25 and held within 0.5-2.
+func TestKubeProxySwitch(t *testing.T) {
+	dir := binDir(t, kernel.Needs{NFTables: true})
+	hosttools.Require(t, "nft")
+	out := outDir(t)
+	p := v1_37
+	profile := calibrate(t, dir, p, out, "switch", 300)
+	const scenario = "testdata/switch.yaml"
+	kern := run(t, dir, p, scenario, filepath.Join(out, "switch-kernel.json"))
+	sim := run(t, dir, p, scenario, filepath.Join(out, "switch-sim.json"), "--set", "backend=sim", "--set", "sim.profile="+profile)
+	require.Equal(t, results.ClockModeled, sim.Clock)
+	seconds := map[string]float64{}
+	for name, f := range map[string]*results.File{"kernel": kern, "sim": sim} {
+		fmt.Printf("SWITCH %s left behind: %s\n", name, strings.Join(f.Leftovers, "; "))
+		require.Equal(t, []string{results.NothingLeft}, f.Leftovers, "%s: what IPVS mode left", name)
+		for _, s := range f.Syncs {
+			require.Empty(t, s.Error, "%s: sync %d", name, s.Seq)
+			if s.Proxier > 0 {
+				require.Zero(t, s.Ops[dataplane.OpIPVSServiceAdd]+s.Ops[dataplane.OpIPSetAdd]+s.Ops[dataplane.OpAddressBind], "%s: nftables mode wrote IPVS mode's state: %v", name, s.Ops)
+			}
+		}
+		v := f.View("restart")
+		require.NotNil(t, v, "%s: the restart's segment", name)
+		d := v.Summary.Disruption
+		services := map[string]bool{}
+		for _, tg := range f.Probes.Targets {
+			services[tg.Service] = true
+		}
+		require.Equal(t, len(services), d.ServicesAffected, "%s: the switch breaks every probed service", name)
+		require.Zero(t, v.Summary.Unreachable, "%s: and each recovers", name)
+		outcomes := map[string]int{}
+		for _, fl := range v.Probes.Failures {
+			outcomes[fl.Outcome]++
+		}
+		fmt.Printf("SWITCH %s: %d probed services broke for %s (longest window %s), %d failed attempts %v\n", name, d.ServicesAffected,
+			results.FormatSeconds(d.Seconds), results.FormatSeconds(d.LongestGap), d.FailedAttempts, outcomes)
+		seconds[name] = d.Seconds
+	}
+	ratio := seconds["sim"] / seconds["kernel"]
+	verdict := "within"
+	if ratio < agreementLow || ratio > agreementHigh {
+		verdict = "OUTSIDE"
+	}
+	fmt.Printf("SWITCH disruption: modeled %s, measured %s: ratio %.2f, %s %.2f-%.2f\n",
+		results.FormatSeconds(seconds["sim"]), results.FormatSeconds(seconds["kernel"]), ratio, verdict, agreementLow, agreementHigh)
+	require.True(t, ratio >= saneLow && ratio <= saneHigh, "the switch's disruption modeled/measured %.2f, outside %.1f-%.1f", ratio, saneLow, saneHigh)
 }

@@ -274,8 +274,12 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 	g := observed.New(ctx, cfg, opts, model, legacyregistry.DefaultGatherer, labelledMetrics)
 	defer g.Wait()
 
-	if cfg.Mode == proxier.ModeNFTables && k.CleanupIPVSMode != nil && k.CleanupIPVSMode(ctx) {
-		klog.FromContext(ctx).Info("kube-proxy's cleanup of IPVS mode met errors; ignored, as kube-proxy does")
+	if cfg.Mode == proxier.ModeNFTables && k.CleanupIPVSMode != nil {
+		g.Family(cfg.Families[0]).Startup(func() {
+			if k.CleanupIPVSMode(ctx) {
+				klog.FromContext(ctx).Info("kube-proxy's cleanup of IPVS mode met errors; ignored, as kube-proxy does")
+			}
+		})
 	}
 	node, err := client.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {

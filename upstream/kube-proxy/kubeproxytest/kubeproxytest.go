@@ -535,6 +535,11 @@ func SwitchToNFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 	}
 	v := f.View("restart")
 	require.NotNil(t, v)
+	// The cleanup is a process on the modeled clock: nftables mode's first
+	// sync begins once its commands have taken their modeled time.
+	restart := v.Steps[0].Start
+	first := v.Syncs[0]
+	require.Greater(t, first.Start.Sub(restart), 100*time.Millisecond, "the cleanup took modeled time before nftables mode's first sync")
 	broken := map[int]bool{}
 	for _, fl := range v.Probes.Failures {
 		require.Contains(t, []string{sim.ProbeNoAddress, sim.ProbeNoVirtualServer}, fl.Outcome, "IPVS mode's state is gone, nftables mode's not yet there")
