@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,12 +23,16 @@ func init() { register("calibrate", newCalibrateCommand) }
 type calibrateFlags struct {
 	out, name, where, mode string
 	entries, execEntries   int
+	skip                   []string
 }
+
+// skippable are the operations calibrate can be told to leave out.
+var skippable = []string{"ipvs", "nftables", "conntrack"}
 
 func newCalibrateCommand() *cobra.Command {
 	var o calibrateFlags
 	c := &cobra.Command{
-		Use:   "calibrate [-o FILE] [--name NAME] [--where TEXT] [--entries N] [--exec-entries N] [--iptables legacy|nft]",
+		Use:   "calibrate [-o FILE] [--name NAME] [--where TEXT] [--entries N] [--exec-entries N] [--iptables legacy|nft] [--skip ipvs,nftables,conntrack]",
 		Short: "measure this kernel's per-operation costs and write a cost profile for the sim (root)",
 		Long: `Measure, in a throwaway network namespace, what each kernel operation kube-proxy's IPVS
 mode issues costs on this machine: IPVS services and destinations, ipset entries by
@@ -38,7 +43,8 @@ small and a large batch. Run in a binary with kube-proxy releases (bin/kpsim-kub
 it also prices each release's own code in each of its modes. The result is a cost
 profile the sim reads (--set sim.profile=FILE), so the in-memory kernel predicts this
 node. Operations this kernel cannot do (IPVS on a kernel without it, nftables without
-nft) are left out of the profile, and its source text says so. See
+nft), and those --skip names, are left out of the profile, and its source text says so
+(nft's loads of rules with maps take minutes at --entries 5000 on an emulated CPU). See
 docs/kernel-costs.md and docs/nftables.md.`,
 		Example: `  sudo kpsim calibrate -o my-node.json
   sudo kpsim calibrate --entries 5000 --iptables nft -o my-node.json
@@ -55,7 +61,9 @@ docs/kernel-costs.md and docs/nftables.md.`,
 	f.IntVar(&o.entries, "entries", 1000, "set entries, IPVS services, addresses and conntrack flows per measurement, `N`")
 	f.IntVar(&o.execEntries, "exec-entries", 100, "`N` entries for the one-process-per-entry ipset strategy")
 	f.StringVar(&o.mode, "iptables", "", "iptables variant, `legacy|nft` (default: detected as kube-proxy does)")
+	f.StringSliceVar(&o.skip, "skip", nil, "leave out these operations, `ipvs,nftables,conntrack`")
 	completeValues(c, "iptables", "legacy", "nft")
+	completeValues(c, "skip", skippable...)
 	completeFiles(c, "output", "json")
 	return c
 }
@@ -64,6 +72,11 @@ func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if o.entries < 20 || o.execEntries < 20 {
 		return usageError("--entries and --exec-entries must be at least 20 (the fits need a small and a large batch)")
+	}
+	for _, what := range o.skip {
+		if !slices.Contains(skippable, what) {
+			return usageError("--skip %s: one of %s", what, strings.Join(skippable, ", "))
+		}
 	}
 	if o.out != "" {
 		if err := checkOutput("--output", o.out); err != nil {
@@ -89,6 +102,9 @@ func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
 	}
 	if !caps.NFTables.OK {
 		skip["nftables"] = "no nftables: " + caps.NFTables.Detail
+	}
+	for _, what := range o.skip {
+		skip[what] = "--skip " + what
 	}
 	if o.where == "" {
 		o.where = cpuModel()
@@ -126,7 +142,13 @@ func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
 // setFlags returns the flags given on the command line, to pass them on.
 func setFlags(cmd *cobra.Command) []string {
 	var out []string
-	cmd.Flags().Visit(func(f *pflag.Flag) { out = append(out, "--"+f.Name+"="+f.Value.String()) })
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		v := f.Value.String()
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			v = strings.Join(sv.GetSlice(), ",") // String() brackets a list
+		}
+		out = append(out, "--"+f.Name+"="+v)
+	})
 	return out
 }
 

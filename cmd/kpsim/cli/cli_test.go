@@ -72,6 +72,9 @@ func TestUsageErrors(t *testing.T) {
 	require.Equal(t, 2, run([]string{"run", "-s", "nope"}, &out, &errb))
 	require.Contains(t, errb.String(), `scenario "nope": no such file`)
 	require.NotContains(t, errb.String(), "--help", "a bad input is not a usage mistake")
+	errb.Reset()
+	require.Equal(t, 2, run([]string{"calibrate", "--skip", "ipvs,foo"}, &out, &errb))
+	require.Contains(t, errb.String(), "--skip foo: one of ipvs, nftables, conntrack")
 }
 
 func TestVersionCommand(t *testing.T) {
