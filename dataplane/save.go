@@ -519,6 +519,24 @@ type Table struct {
 	Rules  map[string][]string
 }
 
+// ReadTable reads one table of family f back from ipt (a Save) and parses
+// it; a table ipt does not print is an empty one. It is what an iptables
+// command that looks before it writes reads.
+func ReadTable(ipt IPTables, f Family, name string) (*Table, error) {
+	text, err := ipt.Save(f, name)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := ParseSave(f, text)
+	if err != nil {
+		return nil, err
+	}
+	if t := tables[name]; t != nil {
+		return t, nil
+	}
+	return &Table{Chains: map[string]string{}, Rules: map[string][]string{}}, nil
+}
+
 // ParseSave reads iptables-save output, or an iptables-restore payload
 // (whose "-A" lines it reads; "-I" and the other commands are not rules of
 // a saved table), of family f into its tables, keyed by name. Comments,

@@ -145,18 +145,7 @@ type iptCommands struct {
 }
 
 func (c iptCommands) table(name string) (*dataplane.Table, error) {
-	text, err := c.ipt.Save(c.f, name)
-	if err != nil {
-		return nil, err
-	}
-	tables, err := dataplane.ParseSave(c.f, text)
-	if err != nil {
-		return nil, err
-	}
-	if tb := tables[name]; tb != nil {
-		return tb, nil
-	}
-	return &dataplane.Table{Chains: map[string]string{}, Rules: map[string][]string{}}, nil
+	return dataplane.ReadTable(c.ipt, c.f, name)
 }
 
 func (c iptCommands) write(table, command string) error {

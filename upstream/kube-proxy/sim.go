@@ -211,18 +211,7 @@ type simIPTables struct {
 }
 
 func (t simIPTables) table(table utiliptables.Table) (*dataplane.Table, error) {
-	text, err := t.dp.IPTables.Save(t.family, string(table))
-	if err != nil {
-		return nil, err
-	}
-	tables, err := dataplane.ParseSave(t.family, text)
-	if err != nil {
-		return nil, err
-	}
-	if tb := tables[string(table)]; tb != nil {
-		return tb, nil
-	}
-	return &dataplane.Table{Chains: map[string]string{}, Rules: map[string][]string{}}, nil
+	return dataplane.ReadTable(t.dp.IPTables, t.family, string(table))
 }
 
 // EnsureChain is `iptables -N`: the table read back, and the chain
