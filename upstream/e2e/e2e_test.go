@@ -242,21 +242,35 @@ func TestKubeProxyParity(t *testing.T) {
 // kernel (modeled clock, priced by a profile calibrated on this kernel in
 // this boot). Both must end in the same state (read back from each
 // kernel), and their first syncs must have issued the same operations of
-// every kind. The first sync's modeled/measured ratio is reported against
-// 0.75-1.25, not held: calibrations in one boot of the VM have disagreed
-// by up to 2.3x on one operation (kernel/testbed's TestE2EScale). A
-// release's sync is one block: there are no phases to compare.
+// every kind (a release that synced before its handlers heard the whole
+// initial list is run again). The first sync's modeled/measured ratio is
+// reported against 0.75-1.25, not held: calibrations in one boot of the VM
+// have disagreed by up to 2.3x on one operation (kernel/testbed's
+// TestE2EScale). A release's sync is one block: there are no phases to
+// compare.
 func TestKubeProxyAgreement(t *testing.T) {
+	const kernelTries = 3
 	dir := binDir(t, kernel.Needs{})
 	out := outDir(t)
 	profile := calibrate(t, dir, kpsim, out, "agreement", 1000, "--skip", "nftables") // IPVS mode only
 	const scenario = "testdata/agreement.yaml"
 	for _, p := range []proxier{v1_30, v1_34, v1_37} {
 		kernState, simState := filepath.Join(out, "agreement-state-kernel-"+p.label+".json"), filepath.Join(out, "agreement-state-sim-"+p.label+".json")
-		kern := run(t, dir, p, scenario, filepath.Join(out, "agreement-kernel-"+p.label+".json"), "--state", kernState)
 		sim := run(t, dir, p, scenario, filepath.Join(out, "agreement-sim-"+p.label+".json"), "--state", simState,
 			"--set", "backend=sim", "--set", "sim.profile="+profile)
 		require.Equal(t, results.ClockModeled, sim.Clock)
+		// v1.30.3 may sync before its handlers have heard the whole initial
+		// list (the bug TestKubeProxyRestart shows; on the modeled clock the
+		// list arrives at one instant): a kernel run whose first sync knew
+		// fewer services than the sim's is run again, up to kernelTries times.
+		var kern *results.File
+		for try := 1; ; try++ {
+			kern = run(t, dir, p, scenario, filepath.Join(out, "agreement-kernel-"+p.label+".json"), "--state", kernState)
+			if kern.Syncs[0].Services == sim.Syncs[0].Services || try == kernelTries {
+				break
+			}
+			fmt.Printf("AGREEMENT %s: the kernel's first sync knew %d of %d services; run again\n", p.label, kern.Syncs[0].Services, sim.Syncs[0].Services)
+		}
 
 		a, err := state.ReadFile(simState)
 		require.NoError(t, err)
