@@ -2,6 +2,8 @@ package calibrate
 
 import (
 	"bytes"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,10 +17,16 @@ import (
 // the profile it charges: this checks that every measurement times the
 // operation it names and that the fits separate fixed from per-item costs.
 func TestCalibrateRecoversSimProfile(t *testing.T) {
-	for _, name := range []string{"host", "vm-tcg"} {
+	for _, name := range []string{"host", "vm-tcg", "host-knee"} {
 		t.Run(name, func(t *testing.T) {
-			want, err := sim.LoadProfile(name)
+			want, err := sim.LoadProfile(strings.TrimSuffix(name, "-knee"))
 			require.NoError(t, err)
+			if name == "host-knee" {
+				// A knee within the calibration's places (its largest load
+				// puts 800 rules up to about 5,600 entries in).
+				want.Ops[dataplane.OpNFTMapRule.String()] = 30e-6
+				want.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 20e-9, PerMap: 500e-9, Knee: 2000, PerEntryPast: 200e-9, PerMapPast: 1500e-9}
+			}
 			open := func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
 				k, err := sim.New(sim.Options{Profile: want, IPSetStrategy: s})
 				if err != nil {
@@ -71,6 +79,26 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 			require.InDelta(t, want.ListPairs[dataplane.OpNFTList.String()], got.ListPairs[dataplane.OpNFTList.String()], 1e-12, "nft-list per pair")
 			if name == "host" {
 				require.Positive(t, got.Ops[dataplane.OpNFTTransaction.String()], "the host profile prices nft")
+			}
+			// A rule with a map: the same price at every place the loads
+			// put one, but beside the knee (found among the places).
+			wantWalk, gotWalk := sim.NFTMapRuleCost{}, sim.NFTMapRuleCost{}
+			if want.NFTMapRule != nil {
+				wantWalk = *want.NFTMapRule
+			}
+			if got.NFTMapRule != nil {
+				gotWalk = *got.NFTMapRule
+			}
+			require.InDelta(t, want.Ops[dataplane.OpNFTMapRule.String()], got.Ops[dataplane.OpNFTMapRule.String()], 1e-7, "nft-map-rule")
+			for before := 0; before < 5500; before += 50 {
+				if wantWalk.Knee > 0 && math.Abs(float64(before-wantWalk.Knee)) < 0.02*float64(wantWalk.Knee) {
+					continue
+				}
+				for _, maps := range []int{0, before / 7} {
+					at := dataplane.NFTMapRule{Entries: before, Maps: maps}
+					w, g := wantWalk.Price(at), gotWalk.Price(at)
+					require.InDelta(t, float64(w), float64(g), 1e3+0.01*float64(w), "a rule with a map at %+v", at)
+				}
 			}
 		})
 	}

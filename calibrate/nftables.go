@@ -3,11 +3,14 @@ package calibrate
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/knftables"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/sim"
 )
 
 // nftables prices nft on this kernel, the way the in-memory kernel charges
@@ -21,8 +24,10 @@ import (
 //     (S plus n/2), and n times nft-command's price plus its per-object
 //     price times the size; one that deletes anything (nft-deleting) a
 //     price more; a rule with a map of its own (nft-map-rule) a price
-//     plus a price per object the table holds, fitted apart on what the
-//     loads of services of two endpoints took beyond the other prices.
+//     plus one per entry of the transaction before it and one per rule
+//     with a map before it, others past a knee (fitMapRule), fitted
+//     apart on what loads of services of two endpoints took beyond the
+//     other prices.
 //     The five others are fitted together (fitNonNegative) on the loads of
 //     the table, and on transactions adding and deleting one element and
 //     ten services' worth (the median of five each), at both sizes.
@@ -46,13 +51,11 @@ func (c *calibration) nftables() error {
 	ctx := context.Background()
 	small, large := c.opts.Entries, 4*c.opts.Entries
 	var (
-		objects  int         // in the table, as the sim counts them
-		loads    []float64   // each size's load, in seconds
-		mapLoads []float64   // and of services of two endpoints
-		mapRows  [][]float64 // of those: rules with maps, rules × size, commands, size
-		txRows   [][]float64
-		txSecs   []float64
-		lists    = map[dataplane.Op]*listSamples{
+		objects int       // in the table, as the sim counts them
+		loads   []float64 // each size's load, in seconds
+		txRows  [][]float64
+		txSecs  []float64
+		lists   = map[dataplane.Op]*listSamples{
 			dataplane.OpNFTList: {}, dataplane.OpNFTListNetlink: {}, dataplane.OpNFTListElements: {},
 		}
 	)
@@ -139,22 +142,27 @@ func (c *calibration) nftables() error {
 		return nft.Run(ctx, tx)
 	}
 	defer func() { _ = drop() }()
-	// load creates the table afresh and loads size services of endpoints
-	// each into it in one transaction, and returns its time and commands.
-	load := func(size, endpoints int) (float64, int, error) {
+	// load creates the table afresh and loads plain services of one
+	// endpoint, then mapped services of two (each DNAT rule with its map),
+	// into it in one transaction, and returns its time and the transaction.
+	load := func(plain, mapped int) (float64, *knftables.Transaction, error) {
 		if err := drop(); err != nil {
-			return 0, 0, fmt.Errorf("calibrate nftables: %w", err)
+			return 0, nil, fmt.Errorf("calibrate nftables: %w", err)
 		}
 		if _, _, err := create(); err != nil {
-			return 0, 0, err
+			return 0, nil, err
 		}
 		tx := nft.NewTransaction()
-		for j := range size {
+		for j := range plain + mapped {
+			endpoints := 1
+			if j >= plain {
+				endpoints = 2
+			}
 			nftService(tx, j, endpoints, false)
 		}
-		d, err := c.once(fmt.Sprintf("nft-transaction load %d services of %d endpoints (%d commands)", size, endpoints, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
-		objects += nftServiceObjects * size
-		return d, tx.NumOperations(), err
+		d, err := c.once(fmt.Sprintf("nft-transaction load %d services of one endpoint, then %d of two (%d commands)", plain, mapped, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
+		objects += nftServiceObjects * (plain + mapped)
+		return d, tx, err
 	}
 	d, n, err := create()
 	if err != nil {
@@ -168,11 +176,11 @@ func (c *calibration) nftables() error {
 		var times []float64
 		var n int
 		for range 3 {
-			d, commands, err := load(size, 1)
+			d, tx, err := load(size, 0)
 			if err != nil {
 				return err
 			}
-			times, n = append(times, d), commands
+			times, n = append(times, d), tx.NumOperations()
 		}
 		sample(n, tableObjects, false, times)
 		loads = append(loads, median(times))
@@ -206,44 +214,64 @@ func (c *calibration) nftables() error {
 		}
 	}
 
-	// Services of two endpoints, each rule with its map, loaded at both
-	// sizes (once: at four times --entries this takes seconds).
-	for _, size := range []int{small, large} {
-		d, n, err := load(size, 2)
+	// Rules with maps: services of two endpoints loaded at four sizes up to
+	// four times --entries, and a quarter of --entries of them after
+	// --entries, four and sixteen times --entries plain ones (each once: at
+	// the largest this takes a minute under emulation); and a quarter of
+	// --entries of them added onto the largest, as a sync adds services.
+	// Their rules stand at every place in a transaction up to the
+	// largest's end and far past it, after few or many maps, so the fit
+	// tells the entries before a rule from the maps before it and finds
+	// where the walks leave the CPU's caches.
+	var mapLoads []mapLoad
+	for _, l := range [][2]int{{0, small / 2}, {0, small}, {0, 2 * small}, {0, large}, {small, small / 4}, {large, small / 4}, {4 * large, small / 4}} {
+		d, tx, err := load(l[0], l[1])
 		if err != nil {
 			return err
 		}
-		mapLoads = append(mapLoads, d)
-		at := float64(tableObjects) + float64(n)/2
-		mapRows = append(mapRows, []float64{float64(size), float64(size) * at, float64(n), at})
+		_, before := dataplane.NFTTransactionOps(tx)
+		mapLoads = append(mapLoads, mapLoad{seconds: d, commands: tx.NumOperations(), objects: tableObjects, before: before})
+		if l != [2]int{0, large} {
+			continue
+		}
+		onto := objects
+		tx = nft.NewTransaction()
+		for j := range small / 4 {
+			nftService(tx, large+j, 2, false)
+		}
+		d, err = c.once(fmt.Sprintf("nft-transaction %d services of two endpoints onto %d (%d commands)", small/4, large, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
+		if err != nil {
+			return err
+		}
+		objects += nftServiceObjects * small / 4
+		_, before = dataplane.NFTTransactionOps(tx)
+		for i := range before {
+			before[i].Maps += large
+		}
+		mapLoads = append(mapLoads, mapLoad{seconds: d, commands: tx.NumOperations(), objects: onto, before: before})
 	}
 	// The transactions without maps price a transaction and a command;
-	// what the loads with maps took beyond that prices their rules (fitted
-	// apart: within those loads the rules grow with the commands).
+	// what the loads with maps took beyond that prices their rules.
 	p, err := fitNonNegative(txRows, txSecs)
 	if err != nil {
 		return fmt.Errorf("calibrate nftables transactions: %w", err)
 	}
-	var rows [][]float64
-	var beyond []float64
-	for i, r := range mapRows {
-		n, at := r[2], r[3]
-		plain := p[0] + p[1]*at + n*(p[2]+p[3]*at)
-		rows = append(rows, r[:2])
-		beyond = append(beyond, max(0, mapLoads[i]-plain))
+	for i, l := range mapLoads {
+		at := float64(l.objects) + float64(l.commands)/2
+		plain := p[0] + p[1]*at + float64(l.commands)*(p[2]+p[3]*at)
+		mapLoads[i].beyond = max(0, l.seconds-plain)
 	}
-	q, err := fitNonNegative(rows, beyond)
+	perRule, walk, err := fitMapRule(mapLoads)
 	if err != nil {
 		return fmt.Errorf("calibrate nftables rules with maps: %w", err)
 	}
-	p = append(p, q...)
 	c.set(dataplane.OpNFTTransaction, p[0])
 	c.p.ListItem[dataplane.OpNFTTransaction.String()] = p[1]
 	c.set(dataplane.OpNFTCommand, p[2])
 	c.p.ListItem[dataplane.OpNFTCommand.String()] = p[3]
 	c.set(dataplane.OpNFTDeleting, p[4])
-	c.set(dataplane.OpNFTMapRule, p[5])
-	c.p.ListItem[dataplane.OpNFTMapRule.String()] = p[6]
+	c.set(dataplane.OpNFTMapRule, perRule)
+	c.p.NFTMapRule = &walk
 	for op, l := range lists {
 		terms := 2
 		if op == dataplane.OpNFTList {
@@ -262,17 +290,99 @@ func (c *calibration) nftables() error {
 			c.p.ListPairs[op.String()] = q[2]
 		}
 	}
+	var mapNote []string
+	for _, l := range mapLoads {
+		mapNote = append(mapNote, fmt.Sprintf("%d rules, the first %d entries in after %d maps, %s", len(l.before), l.before[0].Entries, l.before[0].Maps, dur(l.seconds)))
+	}
 	c.notes = append(c.notes, fmt.Sprintf("nftables with %s, a table shaped like kube-proxy's nftables mode (%d objects per service at one endpoint) loaded to %d and %d services in one transaction each "+
 		"(%s and %s), with transactions of one element and of ten services added and deleted at each size (the median of five): a transaction %s plus %s per object the table holds, each command in it %s plus %s per object, %s more if it deletes; "+
-		"services of two endpoints, each DNAT rule with its map, loaded likewise (%s and %s): such a rule %s plus %s per object the table holds; "+
+		"services of two endpoints, each DNAT rule with its map, loaded likewise (%s): such a rule %s plus %s per entry of the transaction before it and %s per rule with a map before it in the table, %s and %s once more than %d entries are; "+
 		"a listing of names with the nft binary %s plus %s per object plus %.3g ns per pair of objects; over netlink %s plus %s per object; one set's elements %s plus %s per object",
 		c.nftVersion(), nftServiceObjects, small, large, dur(loads[0]), dur(loads[1]),
 		c.op(dataplane.OpNFTTransaction), dur(p[1]), c.op(dataplane.OpNFTCommand), dur(p[3]), c.op(dataplane.OpNFTDeleting),
-		dur(mapLoads[0]), dur(mapLoads[1]), c.op(dataplane.OpNFTMapRule), dur(p[6]),
+		strings.Join(mapNote, ", "), c.op(dataplane.OpNFTMapRule), dur(walk.PerEntry), dur(walk.PerMap), dur(walk.PerEntryPast), dur(walk.PerMapPast), walk.Knee,
 		c.op(dataplane.OpNFTList), dur(c.p.ListItem[dataplane.OpNFTList.String()]), c.p.ListPairs[dataplane.OpNFTList.String()]*1e9,
 		c.op(dataplane.OpNFTListNetlink), dur(c.p.ListItem[dataplane.OpNFTListNetlink.String()]),
 		c.op(dataplane.OpNFTListElements), dur(c.p.ListItem[dataplane.OpNFTListElements.String()])))
 	return nil
+}
+
+// mapLoad is one transaction of services with rules with maps: its time,
+// its commands, the objects the table held before it, where each such rule
+// stands (dataplane.NFTTransactionOps, with the table's maps) and the time
+// beyond what its commands are priced.
+type mapLoad struct {
+	seconds  float64
+	commands int
+	objects  int
+	before   []dataplane.NFTMapRule
+	beyond   float64
+}
+
+// fitMapRule prices a rule with a map on the loads' time beyond their
+// commands (sim.NFTMapRuleCost): a price per rule, and per entry and per
+// map before it, below and past a knee. The knee is the place, among the
+// rules', at which the fit errs least relative to each load's whole time;
+// with it set, the prices are a non-negative least-squares fit.
+func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
+	var places []int
+	for _, l := range loads {
+		for _, at := range l.before {
+			places = append(places, at.Entries)
+		}
+	}
+	slices.Sort(places)
+	places = slices.Compact(places)
+	// At most 500 candidates, spread evenly over the places, the last
+	// one (no rule past it) among them.
+	var knees []int
+	step := max(1, len(places)/500)
+	for i := len(places) - 1; i >= 0; i -= step {
+		knees = append(knees, places[i])
+	}
+	var best sim.NFTMapRuleCost
+	var bestRule float64
+	bestErr := math.Inf(1)
+	for _, knee := range knees {
+		rows := make([][]float64, len(loads))
+		beyond := make([]float64, len(loads))
+		for j, l := range loads {
+			// A rule, entries and maps below the knee, entries and maps
+			// past it.
+			row := make([]float64, 5)
+			row[0] = float64(len(l.before))
+			for _, at := range l.before {
+				past := 0
+				if at.Entries > knee {
+					past = 2
+				}
+				row[1+past] += float64(at.Entries)
+				row[2+past] += float64(at.Maps)
+			}
+			rows[j], beyond[j] = row, l.beyond
+		}
+		q, err := fitNonNegative(rows, beyond)
+		if err != nil {
+			continue
+		}
+		sum := 0.0
+		for j, r := range rows {
+			e := -beyond[j]
+			for k := range r {
+				e += r[k] * q[k]
+			}
+			e /= max(loads[j].seconds, 1e-9)
+			sum += e * e
+		}
+		if sum < bestErr {
+			bestErr, bestRule = sum, q[0]
+			best = sim.NFTMapRuleCost{PerEntry: q[1], PerMap: q[2], Knee: knee, PerEntryPast: q[3], PerMapPast: q[4]}
+		}
+	}
+	if math.IsInf(bestErr, 1) {
+		return 0, best, fmt.Errorf("no non-negative fit of %d loads", len(loads))
+	}
+	return bestRule, best, nil
 }
 
 // nftServiceObjects is how many objects nftService adds.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/knftables"
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/sim"
@@ -109,4 +110,25 @@ func TestStoppable(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ECANCELED)
 	require.ErrorContains(t, err, "ipvs add service 10.96.0.1:80/TCP")
 	require.Equal(t, 1, inner.adds, "nothing reaches the kernel after stop")
+}
+
+// TestNFTTransactionOps: a transaction deletes or not, and each rule with a
+// set or map of its own stands after one entry per command before it, and
+// per such rule before it its set and each element, and after those rules.
+func TestNFTTransactionOps(t *testing.T) {
+	tx := knftables.NewFake(knftables.IPv4Family, "kube-proxy").NewTransaction()
+	tx.Add(&knftables.Table{})
+	tx.Add(&knftables.Chain{Name: "svc"})
+	tx.Flush(&knftables.Chain{Name: "svc"})
+	tx.Add(&knftables.Rule{Chain: "svc", Rule: "numgen random mod 3 vmap { 0 : goto a , 1 : goto b , 2 : goto c }"})
+	tx.Add(&knftables.Rule{Chain: "svc", Rule: "ip daddr 10.0.0.1 drop"})
+	tx.Add(&knftables.Rule{Chain: "svc", Rule: "ip daddr { 10.0.0.2 } drop"})
+	deletes, before := dataplane.NFTTransactionOps(tx)
+	require.False(t, deletes)
+	require.Equal(t, []dataplane.NFTMapRule{{Entries: 3, Maps: 0}, {Entries: 3 + 1 + 3 + 1 + 1, Maps: 1}}, before)
+
+	tx.Delete(&knftables.Chain{Name: "svc"})
+	deletes, before = dataplane.NFTTransactionOps(tx)
+	require.True(t, deletes)
+	require.Len(t, before, 2)
 }

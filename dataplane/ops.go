@@ -49,9 +49,9 @@ const (
 	OpNFTDeleting
 	// OpNFTMapRule is a rule written with a set or map of its own (`numgen
 	// random mod 2 map { 0 : … , 1 : … }`: kube-proxy's DNAT to a service's
-	// several endpoints), counted besides its OpNFTCommand: nft takes the
-	// longer over one the more the table holds (docs/nftables.md). A
-	// measure of a command, not a write of its own.
+	// several endpoints), counted besides its OpNFTCommand: nf_tables
+	// takes the longer over one the more its transaction holds before it
+	// (NFTTransactionOps). A measure of a command, not a write of its own.
 	OpNFTMapRule
 	// Reads.
 	OpIPVSList            // one per Services call (the whole table) or Service call (one)
@@ -96,22 +96,43 @@ func (o Op) IsWrite() bool {
 	return o < OpIPVSList && o != OpIPTablesRestoreBytes && o != OpNFTDeleting && o != OpNFTMapRule
 }
 
+// NFTMapRule is where a rule with a set or map of its own stands in its
+// transaction: how many entries nf_tables' transaction holds before it, and
+// how many rules with their own set or map come before it in the same
+// transaction. nf_tables finds the anonymous set such a rule was sent with
+// by walking its transaction from the start, and names that set by reading
+// the name of every set the table holds, so what the rule costs grows with
+// both (docs/nftables.md).
+type NFTMapRule struct {
+	Entries, Maps int
+}
+
 // NFTTransactionOps counts what a transaction holds besides its commands:
-// whether it deletes anything (OpNFTDeleting) and how many rules it writes
-// with a set or map of their own (OpNFTMapRule), from the commands as nft
-// reads them.
-func NFTTransactionOps(tx *knftables.Transaction) (deletes bool, mapRules int) {
+// whether it deletes anything (OpNFTDeleting), and where each rule it
+// writes with a set or map of its own (OpNFTMapRule) stands. Each command
+// is one entry (a flush is taken as one: what it removes is not in the
+// transaction), and a rule with a set or map of its own is as many more as
+// its set and its elements.
+func NFTTransactionOps(tx *knftables.Transaction) (deletes bool, mapRules []NFTMapRule) {
+	entries := 0
 	for line := range strings.Lines(tx.String()) {
 		verb, rest, _ := strings.Cut(line, " ")
 		switch {
 		case verb == "delete" || verb == "destroy":
 			deletes = true
-		case (verb == "add" || verb == "insert" || verb == "replace") && strings.HasPrefix(rest, "rule ") && strings.Contains(rest, "{"):
-			mapRules++
+		case (verb == "add" || verb == "insert" || verb == "replace") && strings.HasPrefix(rest, "rule ") && HasMap(rest):
+			_, set, _ := strings.Cut(rest, "{")
+			set, _, _ = strings.Cut(set, "}")
+			mapRules = append(mapRules, NFTMapRule{Entries: entries, Maps: len(mapRules)})
+			entries += 1 + strings.Count(set, ",") + 1 // the set, its elements
 		}
+		entries++
 	}
 	return deletes, mapRules
 }
+
+// HasMap reports whether an nft rule holds a set or map of its own.
+func HasMap(rule string) bool { return strings.Contains(rule, "{") }
 
 // Ops returns every operation kind in order.
 func AllOps() []Op {

@@ -42,7 +42,9 @@ func (k *Kernel) Table(family knftables.Family, name string, options ...knftable
 //     them), so that a large transaction onto a large table grows as nft
 //     1.0.6 was measured to (docs/nftables.md), a price more if it
 //     deletes anything (nft-deleting), and for each rule with a map of its
-//     own a price plus a price per object the table holds (nft-map-rule);
+//     own a price (nft-map-rule) plus one per entry of the transaction
+//     before it and one per rule with a map the table holds by then (the
+//     profile's NFTMapRule);
 //   - a listing of names as List says; of one set's or map's elements,
 //     its price plus a price per object the table holds (nft reads the
 //     table to print one map).
@@ -145,6 +147,13 @@ func (k *Kernel) transaction(s *nftState, tx *knftables.Transaction) {
 		k.ops[dataplane.OpNFTDeleting]++
 		k.charge(k.costs.op[dataplane.OpNFTDeleting])
 	}
-	k.ops[dataplane.OpNFTMapRule] += int64(mapRules)
-	k.charge(time.Duration(mapRules) * (k.costs.op[dataplane.OpNFTMapRule] + k.costs.item[dataplane.OpNFTMapRule]*size))
+	k.ops[dataplane.OpNFTMapRule] += int64(len(mapRules))
+	inTable := 0
+	if len(mapRules) > 0 {
+		inTable = s.mapRules()
+	}
+	for _, at := range mapRules {
+		at.Maps += inTable
+		k.charge(k.costs.op[dataplane.OpNFTMapRule] + k.costs.mapRule.Price(at))
+	}
 }

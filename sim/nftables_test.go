@@ -60,6 +60,72 @@ func TestNFTablesCharges(t *testing.T) {
 	require.EqualValues(t, 1, ops[dataplane.OpNFTListElements])
 }
 
+// TestNFTMapRuleCharge: a rule with a map of its own costs its price plus
+// one per entry of the transaction before it, and the dearer one past the
+// knee; a transaction without one pays neither.
+func TestNFTMapRuleCharge(t *testing.T) {
+	p, err := sim.LoadProfile("host")
+	require.NoError(t, err)
+	p.Ops[dataplane.OpNFTMapRule.String()] = 1e-3
+	p.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 1e-6, PerEntryPast: 1e-5, Knee: 100, PerMap: 1e-4}
+	ctx := context.Background()
+	// cost is what one transaction of plain elements, then a rule with a
+	// map (or a rule without one), costs beyond the same transaction's
+	// commands without the map.
+	cost := func(elements int, mapped bool) time.Duration {
+		k, err := sim.New(sim.Options{Profile: p})
+		require.NoError(t, err)
+		nft, err := k.Table(knftables.IPv4Family, "kube-proxy")
+		require.NoError(t, err)
+		tx := nft.NewTransaction()
+		tx.Add(&knftables.Table{})
+		tx.Add(&knftables.Chain{Name: "svc"})
+		tx.Add(&knftables.Set{Name: "ips", Type: "ipv4_addr"})
+		for i := range elements {
+			tx.Add(&knftables.Element{Set: "ips", Key: []string{fmt.Sprintf("10.96.%d.%d", i/256, i%256)}})
+		}
+		rule := "meta l4proto tcp dnat to 10.1.0.1:80"
+		if mapped {
+			rule = "meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.1.0.1 . 80 , 1 : 10.1.0.2 . 80 }"
+		}
+		tx.Add(&knftables.Rule{Chain: "svc", Rule: rule})
+		_, before := k.Kernel()
+		require.NoError(t, nft.Run(ctx, tx))
+		_, after := k.Kernel()
+		require.EqualValues(t, map[bool]int64{false: 0, true: 1}[mapped], k.Ops()[dataplane.OpNFTMapRule])
+		return after - before
+	}
+	beyond := func(elements int) time.Duration { return cost(elements, true) - cost(elements, false) }
+	// 3 entries (table, chain, set) and the elements come before the rule.
+	require.Equal(t, time.Millisecond+47*time.Microsecond, beyond(44))
+	require.Equal(t, time.Millisecond+100*time.Microsecond, beyond(97), "at the knee")
+	require.Equal(t, time.Millisecond+1010*time.Microsecond, beyond(98), "past it, each entry the dearer price")
+
+	// A rule with a map in a later transaction, after one in the table,
+	// pays for that one: its second transaction costs PerMap more than with
+	// PerMap zero.
+	second := func(perMap float64) time.Duration {
+		p.NFTMapRule.PerMap = perMap
+		k, err := sim.New(sim.Options{Profile: p})
+		require.NoError(t, err)
+		nft, err := k.Table(knftables.IPv4Family, "kube-proxy")
+		require.NoError(t, err)
+		var cost time.Duration
+		for _, chain := range []string{"a", "b"} {
+			tx := nft.NewTransaction()
+			tx.Add(&knftables.Table{})
+			tx.Add(&knftables.Chain{Name: chain})
+			tx.Add(&knftables.Rule{Chain: chain, Rule: "numgen random mod 2 vmap { 0 : drop , 1 : accept }"})
+			_, before := k.Kernel()
+			require.NoError(t, nft.Run(ctx, tx))
+			_, after := k.Kernel()
+			cost = after - before
+		}
+		return cost
+	}
+	require.Equal(t, 100*time.Microsecond, second(1e-4)-second(0))
+}
+
 // TestConntrackFlows: the conntrack table lists by family.
 func TestConntrackFlows(t *testing.T) {
 	k, err := sim.New(sim.Options{})

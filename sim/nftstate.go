@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/kpsim/kpsim/dataplane"
 )
 
 // nftState is one nf_tables table of the in-memory kernel. It holds the
@@ -594,6 +596,22 @@ func (s *nftState) objects() int {
 	n := len(t.Chains) + len(t.Sets) + len(t.Maps) + s.elementCount()
 	for _, c := range t.Chains {
 		n += len(c.Rules)
+	}
+	return n
+}
+
+// mapRules is how many of the table's rules hold a set or map of their own
+// (each one anonymous set in nf_tables).
+func (s *nftState) mapRules() int {
+	n := 0
+	if s.table != nil {
+		for _, c := range s.table.Chains {
+			for _, r := range c.Rules {
+				if dataplane.HasMap(r.Rule) {
+					n++
+				}
+			}
+		}
 	}
 	return n
 }

@@ -49,6 +49,10 @@ type Profile struct {
 	// table (nft-list), per pair of objects the table holds
 	// (docs/nftables.md).
 	ListPairs map[string]float64 `json:"list_pairs,omitempty"`
+	// NFTMapRule prices what nf_tables does for each rule with a set or
+	// map of its own beyond nft-map-rule's price in Ops (a profile without
+	// it charges nothing more).
+	NFTMapRule *NFTMapRuleCost `json:"nft_map_rule,omitempty"`
 	// IPSet prices each strategy; every strategy must be present.
 	IPSet map[dataplane.IPSetStrategy]IPSetCost `json:"ipset"`
 	// Proxier prices the proxier's own work on a modeled clock, where it
@@ -80,6 +84,32 @@ func (c ProxierCost) Price(w dataplane.Work) time.Duration {
 		float64(w.Endpoints)*c.PerEndpoint + float64(w.Entries)*c.PerEntry)
 }
 
+// NFTMapRuleCost prices what nf_tables does for a rule with a set or map of
+// its own, beyond nft-map-rule's price: it finds the anonymous set the rule
+// was sent with by going through its transaction from the start, a price
+// per entry before the rule; and it names that set by reading the name of
+// every set the table holds, a price per rule with a map before it. Once
+// more than Knee entries are before the rule neither walk fits in the
+// CPU's caches any more, and each step costs the Past price instead
+// (measured: docs/nftables.md).
+type NFTMapRuleCost struct {
+	PerEntry     float64 `json:"per_entry"`
+	PerMap       float64 `json:"per_map"`
+	Knee         int     `json:"knee"`
+	PerEntryPast float64 `json:"per_entry_past"`
+	PerMapPast   float64 `json:"per_map_past"`
+}
+
+// Price is what a rule with a map at costs beyond its nft-map-rule price,
+// at.Maps counting every rule with a map in the table before it.
+func (c NFTMapRuleCost) Price(at dataplane.NFTMapRule) time.Duration {
+	perEntry, perMap := c.PerEntry, c.PerMap
+	if at.Entries > c.Knee {
+		perEntry, perMap = c.PerEntryPast, c.PerMapPast
+	}
+	return seconds(float64(at.Entries)*perEntry + float64(at.Maps)*perMap)
+}
+
 // IPSetCost prices ipset work under one strategy.
 type IPSetCost struct {
 	// PerBatch is charged once per non-empty Apply (the one `ipset restore`
@@ -98,6 +128,7 @@ type IPSetCost struct {
 type costTable struct {
 	op, item [nOps]time.Duration
 	pair     [nOps]float64 // seconds per pair of items (ListPairs)
+	mapRule  NFTMapRuleCost
 	batch    time.Duration // once per non-empty ipset Apply
 }
 
@@ -180,6 +211,9 @@ func (p *Profile) Validate() error {
 			if op == dataplane.OpIPSetAdd || op == dataplane.OpIPSetDel {
 				return fmt.Errorf("profile %s: %s %q: ipset entries are priced per strategy under \"ipset\"", p.Name, field, name)
 			}
+			if op == dataplane.OpNFTMapRule && field != "ops" {
+				return fmt.Errorf("profile %s: %s %q: a rule with a map is priced by the entries before it, under \"nft_map_rule\"", p.Name, field, name)
+			}
 			if err := check(field, name, v); err != nil {
 				return err
 			}
@@ -193,6 +227,16 @@ func (p *Profile) Validate() error {
 			if err := check("ipset "+string(s), name, v); err != nil {
 				return err
 			}
+		}
+	}
+	if c := p.NFTMapRule; c != nil {
+		for name, v := range map[string]float64{"per_entry": c.PerEntry, "per_map": c.PerMap, "per_entry_past": c.PerEntryPast, "per_map_past": c.PerMapPast} {
+			if err := check("nft_map_rule", name, v); err != nil {
+				return err
+			}
+		}
+		if c.Knee < 0 {
+			return fmt.Errorf("profile %s: nft_map_rule: knee %d must not be negative", p.Name, c.Knee)
 		}
 	}
 	for _, s := range dataplane.IPSetStrategies {
@@ -267,6 +311,9 @@ func (p *Profile) table(s dataplane.IPSetStrategy) (costTable, error) {
 		t.op[op] = p.Cost(op, s)
 		t.item[op] = seconds(p.ListItem[op.String()])
 		t.pair[op] = p.ListPairs[op.String()]
+	}
+	if p.NFTMapRule != nil {
+		t.mapRule = *p.NFTMapRule
 	}
 	t.batch = seconds(c.PerBatch)
 	return t, nil

@@ -142,7 +142,7 @@ func (c countedNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 	if deletes {
 		c.f.Add(dataplane.OpNFTDeleting, 1)
 	}
-	c.f.Add(dataplane.OpNFTMapRule, int64(mapRules))
+	c.f.Add(dataplane.OpNFTMapRule, int64(len(mapRules)))
 	return c.f.Result(op, c.Interface.Run(ctx, tx))
 }
 
