@@ -51,7 +51,8 @@ const (
 	// random mod 2 map { 0 : … , 1 : … }`: kube-proxy's DNAT to a service's
 	// several endpoints), counted besides its OpNFTCommand: nf_tables
 	// takes the longer over one the more its transaction holds before it
-	// (NFTTransactionOps). A measure of a command, not a write of its own.
+	// and the more such rules come before it (NFTMapRule). A measure of a
+	// command, not a write of its own.
 	OpNFTMapRule
 	// Reads.
 	OpIPVSList            // one per Services call (the whole table) or Service call (one)

@@ -100,8 +100,9 @@ type NFTMapRuleCost struct {
 	PerMapPast   float64 `json:"per_map_past"`
 }
 
-// Price is what a rule with a map at costs beyond its nft-map-rule price,
-// at.Maps counting every rule with a map in the table before it.
+// Price is what a rule with a map standing at at costs beyond its
+// nft-map-rule price, at.Maps counting every rule with a map before it, in
+// the table and in its transaction.
 func (c NFTMapRuleCost) Price(at dataplane.NFTMapRule) time.Duration {
 	perEntry, perMap := c.PerEntry, c.PerMap
 	if at.Entries > c.Knee {
@@ -212,7 +213,7 @@ func (p *Profile) Validate() error {
 				return fmt.Errorf("profile %s: %s %q: ipset entries are priced per strategy under \"ipset\"", p.Name, field, name)
 			}
 			if op == dataplane.OpNFTMapRule && field != "ops" {
-				return fmt.Errorf("profile %s: %s %q: a rule with a map is priced by the entries before it, under \"nft_map_rule\"", p.Name, field, name)
+				return fmt.Errorf("profile %s: %s %q: a rule with a map is priced by where it stands, under \"nft_map_rule\"", p.Name, field, name)
 			}
 			if err := check(field, name, v); err != nil {
 				return err
