@@ -16,7 +16,7 @@ import (
 // a proxier process killed mid-sync (a restart) issues nothing more, and the
 // kernel keeps whatever the sync had done so far. Reads fail too.
 func Stoppable(dp Dataplane) (out Dataplane, stop func()) {
-	g := &guard{}
+	g := &guard{done: make(chan struct{})}
 	out = dp
 	out.IPVS = guardedIPVS{dp.IPVS, g}
 	out.IPSet = guardedIPSet{dp.IPSet, g}
@@ -27,14 +27,30 @@ func Stoppable(dp Dataplane) (out Dataplane, stop func()) {
 	if dp.NFTables != nil {
 		out.NFTables = guardedNFTables{dp.NFTables, g}
 	}
-	return out, func() { g.stopped.Store(true) }
+	return out, func() {
+		if g.stopped.CompareAndSwap(false, true) {
+			close(g.done)
+		}
+	}
 }
 
 // guard is a Stoppable's switch. Each wrapper checks it before it names
 // its operation: the name (formatted, a key and an address) is only needed
 // for the error, and formatting it for every operation of a live proxier
 // cost about half what the in-memory kernel's operation does.
-type guard struct{ stopped atomic.Bool }
+type guard struct {
+	stopped atomic.Bool
+	done    chan struct{} // closed when stopped, for calls already under way (StoppableIPSet)
+}
+
+// StoppableIPSet is an IPSet whose Apply can stop partway: a batch applied
+// entry by entry in time that counts (one `ipset` process each, seconds for
+// thousands) ends at the next entry once stop is closed, with an error
+// matching syscall.ECANCELED and the entries before it applied, as a killed
+// kube-proxy's batch ends with its process. Stoppable passes its stop.
+type StoppableIPSet interface {
+	ApplyUntil(stop <-chan struct{}, changes []SetChange) error
+}
 
 // StoppedError is the error of operation op issued after the proxier was
 // stopped; every proxier kpsim runs says it so.
@@ -150,6 +166,9 @@ func (w guardedIPSet) DestroySet(name string) error {
 func (w guardedIPSet) Apply(changes []SetChange) error {
 	if w.g.stopped.Load() {
 		return StoppedError(fmt.Sprintf("ipset apply (%d sets)", len(changes)))
+	}
+	if a, ok := w.IPSet.(StoppableIPSet); ok {
+		return a.ApplyUntil(w.g.done, changes)
 	}
 	return w.IPSet.Apply(changes)
 }

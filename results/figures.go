@@ -186,7 +186,7 @@ func Figures(files ...*File) []Figure {
 				if p.N == 0 {
 					return Line{Text: "no changes with a trigger time"}, true
 				}
-				return Line{Text: fmt.Sprintf("%d changes: %s", p.N, quantiles(p)), Basis: f.Basis}, true
+				return Line{Text: fmt.Sprintf("%d %s: %s", p.N, Plural(p.N, "change", "changes"), quantiles(p)), Basis: f.Basis}, true
 			}},
 		Figure{Name: "disruption/seconds", Label: "disruption", Unit: UnitSeconds, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
 			Disruption: true, Value: func(f *File) float64 { return f.Summary.Disruption.Seconds }, Line: disruptionLine},
@@ -413,6 +413,9 @@ func kernelTimeLine(f *File) (Line, bool) {
 	}
 	if own > 0 {
 		note += fmt.Sprintf("; the proxier's own part %s", FormatSeconds(own))
+		if f.Clock == ClockWall {
+			note += " (measured)" // priced only on the modeled clock
+		}
 	}
 	if f.Proxier != ProxierKpsim && f.Clock == ClockModeled {
 		// A release's own sync code ran for real: its histogram's time is
@@ -435,8 +438,9 @@ func disruptionLine(f *File) (Line, bool) {
 	if f.Probes == nil || d.Attempts == 0 {
 		return Line{Text: "no probes ran"}, true
 	}
-	return Line{FormatSeconds(d.Seconds), d.Basis, fmt.Sprintf("longest window %s, %d services, %d of %d attempts failed",
-		FormatSeconds(d.LongestGap), d.ServicesAffected, d.FailedAttempts, d.Attempts)}, true
+	return Line{FormatSeconds(d.Seconds), d.Basis, fmt.Sprintf("longest window %s, %d %s, %d of %d %s failed",
+		FormatSeconds(d.LongestGap), d.ServicesAffected, Plural(d.ServicesAffected, "service", "services"),
+		d.FailedAttempts, d.Attempts, Plural(d.Attempts, "attempt", "attempts"))}, true
 }
 
 // recordsFirstAttempts reports whether f's probes say when each target was
@@ -451,7 +455,7 @@ func reachableLine(f *File) (Line, bool) {
 	}
 	s := &f.Summary
 	if f.SchemaVersion > 0 && f.SchemaVersion < 3 {
-		note := fmt.Sprintf("from each target's first attempt, over %d targets", s.Reachable.N)
+		note := fmt.Sprintf("from each target's first attempt, over %d %s", s.Reachable.N, Plural(s.Reachable.N, "target", "targets"))
 		if s.Unreachable > 0 {
 			note += fmt.Sprintf("; %d never succeeded", s.Unreachable)
 		}
@@ -464,9 +468,9 @@ func reachableLine(f *File) (Line, bool) {
 	case windows == 0:
 		return Line{Text: "nothing broke"}, true
 	case s.Reachable.N == 0:
-		return Line{Text: fmt.Sprintf("never: none of %d disruption windows recovered before probing stopped", windows)}, true
+		return Line{Text: fmt.Sprintf("never: none of %d disruption %s recovered before probing stopped", windows, Plural(windows, "window", "windows"))}, true
 	}
-	note := fmt.Sprintf("from each disruption window's first failed attempt to the next success, over %d windows", s.Reachable.N)
+	note := fmt.Sprintf("from each disruption window's first failed attempt to the next success, over %d %s", s.Reachable.N, Plural(s.Reachable.N, "window", "windows"))
 	if s.Unreachable > 0 {
 		note += fmt.Sprintf("; %d never recovered", s.Unreachable)
 	}

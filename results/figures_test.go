@@ -2,6 +2,7 @@ package results_test
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,31 @@ func TestPrintSummaryPrintsTheTable(t *testing.T) {
 	// The restart breaks two services, for 1 s and 2.5 s (synthetic probes).
 	require.Contains(t, b.String(), "first success      p50 1s  p99 2.5s  max 2.5s (modeled): from each disruption window's first failed attempt to the next success, over 2 windows")
 	require.Contains(t, b.String(), "restart (from step 3, restart proxier, at 3.75s): 3 syncs")
+}
+
+// TestKernelTimeSaysWhatIsMeasured: the kernel's time is priced at any time
+// scale; the proxier's own part beside it is priced on the modeled clock
+// and measured on the wall clock, and says so.
+func TestKernelTimeSaysWhatIsMeasured(t *testing.T) {
+	tests := []struct {
+		modeled bool
+		want    string
+	}{
+		{true, "priced per operation from cost profile host-2026; the proxier's own part 10ms"},
+		{false, "priced per operation from cost profile host-2026; the proxier's own part 10ms (measured)"},
+	}
+	for _, tt := range tests {
+		f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 3, Modeled: tt.modeled})
+		for i := range f.Syncs {
+			f.Syncs[i].KernelSeconds, f.Syncs[i].ProxierSeconds = 0, 0
+		}
+		f.Syncs[1].KernelSeconds, f.Syncs[1].ProxierSeconds = 0.25, 0.01
+		i := slices.IndexFunc(results.Figures(f), func(fg results.Figure) bool { return fg.Name == "kernel/seconds" })
+		require.GreaterOrEqual(t, i, 0)
+		l, ok := results.Figures(f)[i].Line(f)
+		require.True(t, ok)
+		require.Equal(t, results.Line{Text: "250ms", Basis: results.Modeled, Note: tt.want}, l)
+	}
 }
 
 // TestPrintSummaryShowsFailedSyncs: failed syncs are counted apart and the

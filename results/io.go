@@ -3,7 +3,9 @@ package results
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +81,12 @@ func Read(path string) (*File, error) {
 		SchemaVersion *int `json:"schemaVersion"`
 	}
 	if err := json.Unmarshal(b, &probe); err != nil {
+		if truncated(b) {
+			// Not the run that wrote it stopping halfway: Write replaces a
+			// file whole, or leaves it as it was.
+			return nil, fmt.Errorf("read results %s: truncated: its JSON stops at byte %d, mid-document; "+
+				"kpsim writes results files whole, so this one was cut short after it was written (a copy or download that did not finish?)", path, len(b))
+		}
 		return nil, fmt.Errorf("read results %s: not a kpsim results file: %w", path, err)
 	}
 	if probe.SchemaVersion == nil {
@@ -101,6 +109,17 @@ func Read(path string) (*File, error) {
 	return &f, nil
 }
 
+// truncated reports whether b is a JSON object cut short: it began, and
+// the input ended before the document did (where a file that is not JSON
+// fails at its first wrong character).
+func truncated(b []byte) bool {
+	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
+		return false
+	}
+	var doc json.RawMessage
+	return errors.Is(json.NewDecoder(bytes.NewReader(b)).Decode(&doc), io.ErrUnexpectedEOF)
+}
+
 // missing names the fields every run writes, from version 1 on, that f
 // lacks: a file without them is not one kpsim wrote, and a report of it
 // would show zeros with confidence.
@@ -115,7 +134,7 @@ func (f *File) missing() []string {
 	if f.Backend == "" {
 		out = append(out, "backend")
 	}
-	if f.Basis != Measured && f.Basis != Modeled {
+	if f.Basis != Measured && f.Basis != Modeled && f.Basis != ModeledKernel {
 		out = append(out, "basis")
 	}
 	return out

@@ -65,12 +65,12 @@ func printLines(w io.Writer, indent string, f *File, figs []Figure) {
 // segmentLine is a segment's figures in one line: what ran in it, its
 // slowest sync and its broken traffic.
 func segmentLine(f *File, s SegmentSummary) string {
-	line := fmt.Sprintf("%s: %d syncs", SegmentTitle(f, s.Segment), s.Summary.Syncs)
+	line := fmt.Sprintf("%s: %d %s", SegmentTitle(f, s.Segment), s.Summary.Syncs, Plural(s.Summary.Syncs, "sync", "syncs"))
 	if s.Summary.Sync.N > 0 {
 		line += fmt.Sprintf(", p99 %s, max %s", FormatSeconds(s.Summary.Sync.P99), FormatSeconds(s.Summary.Sync.Max))
 	}
 	if d := s.Summary.Disruption; d.Attempts > 0 {
-		line += fmt.Sprintf(", disruption %s (%d of %d attempts failed)", FormatSeconds(d.Seconds), d.FailedAttempts, d.Attempts)
+		line += fmt.Sprintf(", disruption %s (%d of %d %s failed)", FormatSeconds(d.Seconds), d.FailedAttempts, d.Attempts, Plural(d.Attempts, "attempt", "attempts"))
 	}
 	return line
 }
@@ -123,7 +123,7 @@ func TopOps(o dataplane.Ops, n int) string {
 	parts := make([]string, 0, n)
 	for i, e := range kvs {
 		if i == n {
-			parts = append(parts, fmt.Sprintf("%d more kinds", len(kvs)-n))
+			parts = append(parts, fmt.Sprintf("%d more %s", len(kvs)-n, Plural(len(kvs)-n, "kind", "kinds")))
 			break
 		}
 		parts = append(parts, fmt.Sprintf("%s %d", e.op, e.c))
@@ -165,6 +165,28 @@ func OrDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// Plural is one when n is 1 and many otherwise, for the noun after a count:
+// "1 sync", "0 syncs", "2 syncs".
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// ListSome joins up to n items, then says how many more there are: "a, b
+// and 3 more" ("none" for no items). A message about thousands of items
+// stays a line.
+func ListSome(items []string, n int) string {
+	switch {
+	case len(items) == 0:
+		return "none"
+	case len(items) <= n:
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 // FormatSeconds prints a duration in the unit a person would use for it.

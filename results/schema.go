@@ -48,6 +48,11 @@ const ProxierKpsim = "kpsim"
 const (
 	Measured = "measured"
 	Modeled  = "modeled"
+	// ModeledKernel is the basis of a sim run's durations off the modeled
+	// clock (a time scale above 0, or a timeline with API faults): the
+	// kernel's part priced from the cost profile, the proxier's own part
+	// measured.
+	ModeledKernel = "modeled kernel + measured proxier"
 )
 
 // File is one run.
@@ -56,10 +61,11 @@ type File struct {
 	Kpsim         Build       `json:"kpsim"`
 	Environment   Environment `json:"environment"`
 	Backend       string      `json:"backend"` // one of dataplane.Backends
-	// Basis of every duration in Syncs and Phases: Modeled for the sim
-	// (kernel time from the cost profile plus the proxier's own time, priced
-	// by the profile on the modeled clock and measured otherwise), Measured
-	// for the kernel backend.
+	// Basis of every duration in Syncs and Phases: Modeled for the sim on
+	// the modeled clock (kernel time and the proxier's own time priced by
+	// the cost profile), ModeledKernel for the sim on the wall clock (its
+	// proxier time measured; files before it say Modeled), Measured for the
+	// kernel backend.
 	Basis string `json:"basis"`
 	// Clock is ClockModeled or ClockWall: what Start, End and every other
 	// timestamp in the file were read from.

@@ -284,3 +284,49 @@ func TestSummarizeReachable(t *testing.T) {
 	require.Equal(t, 3, f.Summary.Reachable.N)
 	require.Equal(t, 0.0, f.Summary.Reachable.P50)
 }
+
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "syncs"}, {1, "sync"}, {2, "syncs"}, {-1, "syncs"}} {
+		require.Equal(t, tc.want, results.Plural(tc.n, "sync", "syncs"), "%d", tc.n)
+	}
+	require.Equal(t, "none", results.ListSome(nil, 3))
+	require.Equal(t, "a, b", results.ListSome([]string{"a", "b"}, 2))
+	require.Equal(t, "a, b and 1 more", results.ListSome([]string{"a", "b", "c"}, 2))
+}
+
+// TestSummarySaysOneInTheSingular: a count of one takes the singular
+// ("1 syncs", "1 services" and "1 windows" were printed).
+func TestSummarySaysOneInTheSingular(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(f *results.File)
+		want   string
+	}{
+		{"a segment's syncs", func(*results.File) {}, "restart proxier, at 1.05s): 1 sync, p99"},
+		{"write kinds left out", func(*results.File) {}, "ipset-add 2, 1 more kind\n"},
+		{"disruption", func(f *results.File) {
+			d := &f.Summary.Disruption
+			d.ServicesAffected, d.FailedAttempts, d.Attempts = 1, 1, 1
+		}, "longest window 2.5s, 1 service, 1 of 1 attempt failed"},
+		{"net programming", func(f *results.File) { f.Summary.Programming = results.NewDist([]float64{0.1}) }, "net programming    1 change: p50"},
+		{"windows", func(f *results.File) { f.Summary.Reachable, f.Summary.Unreachable = results.NewDist([]float64{0.5}), 0 }, "over 1 window\n"},
+		{"a window that never recovered", func(f *results.File) { f.Summary.Reachable, f.Summary.Unreachable = results.Dist{}, 1 },
+			"never: none of 1 disruption window recovered"},
+		{"targets of an old file", func(f *results.File) {
+			f.SchemaVersion = 2
+			f.Summary.Reachable, f.Summary.Unreachable = results.NewDist([]float64{0.5}), 0
+		}, "over 1 target\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 2, Probes: true, Services: 1, FirstSuccess: true})
+			tc.change(f)
+			var b bytes.Buffer
+			require.NoError(t, results.PrintSummary(&b, f))
+			require.Contains(t, b.String(), tc.want)
+			require.NotRegexp(t, `\b1 (syncs|services|attempts|changes|windows|targets|kinds)\b`, b.String())
+		})
+	}
+}

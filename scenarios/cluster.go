@@ -15,6 +15,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
+	"github.com/kpsim/kpsim/results"
 )
 
 const (
@@ -354,7 +355,8 @@ func (g *generator) node() *v1.Node {
 }
 
 // build generates (or loads) the cluster and checks what depends on it:
-// probe and churn services named in the scenario must exist.
+// probe and churn services named in the scenario must exist, and the
+// probe targets they make (chosen here, for the run) must not be too many.
 func (s *Scenario) build(v *validator) error {
 	g := newGenerator(s)
 	set := &objects.Set{}
@@ -392,7 +394,7 @@ func (s *Scenario) build(v *validator) error {
 			svc, eps, err := g.service()
 			if err != nil {
 				path, msg, _ := strings.Cut(err.Error(), ": ")
-				v.errf(path, "%s (after %d of %d services)", msg, i, c.Services)
+				v.errfFrom(clusterFrom, path, "%s (after %d of %s)", msg, i, nServices(c.Services))
 				return v.errs.orNil()
 			}
 			set.Services = append(set.Services, svc)
@@ -408,31 +410,58 @@ func (s *Scenario) build(v *validator) error {
 	for _, svc := range set.Services {
 		names[svc.Namespace+"/"+svc.Name] = true
 	}
-	checkNames := func(path string, sel Selector) {
-		for i, n := range sel.Names {
-			if !names[n] {
-				v.errf(fmt.Sprintf("%s[%d]", path, i), "no service %s in the cluster", cut(n))
-			}
-		}
-		if sel.Count > len(set.Services) {
-			v.errf(path, "%d services asked for, the cluster has %d", sel.Count, len(set.Services))
-		}
-	}
-	checkNames("probes.services", s.Probes.Services)
-	var walk func(steps []Step, path string)
-	walk = func(steps []Step, path string) {
-		for i := range steps {
-			sp := fmt.Sprintf("%s[%d]", path, i)
-			if ch := steps[i].ChurnEndpoints; ch != nil {
-				checkNames(sp+".churnEndpoints.services", ch.Services)
-			}
-			if r := steps[i].Repeat; r != nil {
-				walk(r.Steps, sp+".repeat.steps")
-			}
+	if s.checkSelector(v, names, "probes.services", s.Probes.Services) {
+		s.targets = s.probeTargets()
+		if n := len(s.targets); n > maxProbeTargets {
+			v.errfFrom(append([]string{"probes"}, clusterFrom...), "probes.services",
+				"%d probe targets, at most %d: a probed service has one per address of each kind in probes.kinds [%s] "+
+					"(a ClusterIP per family, a NodePort per node address) for each client in probes.from [%s]; probe fewer services or kinds",
+				n, maxProbeTargets, strings.Join(s.Probes.Kinds, ", "), strings.Join(s.Probes.From, ", "))
 		}
 	}
-	walk(s.Timeline, "timeline")
+	walkSteps(s.Timeline, "timeline", func(st *Step, path string) {
+		if ch := st.ChurnEndpoints; ch != nil {
+			s.checkSelector(v, names, path+".churnEndpoints.services", ch.Services)
+		}
+	})
 	return nil
+}
+
+// clusterFrom are the fields the built cluster follows from: a problem
+// found in it (a probed service it lacks) names their overrides.
+var clusterFrom = []string{"seed", "cluster", "proxier.families"}
+
+// maxListed is how many of a list's wrong items a message names.
+const maxListed = 5
+
+// checkSelector checks that the services sel names are in the cluster
+// (names) and that it has as many as sel counts, and reports whether they
+// are. Names that are not are one error, however many: a list of
+// thousands of names of another cluster would be thousands of lines.
+func (s *Scenario) checkSelector(v *validator, names map[string]bool, path string, sel Selector) bool {
+	var missing []string
+	first := -1
+	for i, n := range sel.Names {
+		if !names[n] {
+			missing = append(missing, cut(n))
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		v.errfFrom(clusterFrom, fmt.Sprintf("%s[%d]", path, first), "no service %s in the cluster", missing[0])
+	default:
+		v.errfFrom(clusterFrom, path, "%d of the %d services named are not in the cluster: %s",
+			len(missing), len(sel.Names), results.ListSome(missing, maxListed))
+	}
+	have := len(s.set.Services)
+	if sel.Count > have {
+		v.errfFrom(clusterFrom, path, "%s asked for, the cluster has %d", nServices(sel.Count), have)
+	}
+	return len(missing) == 0 && sel.Count <= have
 }
 
 // ClusterObjects returns the scenario's cluster as built by Parse: the

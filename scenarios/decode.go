@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/kpsim/kpsim/results"
 )
 
 // Error is one problem with a scenario, located by file and line (or by the
@@ -21,6 +23,10 @@ type Error struct {
 	Set  string // the --set key=value the value came from, if any
 	Path string // e.g. timeline[3].churnEndpoints.rate
 	Msg  string
+	// With are the overrides of other fields (--set key=value) the
+	// problem may follow from: its line alone would blame the file (for
+	// probe names of a cluster that --set cluster.services=0 empties).
+	With []string
 }
 
 func (e *Error) Error() string { return e.where() + ": " + e.what() }
@@ -36,12 +42,16 @@ func (e *Error) where() string {
 	return e.File
 }
 
-// what is the field path and the problem.
+// what is the field path, the problem and the overrides it follows from.
 func (e *Error) what() string {
-	if e.Path == "" {
-		return e.Msg
+	s := e.Msg
+	if e.Path != "" {
+		s = e.Path + ": " + s
 	}
-	return e.Path + ": " + e.Msg
+	if len(e.With) > 0 {
+		s += " (with --set " + strings.Join(e.With, ", --set ") + ")"
+	}
+	return s
 }
 
 // Errors are every problem found in one scenario, in file order.
@@ -101,6 +111,16 @@ func quote(s string) string {
 	return strconv.Quote(head) + more
 }
 
+// nServices is "n services", for messages and labels.
+func nServices(n int) string {
+	return fmt.Sprintf("%d %s", n, results.Plural(n, "service", "services"))
+}
+
+// nEndpoints is "n endpoints", for messages.
+func nEndpoints(n int) string {
+	return fmt.Sprintf("%d %s", n, results.Plural(n, "endpoint", "endpoints"))
+}
+
 // orNil returns es as an error, or nil when there are none.
 func (es Errors) orNil() error {
 	if len(es) == 0 {
@@ -129,6 +149,7 @@ type decoder struct {
 	file   string
 	pos    map[string]position   // field path -> position of its value
 	origin map[*yaml.Node]string // nodes created by --set -> "key=value"
+	sets   []string              // the overrides applied, in order
 	// spelled maps a field path to the deprecated path the scenario wrote
 	// it as (see moveDeprecated), so errors name what the user wrote.
 	spelled  map[string]string
@@ -171,6 +192,32 @@ func (d *decoder) errPath(path, format string, a ...any) *Error {
 			return e
 		}
 	}
+}
+
+// errFrom is errPath for a problem that follows from the values of other
+// fields too (deps: field paths, each with what is under it): the
+// overrides that gave any of them are named with it, as the line it is
+// located at may have been fine without them.
+func (d *decoder) errFrom(deps []string, path, format string, a ...any) *Error {
+	e := d.errPath(path, format, a...)
+	from := map[string]bool{}
+	for p, pos := range d.pos {
+		if pos.set == "" || pos.set == e.Set {
+			continue
+		}
+		for _, dep := range deps {
+			if p == dep || strings.HasPrefix(p, dep+".") || strings.HasPrefix(p, dep+"[") {
+				from[pos.set] = true
+			}
+		}
+	}
+	for _, kv := range d.sets {
+		if from[kv] {
+			e.With = append(e.With, cut(kv))
+			delete(from, kv) // given twice, named once
+		}
+	}
+	return e
 }
 
 // present reports whether the scenario gave a value for path.

@@ -112,3 +112,137 @@ func TestExportGivenAsScenario(t *testing.T) {
 	_, err = Parse("x.yaml", []byte(base+"  # x\n"), []string{"cluster.fromFile=export.json", "cluster.services=3"})
 	require.ErrorContains(t, err, "cluster.services: not allowed with cluster.fromFile")
 }
+
+// names lists n service names default/web-0 ... of no generated cluster.
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("default/web-%d", i)
+	}
+	return out
+}
+
+// TestMissingNamesAreOneError: names that are no service of the cluster
+// are one error, counted, with the first few: 3,900 names of another
+// cluster printed 3,900 lines. One alone is named at its own line.
+func TestMissingNamesAreOneError(t *testing.T) {
+	first5 := "default/web-0, default/web-1, default/web-2, default/web-3, default/web-4"
+	inFile := strings.Replace(base, "  services: 2\n", "  services:\n    - "+strings.Join(names(3900), "\n    - ")+"\n", 1)
+	mixed := strings.Split(manyNames(4000, 0), "[")[1]
+	mixed = strings.Replace(mixed, "svc-00007", "web-7", 1)
+	mixed = strings.Replace(mixed, "svc-03999", "web-3999", 1)
+	for _, tc := range []struct {
+		name, yaml string
+		sets       []string
+		want       string
+	}{
+		{"probes in the file", inFile, nil,
+			"x.yaml:9: probes.services: 3900 of the 3900 services named are not in the cluster: " + first5 + " and 3895 more"},
+		{"a few among many", base, []string{"cluster.services=4000", "probes.services=[" + mixed},
+			"probes.services: 3 of the 4000 services named are not in the cluster: ns-000/missing-svc, ns-000/web-7, ns-000/web-3999 (with --set cluster.services=4000)"},
+		{"churn", strings.Replace(base, "share: 0.5", "services: ["+strings.Join(names(10), ", ")+"]", 1), nil,
+			"x.yaml:14: timeline[4].churnEndpoints.services: 10 of the 10 services named are not in the cluster: " + first5 + " and 5 more"},
+		{"one alone", strings.Replace(base, "  services: 2\n", "  services: [ns-000/svc-00001, default/web-0]\n", 1), nil,
+			"x.yaml:8: probes.services[1]: no service default/web-0 in the cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(tc.yaml), tc.sets)
+			var es Errors
+			require.ErrorAs(t, err, &es)
+			require.Len(t, es, 1, "%.500s", err)
+			require.Contains(t, err.Error(), tc.want)
+			require.Less(t, len(err.Error()), 1000, "%.300s", err)
+		})
+	}
+}
+
+// TestErrorsNameTheirOverrides: a problem that an override of another
+// field causes names the override, where only the file's line was given
+// (--set cluster.services=0 blamed the shipped smoke scenario's probes).
+// Overrides of fields the problem does not follow from are not named.
+func TestErrorsNameTheirOverrides(t *testing.T) {
+	smokeFile, smoke, err := Read("smoke")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, file, yaml string
+		sets             []string
+		want             string
+	}{
+		{"a count an override empties", smokeFile, string(smoke), []string{"cluster.services=0"},
+			"scenarios/smoke.yaml:31: probes.services: 4 services asked for, the cluster has 0 (with --set cluster.services=0)"},
+		{"a name an override removes", "x.yaml", strings.Replace(base, "  services: 2\n", "  services: [ns-000/svc-00005]\n", 1),
+			[]string{"proxier.syncPeriod=10s", "cluster.services=3"},
+			"x.yaml:8: probes.services[0]: no service ns-000/svc-00005 in the cluster (with --set cluster.services=3)"},
+		{"an unrelated override", "x.yaml", strings.Replace(base, "  services: 2\n", "  services: [ns-000/nope]\n", 1),
+			[]string{"proxier.syncPeriod=10s"},
+			"x.yaml:8: probes.services[0]: no service ns-000/nope in the cluster"},
+		{"an override's own problem names the others", "x.yaml", base, []string{"probes.services=20", "cluster.services=5", "cluster.services=5"},
+			"--set probes.services=20: probes.services: 20 services asked for, the cluster has 5 (with --set cluster.services=5)"},
+		{"a pool an override outgrows", "x.yaml", strings.Replace(base, "  services: 10\n", "  services: 10\n  podCIDRs: [10.244.0.0/26]\n", 1),
+			[]string{"cluster.services=40"},
+			"x.yaml:6: cluster.podCIDRs: 10.244.0.0/26 holds 61 pod addresses (one kept for the probing pod), the cluster needs up to 85 " +
+				"(40 services x 2 endpoints, and 5 that churnEndpoints adds): give a /25 or larger, or fewer endpoints (with --set cluster.services=40)"},
+		{"a clock an override chooses", "x.yaml", base + "  - restartProxier: {slowInitialList: 2ms}\nsim: {timeScale: 1}\n",
+			[]string{"sim.timeScale=0"},
+			"x.yaml:15: timeline[5].restartProxier.slowInitialList: slows handlers in wall time, which a run on the modeled clock " +
+				"(the sim at timeScale 0) does not see; use knownAtFirstSync to say what the first sync knows (with --set sim.timeScale=0)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.file, []byte(tc.yaml), tc.sets)
+			require.EqualError(t, err, tc.want)
+		})
+	}
+}
+
+// TestProbeTargetsAreCountedBeforeTheRun: too many probe targets are
+// refused while loading, counted by the rule the run probes them by: a
+// target per address of each kind (a NodePort one per node address) from
+// each client. The run used to fail with it after it had started.
+func TestProbeTargetsAreCountedBeforeTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sets []string
+		want int // targets
+	}{
+		{"at the limit", []string{"cluster.services=256", "probes.services=256", "probes.kinds=[clusterip]"}, 256},
+		{"a NodePort per node address", []string{"cluster.services=100", "cluster.types={nodePort: 1}", "probes.services=100",
+			"probes.kinds=[clusterip, nodeport]", "proxier.families=[IPv4, IPv6]"}, 300},
+		{"from each client", []string{"cluster.services=129", "probes.services=129", "probes.from=[pod, node]"}, 258},
+		{"names and a count", []string{"cluster.services=200", "probes.services={names: [ns-000/svc-00001], count: 127}", "probes.from=[pod, node]"}, 256},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse("x.yaml", []byte(base), tc.sets)
+			if tc.want <= maxProbeTargets {
+				require.NoError(t, err)
+				require.Len(t, s.targets, tc.want, "the run probes what validation counted")
+				return
+			}
+			require.ErrorContains(t, err, fmt.Sprintf("probes.services: %d probe targets, at most %d", tc.want, maxProbeTargets))
+		})
+	}
+	// In the file, the error has its line.
+	y := strings.Replace(strings.Replace(base, "services: 10", "services: 200", 1), "  services: 2\n", "  services: 200\n  from: [pod, node]\n", 1)
+	_, err := Parse("x.yaml", []byte(y), nil)
+	require.ErrorContains(t, err, "x.yaml:8: probes.services: 400 probe targets, at most 256: a probed service has one per address of each kind in probes.kinds [clusterip]")
+}
+
+// TestChurnTakesNamesOrACount: churnEndpoints.services takes names or a
+// count; both together, which the run would take as the names alone, are
+// refused at their line.
+func TestChurnTakesNamesOrACount(t *testing.T) {
+	for _, tc := range []struct{ services, want string }{
+		{"[ns-000/svc-00001, ns-000/svc-00002]", ""},
+		{"3", ""},
+		{"{names: [ns-000/svc-00001]}", ""},
+		{"{names: [ns-000/svc-00001], count: 2}", "x.yaml:14: timeline[4].churnEndpoints.services: give names or a count, not both"},
+	} {
+		t.Run(tc.services, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(strings.Replace(base, "share: 0.5", "services: "+tc.services, 1)), nil)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}

@@ -77,6 +77,52 @@ func targetsOf(svc *v1.Service, kinds []string, from string, fams []dataplane.Fa
 	return out
 }
 
+// probeTargets chooses the probed addresses from the cluster as built,
+// whose services probes.services names all exist (build checks them
+// first): validation counts them, and the run probes them.
+func (s *Scenario) probeTargets() []results.Target {
+	p := s.Probes
+	if p.Services.Empty() {
+		return nil
+	}
+	byKey := map[string]int{}
+	var keys []string
+	for i, svc := range s.set.Services {
+		k := key(svc.Namespace, svc.Name)
+		byKey[k] = i
+		keys = append(keys, k)
+	}
+	chosen := slices.Clone(p.Services.Names)
+	if p.Services.Count > 0 {
+		// An own random source: choosing probes must not change the cluster's
+		// objects. A count comes on top of the names, from the other services.
+		named := map[string]bool{}
+		for _, k := range chosen {
+			named[k] = true
+		}
+		rest := slices.DeleteFunc(keys, func(k string) bool { return named[k] })
+		rng := newRand(s.Seed, 0x70726f6265)
+		idx := rng.Perm(len(rest))[:min(p.Services.Count, len(rest))]
+		slices.Sort(idx)
+		for _, i := range idx {
+			chosen = append(chosen, rest[i])
+		}
+	}
+	var nodeAddrs []netip.Addr
+	for _, a := range s.Cluster.Node.Addresses {
+		if pf, err := netip.ParsePrefix(a); err == nil {
+			nodeAddrs = append(nodeAddrs, pf.Addr())
+		}
+	}
+	var out []results.Target
+	for _, k := range chosen {
+		for _, from := range p.From {
+			out = append(out, targetsOf(s.set.Services[byKey[k]], p.Kinds, from, s.Proxier.Families, nodeAddrs)...)
+		}
+	}
+	return out
+}
+
 // serviceOf returns the namespace/name part of a target's service.
 func serviceOf(t results.Target) string {
 	k, _, _ := strings.Cut(t.Service, ":")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -26,15 +25,25 @@ type RunOptions struct {
 	// Registry receives the proxier's metrics (what --metrics-addr serves);
 	// it must be fresh for each run. nil means a registry of the run's own.
 	Registry *prometheus.Registry
-	// OnStep is called as each step starts: steps done so far, the total
-	// with repeats expanded, and the step's label. Optional.
-	OnStep func(done, total int, label string)
+	// OnStep is called as each step starts. Optional.
+	OnStep func(StepStart)
 	// OnSync is called with every sync record, from the proxier's goroutine. Optional.
 	OnSync func(results.Sync)
 	// BeforeStop is called once the timeline has ended (run through, failed
 	// or interrupted), before the proxier stops and the run's state becomes
 	// garbage: the moment to look at what a whole run holds (--memprofile). Optional.
 	BeforeStop func()
+}
+
+// StepStart is a step that is starting, for progress.
+type StepStart struct {
+	// Done is the steps done so far, Total the timeline's with repeats expanded.
+	Done, Total int
+	Label       string
+	// Elapsed is the time since the run started on its clock, Clock
+	// (results.ClockModeled or results.ClockWall).
+	Elapsed time.Duration
+	Clock   string
 }
 
 // errProxierStopped marks a proxier that returned while the run still needed it.
@@ -71,6 +80,7 @@ type run struct {
 	prox              *proxierRun
 	probes            *prober
 
+	start      time.Time // on the run's clock
 	steps      []results.Step
 	stepsTotal int
 }
@@ -139,14 +149,20 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	if x.drv == nil {
 		x.drv = &wallDriver{}
 	}
+	x.start = x.now()
+	basis := o.Backend.Basis()
+	if basis == results.Modeled && x.drv.clockName() == results.ClockWall {
+		// Off the modeled clock the proxier's own time is measured, not priced.
+		basis = results.ModeledKernel
+	}
 	f := &results.File{
 		SchemaVersion: results.SchemaVersion,
 		Backend:       s.Backend,
-		Basis:         o.Backend.Basis(),
+		Basis:         basis,
 		Clock:         x.drv.clockName(),
 		Proxier:       impl.Proxier,
 		Scenario:      scJSON,
-		Start:         x.now(),
+		Start:         x.start,
 	}
 	if pb, ok := o.Backend.(backend.Profiled); ok {
 		f.CostProfile = pb.CostProfile()
@@ -186,10 +202,7 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 func (x *run) now() time.Time { return x.drv.now() }
 
 func (x *run) execute() error {
-	targets, err := x.probeTargets()
-	if err != nil {
-		return err
-	}
+	targets := x.s.targets
 	x.probes = newProber(x.s.Probes.Interval.D(), targets, x.r, x.o.Backend, x.fail)
 	if err := x.o.Backend.Prepare(x.ctx, x.s.set, targets); err != nil {
 		return fmt.Errorf("prepare backend: %w", err)
@@ -405,7 +418,7 @@ func (x *run) onSync(s results.Sync) {
 		x.drv.release(pr.hold.release)
 	}
 	if limit := x.s.StopAfterFailedSyncs; limit > 0 && failed >= limit {
-		x.fail(fmt.Errorf("%d syncs in a row failed (stopAfterFailedSyncs: %d); the last: %s", failed, limit, s.Error))
+		x.fail(fmt.Errorf("%d %s in a row failed (stopAfterFailedSyncs: %d); the last: %s", failed, results.Plural(failed, "sync", "syncs"), limit, s.Error))
 	}
 }
 
@@ -452,8 +465,8 @@ func (x *run) synced() (bool, string) {
 			return false, fmt.Sprintf("the %s proxier's last sync failed: %s", f, s.Error)
 		}
 		if want := x.r.expect(f); s.Services != want.ports || s.Endpoints != want.endpoints {
-			return false, fmt.Sprintf("the %s proxier knows %d of %d service ports and %d of %d endpoints",
-				f, s.Services, want.ports, s.Endpoints, want.endpoints)
+			return false, fmt.Sprintf("the %s proxier knows %d of %d service %s and %d of %d %s",
+				f, s.Services, want.ports, results.Plural(want.ports, "port", "ports"), s.Endpoints, want.endpoints, results.Plural(want.endpoints, "endpoint", "endpoints"))
 		}
 	}
 	return true, ""
@@ -517,53 +530,6 @@ func (x *run) churnEndpoints(c *Churn) error {
 		return errors.New("no live service to churn")
 	}
 	return x.pace(c.Rate, c.Duration.D(), -1, func(i int) error { return x.r.roll(x.ctx, keys[i%len(keys)]) })
-}
-
-// probeTargets chooses the probed addresses from the cluster as created.
-func (x *run) probeTargets() ([]results.Target, error) {
-	p := x.s.Probes
-	if p.Services.Empty() {
-		return nil, nil
-	}
-	byKey := map[string]int{}
-	var keys []string
-	for i, svc := range x.s.set.Services {
-		k := key(svc.Namespace, svc.Name)
-		byKey[k] = i
-		keys = append(keys, k)
-	}
-	chosen := slices.Clone(p.Services.Names)
-	if p.Services.Count > 0 {
-		// An own random source: choosing probes must not change the cluster's
-		// objects. A count comes on top of the names, from the other services.
-		rest := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(chosen, k) })
-		rng := newRand(x.s.Seed, 0x70726f6265)
-		idx := rng.Perm(len(rest))[:min(p.Services.Count, len(rest))]
-		slices.Sort(idx)
-		for _, i := range idx {
-			chosen = append(chosen, rest[i])
-		}
-	}
-	var nodeAddrs []netip.Addr
-	for _, a := range x.s.Cluster.Node.Addresses {
-		if pf, err := netip.ParsePrefix(a); err == nil {
-			nodeAddrs = append(nodeAddrs, pf.Addr())
-		}
-	}
-	var out []results.Target
-	for _, k := range chosen {
-		i, ok := byKey[k]
-		if !ok {
-			return nil, fmt.Errorf("probes.services: no service %s", k)
-		}
-		for _, from := range p.From {
-			out = append(out, targetsOf(x.s.set.Services[i], p.Kinds, from, x.fams, nodeAddrs)...)
-		}
-	}
-	if len(out) > maxProbeTargets {
-		return nil, fmt.Errorf("probes: %d targets, at most %d; probe fewer services or kinds", len(out), maxProbeTargets)
-	}
-	return out, nil
 }
 
 // finish fills the totals and metrics.

@@ -371,7 +371,7 @@ func TestInterruptedRunKeepsWhatItMeasured(t *testing.T) {
 	// delay could outlast the whole run; a sync lands inside the step.
 	var step atomic.Int32
 	f, err := Run(ctx, s, RunOptions{Backend: b,
-		OnStep: func(done, _ int, _ string) { step.Store(int32(done)) },
+		OnStep: func(st StepStart) { step.Store(int32(st.Done)) },
 		OnSync: func(results.Sync) {
 			if step.Load() == 4 {
 				cancel()
@@ -389,15 +389,46 @@ func TestInterruptedRunKeepsWhatItMeasured(t *testing.T) {
 	require.ErrorContains(t, err, "already run")
 }
 
+// TestRunTellsItsClock: each step's start is told with its place in the
+// timeline and the run's time on its clock, as its results record has it;
+// and the durations' basis says what of them is measured: on the wall
+// clock the proxier's own time.
+func TestRunTellsItsClock(t *testing.T) {
+	tests := []struct {
+		scale string
+		clock string
+		basis string
+	}{
+		{"sim.timeScale=0", results.ClockModeled, results.Modeled},
+		{"sim.timeScale=0.01", results.ClockWall, results.ModeledKernel},
+	}
+	for _, tc := range tests {
+		t.Run(tc.clock, func(t *testing.T) {
+			s, err := Parse("x.yaml", []byte(base), []string{tc.scale, "timeline[4].churnEndpoints.duration=200ms"})
+			require.NoError(t, err)
+			var told []StepStart
+			f, err := Run(context.Background(), s, RunOptions{Backend: simBackend(t, s),
+				OnStep: func(st StepStart) { told = append(told, st) }})
+			require.NoError(t, err)
+			require.Equal(t, tc.clock, f.Clock)
+			require.Equal(t, tc.basis, f.Basis)
+			require.Len(t, told, len(f.Steps))
+			for i, st := range told {
+				rec := f.Steps[i]
+				require.Equal(t, StepStart{Done: i, Total: 5, Label: rec.Label, Elapsed: rec.Start.Sub(f.Start), Clock: tc.clock}, st)
+			}
+			require.Positive(t, told[4].Elapsed, "the churn starts after the proxier has synced")
+		})
+	}
+}
+
 func TestProbeTargets(t *testing.T) {
 	s, err := Parse("x.yaml", []byte(base), []string{
 		"proxier.families=[IPv4, IPv6]", "cluster.dualStack=1", "cluster.types={loadBalancer: 1}",
 		"probes.kinds=[clusterip, nodeport, loadbalancer]", "probes.services=[ns-000/svc-00000]",
 	})
 	require.NoError(t, err)
-	x := &run{s: s, fams: []dataplane.Family{dataplane.IPv4, dataplane.IPv6}}
-	targets, err := x.probeTargets()
-	require.NoError(t, err)
+	targets := s.targets
 	svc := s.set.Services[0]
 	require.Equal(t, v1.ServiceTypeLoadBalancer, svc.Spec.Type)
 	var got []string

@@ -48,10 +48,11 @@ type Scenario struct {
 	// fromFileSet: cluster.fromFile came from --set, so a relative path is
 	// relative to the working directory, where it was typed.
 	fromFileSet bool
-	warnings    []string     // findings that do not stop the run, see Warnings
-	set         *objects.Set // the cluster, built by Parse
-	gen         *generator   // allocates from the cluster's pools as the timeline runs
-	ran         bool         // a scenario's generator state is consumed by one run
+	warnings    []string         // findings that do not stop the run, see Warnings
+	set         *objects.Set     // the cluster, built by Parse
+	targets     []results.Target // what probes probe in set, chosen by Parse
+	gen         *generator       // allocates from the cluster's pools as the timeline runs
+	ran         bool             // a scenario's generator state is consumed by one run
 }
 
 // proxierConfig is the proxier section for the scenario's node.
@@ -166,8 +167,8 @@ type Probes struct {
 // ProbeFroms are where probes can start.
 var ProbeFroms = []string{results.FromPod, results.FromNode}
 
-// Selector picks services: a count drawn from the seed, names, or the
-// names and a count more.
+// Selector picks services: a count drawn from the seed, names, or (for
+// probes) the names and a count more.
 type Selector struct {
 	Count int      `yaml:"count"`
 	Names []string `yaml:"names"` // namespace/name

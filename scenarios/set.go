@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/results"
 )
 
 // pathSeg is one step of an override path: a mapping key or a list index.
@@ -87,6 +88,7 @@ func (d *decoder) applySet(root *yaml.Node, kv string) error {
 		val = doc.Content[0]
 	}
 	d.mark(val, kv)
+	d.sets = append(d.sets, kv)
 
 	cur := root
 	path := ""
@@ -98,7 +100,7 @@ func (d *decoder) applySet(root *yaml.Node, kv string) error {
 				return &Error{Set: kv, Path: parentPath(path), Msg: "is not a list"}
 			}
 			if s.index >= len(cur.Content) {
-				return &Error{Set: kv, Path: path, Msg: fmt.Sprintf("the list has %d items", len(cur.Content))}
+				return &Error{Set: kv, Path: path, Msg: fmt.Sprintf("the list has %d %s", len(cur.Content), results.Plural(len(cur.Content), "item", "items"))}
 			}
 			if last {
 				cur.Content[s.index] = val

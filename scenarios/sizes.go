@@ -103,9 +103,9 @@ func (s *Scenario) demand() demand {
 // what says where the services come from, for messages.
 func (d demand) what() string {
 	if d.added == 0 {
-		return fmt.Sprintf("%.0f services", d.services)
+		return nServices(int(d.services))
 	}
-	return fmt.Sprintf("%.0f services (%.0f of them from addServices steps)", d.services, d.added)
+	return fmt.Sprintf("%s (%.0f of them from addServices steps)", nServices(int(d.services)), d.added)
 }
 
 // nodePortsFor bounds the node ports n generated services take: one per
@@ -260,16 +260,22 @@ const (
 func (s *Scenario) validateSizes(v *validator) {
 	c := &s.Cluster
 	d := s.demand()
+	// What a pool must hold follows from the whole cluster and what the
+	// timeline adds to it: an error at one field names the overrides of
+	// the others.
+	errf := func(path, format string, a ...any) {
+		v.errfFrom(append([]string{"timeline"}, clusterFrom...), path, format, a...)
+	}
 	if d.services > memoryMaxServices {
-		v.errf("cluster.services", "%s is more than kpsim's memory cap of %d "+
+		errf("cluster.services", "%s is more than kpsim's memory cap of %d "+
 			"(kpsim holds every object several times over; a cap of kpsim's, not of Kubernetes): lower cluster.services or the addServices counts",
 			d.what(), memoryMaxServices)
 		return
 	}
 	if d.endpoints > memoryMaxEndpoints {
-		v.errf("cluster.endpointsPerService", "%s x %d endpoints is %.0f endpoints, more than kpsim's memory cap of %d "+
+		errf("cluster.endpointsPerService", "%s x %s is %.0f endpoints, more than kpsim's memory cap of %d "+
 			"(kpsim holds every object several times over; a cap of kpsim's, not of Kubernetes): lower cluster.endpointsPerService or cluster.services",
-			d.what(), c.EndpointsPerService, d.endpoints, memoryMaxEndpoints)
+			d.what(), nEndpoints(c.EndpointsPerService), d.endpoints, memoryMaxEndpoints)
 		return
 	}
 	fits := func(path, what string, cidrs []string, need map[dataplane.Family]float64, holds func(netip.Prefix) float64, why, hint string) {
@@ -281,14 +287,14 @@ func (s *Scenario) validateSizes(v *validator) {
 			p = p.Masked()
 			f := dataplane.FamilyOf(p.Addr())
 			if n := need[f]; n > holds(p) {
-				v.errf(path, "%s holds %.0f %s, the cluster needs up to %.0f (%s): give a /%d or larger, %s",
+				errf(path, "%s holds %.0f %s, the cluster needs up to %.0f (%s): give a /%d or larger, %s",
 					p, holds(p), what, n, why, prefixFor(f, n, holds), hint)
 			}
 		}
 	}
 	fits("cluster.serviceCIDRs", "service addresses", c.ServiceCIDRs, d.svcIPs, hostAddrs,
 		"one per service, dual-stack ones in each family", "or fewer services")
-	podsWhy := fmt.Sprintf("%s x %d endpoints", d.what(), c.EndpointsPerService)
+	podsWhy := fmt.Sprintf("%s x %s", d.what(), nEndpoints(c.EndpointsPerService))
 	if d.churn > 0 {
 		podsWhy += fmt.Sprintf(", and %.0f that churnEndpoints adds", d.churn)
 	}
@@ -325,7 +331,7 @@ func (s *Scenario) validateSizes(v *validator) {
 		if !v.d.present("cluster.nodePortRange") {
 			widen = fmt.Sprintf("give cluster.nodePortRange (the default grows from %d-%d only up to %d)", defaultNodePortMin, defaultNodePortMax, maxPort)
 		}
-		v.errf("cluster.types", "%s at these nodePort and loadBalancer shares take up to %.0f node ports "+
+		errf("cluster.types", "%s at these nodePort and loadBalancer shares take up to %.0f node ports "+
 			"(one per port, and a health check port per LoadBalancer service with externalTrafficPolicy Local); "+
 			"the node port range %s holds %d, enough for about %.0f services at these shares: lower cluster.types.nodePort and cluster.types.loadBalancer, or %s",
 			d.what(), d.nodePorts, r, r.size(), lo, widen)

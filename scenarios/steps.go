@@ -134,11 +134,21 @@ type stepCheck struct {
 
 // errf reports a problem with the step itself (field "") or one of its arguments.
 func (c *stepCheck) errf(field, format string, a ...any) {
-	path := c.at
-	if field != "" {
-		path = c.args + "." + field
+	c.v.errf(c.path(field), format, a...)
+}
+
+// errfFrom is errf for a problem that follows from other fields' values
+// too (see decoder.errFrom).
+func (c *stepCheck) errfFrom(deps []string, field, format string, a ...any) {
+	c.v.errfFrom(deps, c.path(field), format, a...)
+}
+
+// path is the field path of the step (field "") or one of its arguments.
+func (c *stepCheck) path(field string) string {
+	if field == "" {
+		return c.at
 	}
-	c.v.errf(path, format, a...)
+	return c.args + "." + field
 }
 
 // timelineState is what checking has learned from the steps before.
@@ -185,10 +195,11 @@ func (x *run) runSteps(steps []Step, path string) error {
 		if err := x.ctx.Err(); err != nil {
 			return err
 		}
-		if x.o.OnStep != nil {
-			x.o.OnStep(len(x.steps), x.stepsTotal, st.String())
-		}
 		rec := results.Step{Index: len(x.steps), Kind: st.resultKind(), Label: st.String(), Start: x.now()}
+		if x.o.OnStep != nil {
+			x.o.OnStep(StepStart{Done: rec.Index, Total: x.stepsTotal, Label: rec.Label,
+				Elapsed: rec.Start.Sub(x.start), Clock: x.drv.clockName()})
+		}
 		if x.probes != nil {
 			rec.ProbeAttempts = x.probes.attemptsSoFar()
 		}
@@ -282,13 +293,13 @@ func (a *StartProxier) checkArgs(c *stepCheck) {
 		if errors.As(cfg.Defaults().Validate(), &errs) {
 			for _, e := range errs {
 				if e.Field == "mode" {
-					c.errf("mode", "%s", e.Msg)
+					c.errfFrom([]string{"proxier"}, "mode", "%s", e.Msg)
 				}
 			}
 		}
 	}
 	if a.SlowInitialList > 0 && c.s.modeledClock() {
-		c.errf("slowInitialList", "slows handlers in wall time, which a run on the modeled clock "+
+		c.errfFrom([]string{"backend", "sim.timeScale"}, "slowInitialList", "slows handlers in wall time, which a run on the modeled clock "+
 			"(the sim at timeScale 0) does not see; use knownAtFirstSync to say what the first sync knows")
 	}
 }
@@ -349,7 +360,8 @@ type Churn struct {
 	// service's EndpointSlices once.
 	Rate     float64  `yaml:"rate" json:"rate"`
 	Duration Duration `yaml:"duration" json:"duration"`
-	// Share of the cluster's services churned (drawn from the seed), or Services.
+	// Share of the cluster's services churned (drawn from the seed), or
+	// Services: a count drawn from the seed or names, not both.
 	Share    float64  `yaml:"share" json:"share,omitempty"`
 	Services Selector `yaml:"services" json:"services,omitempty"`
 }
@@ -377,6 +389,11 @@ func (a *Churn) check(c *stepCheck) {
 	if a.Share < 0 || a.Share > 1 {
 		c.errf("share", "must be a share between 0 and 1, got %v", a.Share)
 	}
+	if len(a.Services.Names) > 0 && a.Services.Count > 0 {
+		// The run visits the named services alone (replay.pick): a count
+		// beside them, as probes.services takes one, would be ignored.
+		c.errf("services", "give names or a count, not both (a count draws that many services from the seed)")
+	}
 	validateSelector(c.v, c.args+".services", a.Services, memoryMaxServices)
 }
 
@@ -398,7 +415,7 @@ func (a *ServiceRate) check(c *stepCheck) {
 // AddServices generates new services from the cluster's pools.
 type AddServices ServiceRate
 
-func (a *AddServices) label() string      { return fmt.Sprintf("add %d services", a.Count) }
+func (a *AddServices) label() string      { return "add " + nServices(a.Count) }
 func (a *AddServices) check(c *stepCheck) { (*ServiceRate)(a).check(c) }
 
 func (a *AddServices) run(x *run) error {
@@ -414,7 +431,7 @@ func (a *AddServices) run(x *run) error {
 // DeleteServices deletes live services drawn from the seed, never a probed one.
 type DeleteServices ServiceRate
 
-func (a *DeleteServices) label() string      { return fmt.Sprintf("delete %d services", a.Count) }
+func (a *DeleteServices) label() string      { return "delete " + nServices(a.Count) }
 func (a *DeleteServices) check(c *stepCheck) { (*ServiceRate)(a).check(c) }
 
 func (a *DeleteServices) run(x *run) error {
@@ -473,7 +490,7 @@ const (
 )
 
 func (a *KernelDrift) label() string {
-	return fmt.Sprintf("kernel drift: delete the %s of %d services", a.Delete, a.Services)
+	return fmt.Sprintf("kernel drift: delete the %s of %s", a.Delete, nServices(a.Services))
 }
 
 func (a *KernelDrift) check(c *stepCheck) {
@@ -622,7 +639,9 @@ type Repeat struct {
 	Steps []Step `yaml:"steps" json:"steps"`
 }
 
-func (a *Repeat) label() string { return fmt.Sprintf("repeat %d times", a.Times) }
+func (a *Repeat) label() string {
+	return fmt.Sprintf("repeat %d %s", a.Times, results.Plural(a.Times, "time", "times"))
+}
 
 // check checks the repeat itself; checkSteps checks its steps.
 func (a *Repeat) check(c *stepCheck) {

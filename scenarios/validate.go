@@ -206,6 +206,12 @@ func (v *validator) errf(path, format string, a ...any) {
 	v.errs = append(v.errs, v.d.errPath(path, format, a...))
 }
 
+// errfFrom is errf for a problem that follows from other fields' values
+// too (see decoder.errFrom).
+func (v *validator) errfFrom(deps []string, path, format string, a ...any) {
+	v.errs = append(v.errs, v.d.errFrom(deps, path, format, a...))
+}
+
 func (v *validator) share(path string, x float64) {
 	if x < 0 || x > 1 {
 		v.errf(path, "must be a share between 0 and 1, got %v", x)

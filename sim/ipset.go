@@ -158,7 +158,12 @@ func (k *Kernel) Entries(name string) ([]string, error) {
 //
 // The strategy only prices the batch: one process per entry (exec), one
 // process plus a little per entry (restore), or one request per entry (netlink).
-func (k *Kernel) Apply(changes []dataplane.SetChange) error {
+func (k *Kernel) Apply(changes []dataplane.SetChange) error { return k.ApplyUntil(nil, changes) }
+
+// ApplyUntil is Apply that stops at the next entry once stop is closed
+// (dataplane.StoppableIPSet): a killed proxier's batch issues nothing more,
+// and its wall-time or modeled pace ends there.
+func (k *Kernel) ApplyUntil(stop <-chan struct{}, changes []dataplane.SetChange) error {
 	k.lock()
 	defer k.unlock()
 	entries := 0
@@ -177,8 +182,9 @@ func (k *Kernel) Apply(changes []dataplane.SetChange) error {
 			return errorf(syscall.ENOENT, "ipset apply %s", ch.Set)
 		}
 		for _, e := range ch.Del {
-			if s, ok = k.pace(s); !ok {
-				return errorf(syscall.ENOENT, "ipset apply %s", ch.Set)
+			var err error
+			if s, err = k.pace(s, stop); err != nil {
+				return err
 			}
 			c, err := k.setEntry(dataplane.OpIPSetDel, "del", s, e, buf[:0])
 			if err != nil {
@@ -187,8 +193,9 @@ func (k *Kernel) Apply(changes []dataplane.SetChange) error {
 			delete(s.entries, c)
 		}
 		for _, e := range ch.Add {
-			if s, ok = k.pace(s); !ok {
-				return errorf(syscall.ENOENT, "ipset apply %s", ch.Set)
+			var err error
+			if s, err = k.pace(s, stop); err != nil {
+				return err
 			}
 			c, err := k.setEntry(dataplane.OpIPSetAdd, "add", s, e, buf[:0])
 			if err != nil {
@@ -211,16 +218,23 @@ func (k *Kernel) Apply(changes []dataplane.SetChange) error {
 // thousands of `ipset del` processes then changes the sets at the modeled
 // pace as probes and the other family's proxier see them, instead of all at
 // once followed by one long wait. It returns the set again, which may have
-// been destroyed meanwhile.
-func (k *Kernel) pace(s *ipset) (*ipset, bool) {
+// been destroyed meanwhile, or an error once stop is closed (ApplyUntil).
+func (k *Kernel) pace(s *ipset, stop <-chan struct{}) (*ipset, error) {
 	k.charge(k.costs.op[dataplane.OpIPSetAdd])
 	if k.sleep == 0 && k.spend == 0 {
-		return s, true
+		return s, nil
 	}
-	k.unlock()
+	name := s.spec.Name
+	done := k.unlockUntil(stop)
 	k.lock()
-	s, ok := k.sets[s.spec.Name]
-	return s, ok
+	if !done {
+		return nil, dataplane.StoppedError("ipset apply " + name)
+	}
+	s, ok := k.sets[name]
+	if !ok {
+		return nil, errorf(syscall.ENOENT, "ipset apply %s", name)
+	}
+	return s, nil
 }
 
 // setEntry checks faults for one entry and returns its canonical form.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kpsim/kpsim/dataplane"
@@ -45,8 +46,9 @@ type Kernel struct {
 	ops     dataplane.Ops
 	modeled time.Duration   // every cost charged
 	delay   time.Duration   // the part of modeled not slept
-	owed    time.Duration   // scaled cost not yet slept (sleeping is batched)
+	owed    time.Duration   // scaled cost not yet slept (sleeping is batched); negative: overslept
 	sleep   time.Duration   // to sleep when the current call releases the lock
+	late    atomic.Int64    // wall time slept beyond what was owed, taken off what is owed next
 	clock   dataplane.Clock // a modeled clock the costs are spent on, instead of sleeping
 	spend   time.Duration   // to spend on clock when the current call releases the lock
 	work    ProxierCost     // prices the proxier's own work on the modeled clock
@@ -212,16 +214,40 @@ func (k *Kernel) Ops() dataplane.Ops {
 // and the other family's proxier.
 func (k *Kernel) lock() { k.mu.Lock() }
 
-func (k *Kernel) unlock() {
+func (k *Kernel) unlock() { k.unlockUntil(nil) }
+
+// unlockUntil is unlock for a call that stops once stop is closed (nil:
+// never): the wall time owed is slept until then, and it reports whether the
+// call may go on.
+func (k *Kernel) unlockUntil(stop <-chan struct{}) bool {
 	d, sp := k.sleep, k.spend
 	k.sleep, k.spend = 0, 0
 	c := k.clock
 	k.mu.Unlock()
 	if d > 0 {
-		time.Sleep(d)
+		start := time.Now()
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-stop:
+			t.Stop()
+		}
+		// A sleep ends late (a fraction of a millisecond, more on a busy
+		// machine): over the thousands of sleeps of a batch that adds
+		// seconds the model did not charge, which the proxier's phases
+		// would count as its own time. The next sleeps make up for it.
+		if late := time.Since(start) - d; late > 0 {
+			k.late.Add(int64(late))
+		}
 	}
 	if sp > 0 {
 		c.Spend(sp)
+	}
+	select {
+	case <-stop:
+		return false
+	default:
+		return true
 	}
 }
 
@@ -230,7 +256,8 @@ func (k *Kernel) unlock() {
 const sleepChunk = time.Millisecond
 
 // charge accounts cost d: all of it as modeled, the scaled part owed as wall
-// time (slept in chunks when the lock is released), the rest as delay.
+// time (slept in chunks when the lock is released, less what earlier sleeps
+// overran), the rest as delay.
 func (k *Kernel) charge(d time.Duration) {
 	if d <= 0 {
 		return
@@ -245,7 +272,7 @@ func (k *Kernel) charge(d time.Duration) {
 	}
 	s := time.Duration(float64(d) * k.scale)
 	k.delay += d - s
-	k.owed += s
+	k.owed += s - time.Duration(k.late.Swap(0))
 	if k.owed >= sleepChunk {
 		k.sleep += k.owed
 		k.owed = 0

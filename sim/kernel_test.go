@@ -296,6 +296,64 @@ func TestTimeScale(t *testing.T) {
 	}
 }
 
+// stopClock is a modeled clock that stops the proxier at its at'th Spend.
+type stopClock struct {
+	n, at int
+	stop  func()
+}
+
+func (c *stopClock) Spend(time.Duration) {
+	if c.n++; c.n == c.at {
+		c.stop()
+	}
+}
+
+// TestApplyStopsMidBatch: a proxier stopped mid-batch (a restart, Ctrl-C)
+// issues nothing more: its ipset batch ends at the next entry instead of
+// sleeping out, or spending on the modeled clock, the rest of its cost.
+func TestApplyStopsMidBatch(t *testing.T) {
+	p, err := sim.ParseProfile([]byte(`{"name":"t","source":"test: an hour per ipset process","ops":{},
+		"ipset":{"exec":{"per_entry":3600},"restore":{"per_entry":0},"netlink":{"per_entry":0}}}`))
+	require.NoError(t, err)
+	entries := []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"}
+	tests := []struct {
+		name  string
+		scale float64
+		// stopAt is the modeled clock's Spend that stops the proxier; 0: no
+		// clock, stopped once the batch is under way (sleeping its first hour).
+		stopAt      int
+		wantApplied int
+	}{
+		{"time scale 1", 1, 0, 0},
+		{"modeled clock", 0, 3, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKernel(t, sim.Options{Profile: p, TimeScale: tc.scale, IPSetStrategy: dataplane.IPSetExec})
+			require.NoError(t, k.CreateSet(dataplane.Set{Name: "S", Type: dataplane.HashIP}))
+			dp, stop := dataplane.Stoppable(k.Dataplane())
+			if tc.stopAt > 0 {
+				require.NoError(t, k.SetClock(&stopClock{at: tc.stopAt, stop: stop}))
+			}
+			done := make(chan error, 1)
+			go func() { done <- dp.IPSet.Apply([]dataplane.SetChange{{Set: "S", Add: entries}}) }()
+			if tc.stopAt == 0 {
+				require.Eventually(t, func() bool { return k.Ops()[dataplane.OpIPSetAdd] > 0 }, time.Minute, time.Millisecond)
+				stop()
+			}
+			select {
+			case err := <-done:
+				require.True(t, dataplane.Stopped(err), "want the batch cut short, got %v", err)
+			case <-time.After(time.Minute):
+				t.Fatal("the stopped batch is still applying its hour-long entries")
+			}
+			got, err := k.Entries("S")
+			require.NoError(t, err)
+			require.Len(t, got, tc.wantApplied)
+		})
+	}
+}
+
 func TestOpsAgreeWithCounter(t *testing.T) {
 	k := newKernel(t, sim.Options{})
 	dp, counter := dataplane.Count(k.Dataplane(), nil)

@@ -368,50 +368,79 @@ func syncTimeline(runs []*run, basis string, v timeView) (chart, error) {
 	}
 	p.Y.Min, p.Y.Max = yLo, yHi
 	// One colour and mark per proxier generation and family (one run), or
-	// per run. Syncs are not joined by lines: the time between two syncs
-	// is not a duration of anything.
-	series := map[string]int{}
+	// per run, listed in that order. Syncs are not joined by lines: the
+	// time between two syncs is not a duration of anything.
+	type bar struct {
+		r *run
+		s results.Sync
+	}
+	type series struct {
+		label string
+		color color.RGBA
+		bars  []bar
+	}
+	var all []series
+	index := map[string]int{}
 	key := func(i int, s results.Sync) string {
 		if len(runs) > 1 {
-			return runs[i].Label
+			return strconv.Itoa(i) // two runs' labels may be alike
 		}
 		return fmt.Sprintf("proxier %d %s", s.Proxier, s.Family)
 	}
 	for i, r := range runs {
 		for _, s := range r.File.Syncs {
-			if _, ok := series[key(i, s)]; !ok {
-				series[key(i, s)] = len(series)
+			if _, ok := index[key(i, s)]; !ok {
+				index[key(i, s)] = len(all)
+				se := series{label: key(i, s), color: colorOf(len(all))}
+				if len(runs) > 1 {
+					se.label, se.color = r.Label, r.Color
+				}
+				all = append(all, se)
 			}
 		}
 	}
-	legend := make([]legendItem, len(series))
-	var failed plotter.XYs
 	// The shortest run last, on top: on a shared axis its syncs are the
 	// fewest and the most crowded.
+	var drawn []int // series in the order drawn
 	for _, i := range drawOrder(runs) {
-		r := runs[i]
-		for _, s := range r.File.Syncs {
-			j := series[key(i, s)]
-			c := colorOf(j)
-			if len(runs) > 1 {
-				c = r.Color
+		for _, s := range runs[i].File.Syncs {
+			j := index[key(i, s)]
+			if len(all[j].bars) == 0 {
+				drawn = append(drawn, j)
 			}
-			g := seriesGlyphs[j%len(seriesGlyphs)]
-			legend[j] = lineLegend(key(i, s), draw.LineStyle{Color: c, Width: vg.Points(1.2)}, g.name)
-			if s.Failed() {
-				c = failedColor
+			all[j].bars = append(all[j].bars, bar{runs[i], s})
+		}
+	}
+	legend := make([]legendItem, len(all))
+	var failed plotter.XYs
+	for k, j := range drawn {
+		// Each series in its own dashes, and thinner than those drawn
+		// before it: bars of two runs (or families) that coincide both show.
+		sty := seriesStyle(all[j].color, k, len(drawn))
+		g := seriesGlyphs[j%len(seriesGlyphs)]
+		legend[j] = lineLegend(all[j].label, sty, g.name)
+		for _, b := range all[j].bars {
+			st := sty
+			if b.s.Failed() {
+				st.Color = failedColor
 			}
-			x, y := r.since(s.Start), math.Max(s.Seconds, lo)
-			if err := addLine(p, plotter.XYs{{X: x, Y: y}, {X: x + s.Seconds, Y: y}}, c, false); err != nil {
+			x, y := b.r.since(b.s.Start), math.Max(b.s.Seconds, lo)
+			l, err := plotter.NewLine(plotter.XYs{{X: x, Y: y}, {X: x + b.s.Seconds, Y: y}})
+			if err != nil {
 				return ch, err
 			}
-			if err := addGlyphs(p, plotter.XYs{{X: x, Y: y}}, draw.GlyphStyle{Color: c, Radius: vg.Points(2.5), Shape: g.shape}); err != nil {
+			l.LineStyle = st
+			p.Add(l)
+			if err := addGlyphs(p, plotter.XYs{{X: x, Y: y}}, draw.GlyphStyle{Color: st.Color, Radius: vg.Points(2.5), Shape: g.shape}); err != nil {
 				return ch, err
 			}
-			if s.Failed() {
+			if b.s.Failed() {
 				failed = append(failed, plotter.XY{X: x, Y: y})
 			}
 		}
+	}
+	if len(drawn) > 1 {
+		ch.Caption += " Bars that coincide are told apart by their dashes; each series is drawn thinner than those under it."
 	}
 	if err := addCrosses(p, failed); err != nil {
 		return ch, err
@@ -430,32 +459,14 @@ func syncTimeline(runs []*run, basis string, v timeView) (chart, error) {
 }
 
 // setTimeRange sets a time axis's range, once the data is added (adding
-// widens the axis to whatever the data holds, and a zoom is narrower).
+// widens the axis to whatever the data holds, and a zoom is narrower). Its
+// ticks are round seconds, every one labelled, zero among them when in
+// range: on an axis aligned at a step, zero is the step. (The default
+// ticker leaves some ticks unlabelled, and labelling zero besides made a
+// range of -3.4 to 1.3 s read "-3, , -1, 0, 1".)
 func setTimeRange(p *plot.Plot, lo, hi float64) {
 	p.X.Min, p.X.Max = lo, hi
-	p.X.Tick.Marker = timeTicks{p.X.Tick.Marker}
-}
-
-// timeTicks labels another ticker's ticks as plain seconds ("25", where
-// the default writes "25.00" for a range that starts below zero), and
-// labels zero: on an axis aligned at a step, zero is the step, and the
-// default ticks of a range such as -3.4 to 1.3 s label -3, -1 and 1 only.
-type timeTicks struct{ inner plot.Ticker }
-
-func (z timeTicks) Ticks(min, max float64) []plot.Tick {
-	ts := z.inner.Ticks(min, max)
-	zero := min > 0 || max < 0 // or there is no zero to label
-	for i, t := range ts {
-		if math.Abs(t.Value) < 1e-9*(max-min) {
-			ts[i].Value, ts[i].Label, zero = 0, "0", true
-		} else if t.Label != "" {
-			ts[i].Label = strconv.FormatFloat(t.Value, 'g', 6, 64)
-		}
-	}
-	if !zero {
-		ts = append(ts, plot.Tick{Value: 0, Label: "0"})
-	}
-	return ts
+	p.X.Tick.Marker = roundTicks{}
 }
 
 // drawOrder is the runs from the longest to the shortest, so that the
@@ -584,17 +595,31 @@ func secondsAxis(a *plot.Axis) {
 	a.Tick.Marker = relabel{inner: a.Tick.Marker, format: results.FormatSeconds}
 }
 
-// wholeTicks labels only whole numbers: sync 2, not sync 1.5.
-type wholeTicks struct{}
+// roundTicks are at every multiple of a round step in range, each
+// labelled: the smallest step of 1, 2 or 5 times a power of ten, no finer
+// than floor, that makes at most 10 of them. A floor of 1 labels only whole
+// numbers: sync 2, not sync 1.5.
+type roundTicks struct{ floor float64 }
 
-func (wholeTicks) Ticks(min, max float64) []plot.Tick {
-	// The smallest of 1, 2, 5, 10, 20, 50, ... giving at most 10 ticks.
-	step := 1.0
-	for i := 0; (max-min)/step > 10; i++ {
-		step *= []float64{2, 2.5, 2}[i%3]
+func (r roundTicks) Ticks(lo, hi float64) []plot.Tick {
+	span := hi - lo
+	if span <= 0 {
+		return nil
 	}
+	unit := math.Pow(10, math.Floor(math.Log10(span/10)))
+	step := 10 * unit
+	for _, m := range []float64{1, 2, 5} {
+		if span/(m*unit) <= 10 {
+			step = m * unit
+			break
+		}
+	}
+	step = max(step, r.floor)
+	// Rounded to the step's decimals, so that 3 steps of 0.1 read 0.3.
+	scale := math.Pow(10, max(0, -math.Floor(math.Log10(step))))
 	var out []plot.Tick
-	for v := math.Ceil(min/step) * step; v <= max; v += step {
+	for i := math.Ceil(lo / step); i*step <= hi; i++ {
+		v := math.Round(i*step*scale)/scale + 0 // + 0: zero, never -0
 		out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
 	}
 	return out
@@ -641,7 +666,7 @@ func phaseStack(r *run, phases []string, multi bool, basis string) (chart, error
 	n := len(r.File.Syncs)
 	p := newPlot("sync (in start order)", "duration")
 	secondsAxis(&p.Y)
-	p.X.Tick.Marker = wholeTicks{}
+	p.X.Tick.Marker = roundTicks{floor: 1}
 	width := (chartWidth - vg.Inch) / vg.Length(n+1) * 0.8
 	width = vg.Length(math.Min(float64(width), float64(vg.Points(24))))
 	width = vg.Length(math.Max(float64(width), float64(vg.Points(0.5))))
@@ -985,25 +1010,9 @@ func disruptionTimeline(runs []*run, v timeView) (chart, error) {
 	buckets := int(math.Ceil((hi-base)/width)) + 1
 	top := 0.0
 	for i, s := range all {
-		counts := make([]float64, buckets)
-		for _, t := range s.times {
-			j := int(math.Floor((t - base) / width))
-			if j >= 0 && j < buckets {
-				counts[j]++
-			}
-		}
-		// Draw as steps: each bucket's rate holds across the bucket. A
-		// line spans only its own run, so that a short run does not
-		// read as failing nowhere for as long as the longest one ran.
-		pts := make(plotter.XYs, 0, 2*buckets)
-		for j, n := range counts {
-			from, to := base+float64(j)*width, base+float64(j+1)*width
-			if to <= s.lo || from > s.hi {
-				continue
-			}
-			rate := n / width
-			pts = append(pts, plotter.XY{X: from, Y: rate}, plotter.XY{X: to, Y: rate})
-			top = math.Max(top, rate)
+		pts := failureSteps(s.times, s.lo, s.hi, base, width, buckets)
+		for _, pt := range pts {
+			top = math.Max(top, pt.Y)
 		}
 		item, err := addSeries(p, pts, fmt.Sprintf("%s (%d failures)", s.label, len(s.times)), s.color, i, len(all), false)
 		if err != nil {
@@ -1013,7 +1022,7 @@ func disruptionTimeline(runs []*run, v timeView) (chart, error) {
 	}
 	setTimeRange(p, base, base+float64(buckets)*width)
 	p.Y.Min, p.Y.Max = 0, top*1.1
-	ch.Caption += fmt.Sprintf(" Counted in %s buckets.", results.FormatSeconds(width))
+	ch.Caption += fmt.Sprintf(" Counted in %s buckets; a rise after a bucket without failures is drawn at its first failure.", results.FormatSeconds(width))
 	if len(all) > 1 {
 		ch.Caption += " Lines that coincide are told apart by their dashes; each is drawn thinner than those under it."
 	}
@@ -1021,6 +1030,42 @@ func disruptionTimeline(runs []*run, v timeView) (chart, error) {
 	var err error
 	ch.SVG, err = renderTimeChart(p, ch.Title, stepMarks(runs))
 	return ch, err
+}
+
+// failureSteps draws the failures at times (of a series spanning lo to hi)
+// per second, as steps: each of the buckets of width from base holds its
+// rate across the bucket. A line spans only its own run, so that a short
+// run does not read as failing nowhere for as long as the longest one ran,
+// and begins where probing did. A bucket after one without failures rises
+// at its first failure, not at its edge, which may be before the step that
+// caused the failures.
+func failureSteps(times []float64, lo, hi, base, width float64, buckets int) plotter.XYs {
+	counts := make([]float64, buckets)
+	first := make([]float64, buckets) // each bucket's first failure
+	for _, t := range times {
+		j := int(math.Floor((t - base) / width))
+		if j >= 0 && j < buckets {
+			if counts[j] == 0 || t < first[j] {
+				first[j] = t
+			}
+			counts[j]++
+		}
+	}
+	pts := make(plotter.XYs, 0, 2*buckets)
+	for j, n := range counts {
+		from, to := base+float64(j)*width, base+float64(j+1)*width
+		if to <= lo || from > hi {
+			continue
+		}
+		from = max(from, lo)
+		if n > 0 && (j == 0 || counts[j-1] == 0) && first[j] > from {
+			pts = append(pts, plotter.XY{X: from, Y: 0}, plotter.XY{X: first[j], Y: 0})
+			from = first[j]
+		}
+		rate := n / width
+		pts = append(pts, plotter.XY{X: from, Y: rate}, plotter.XY{X: to, Y: rate})
+	}
+	return pts
 }
 
 // probeKind names how a target was probed, as Kubernetes spells the

@@ -8,22 +8,31 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-func TestWholeTicks(t *testing.T) {
+// TestRoundTicks: every tick is labelled, at a round step; whole numbers
+// only where counts are ticked, and on a time axis zero is a tick whenever
+// it is in range (the step an aligned axis is at).
+func TestRoundTicks(t *testing.T) {
 	tests := []struct {
+		floor    float64
 		min, max float64
 		want     []string
 	}{
-		{0.5, 4.5, []string{"1", "2", "3", "4"}},
-		{0.5, 16.5, []string{"2", "4", "6", "8", "10", "12", "14", "16"}},
-		{0.5, 40.5, []string{"5", "10", "15", "20", "25", "30", "35", "40"}},
-		{0.5, 700.5, []string{"100", "200", "300", "400", "500", "600", "700"}},
+		{1, 0.5, 4.5, []string{"1", "2", "3", "4"}},
+		{1, 0.5, 16.5, []string{"2", "4", "6", "8", "10", "12", "14", "16"}},
+		{1, 0.5, 40.5, []string{"5", "10", "15", "20", "25", "30", "35", "40"}},
+		{1, 0.5, 700.5, []string{"100", "200", "300", "400", "500", "600", "700"}},
+		{0, -3.4, 1.3, []string{"-3", "-2.5", "-2", "-1.5", "-1", "-0.5", "0", "0.5", "1"}},
+		{0, -43.5, 57.9, []string{"-40", "-20", "0", "20", "40"}},
+		{0, 0, 1.55, []string{"0", "0.2", "0.4", "0.6", "0.8", "1", "1.2", "1.4"}},
+		{0, 40.93, 41.27, []string{"40.95", "41", "41.05", "41.1", "41.15", "41.2", "41.25"}},
+		{0, 1, 1, nil},
 	}
 	for _, tt := range tests {
 		var got []string
-		for _, tk := range (wholeTicks{}).Ticks(tt.min, tt.max) {
+		for _, tk := range (roundTicks{floor: tt.floor}).Ticks(tt.min, tt.max) {
 			got = append(got, tk.Label)
 		}
-		require.Equal(t, tt.want, got)
+		require.Equal(t, tt.want, got, "%v to %v", tt.min, tt.max)
 	}
 }
 
@@ -32,6 +41,35 @@ func TestBucketWidth(t *testing.T) {
 	require.Equal(t, 1.0, bucketWidth(133, 0.1))   // about 150 buckets
 	require.Equal(t, 0.25, bucketWidth(10, 0.25))  // interval wins
 	require.Equal(t, 600.0, bucketWidth(1e6, 0.1)) // beyond the table
+}
+
+// TestFailureSteps: failures are drawn per second, bucket by bucket, from
+// where probing began; after a bucket without failures a line rises at the
+// first failure, which may be after the bucket's edge (and after the step,
+// mid-bucket, that caused it), never before.
+func TestFailureSteps(t *testing.T) {
+	tests := []struct {
+		name        string
+		times       []float64
+		lo, hi      float64
+		base, width float64
+		buckets     int
+		want        plotter.XYs
+	}{
+		{"a failure mid-bucket", []float64{41.3, 41.8}, 40, 43, 40, 1, 3,
+			plotter.XYs{{X: 40, Y: 0}, {X: 41, Y: 0}, {X: 41, Y: 0}, {X: 41.3, Y: 0}, {X: 41.3, Y: 2}, {X: 42, Y: 2}, {X: 42, Y: 0}, {X: 43, Y: 0}}},
+		{"failing on, from the bucket's edge", []float64{40.5, 41.3}, 40, 42, 40, 1, 2,
+			plotter.XYs{{X: 40, Y: 0}, {X: 40.5, Y: 0}, {X: 40.5, Y: 1}, {X: 41, Y: 1}, {X: 41, Y: 1}, {X: 42, Y: 1}}},
+		{"probing began mid-bucket", []float64{41.5}, 40.8, 42, 40, 1, 2,
+			plotter.XYs{{X: 40.8, Y: 0}, {X: 41, Y: 0}, {X: 41, Y: 0}, {X: 41.5, Y: 0}, {X: 41.5, Y: 1}, {X: 42, Y: 1}}},
+		{"a failure on the edge", []float64{41}, 40, 42, 40, 0.5, 4,
+			plotter.XYs{{X: 40, Y: 0}, {X: 40.5, Y: 0}, {X: 40.5, Y: 0}, {X: 41, Y: 0}, {X: 41, Y: 2}, {X: 41.5, Y: 2}, {X: 41.5, Y: 0}, {X: 42, Y: 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, failureSteps(tt.times, tt.lo, tt.hi, tt.base, tt.width, tt.buckets))
+		})
+	}
 }
 
 func TestCDFPoints(t *testing.T) {

@@ -497,7 +497,7 @@ func (r *Report) labels() []string {
 
 var reportTemplate = template.Must(template.New("report").Parse(`{{template "head" .}}
 <p class="note">Runs:{{range .Runs}} <span style="color:{{.Color}}">&#9632;</span> {{.Label}}{{end}}.
-Durations are <span class="basis modeled">modeled</span> on the in-memory kernel (kernel time from the cost profile; the proxier's own time priced by it too on the modeled clock, measured at a time scale above 0) and <span class="basis measured">measured</span> on a real kernel; kernel operations are <span class="basis counted">counted</span>.</p>
+Durations are <span class="basis modeled">modeled</span> on the in-memory kernel on the modeled clock (kernel time and the proxier's own time priced by the cost profile), <span class="basis modeled kernel + measured proxier">modeled kernel + measured proxier</span> on it at a time scale above 0, and <span class="basis measured">measured</span> on a real kernel; kernel operations are <span class="basis counted">counted</span>.</p>
 
 <h2 id="environment">Scenario and environment</h2>
 <table>
@@ -582,6 +582,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .basis.modeled { color: #8a5a00; border-color: #e0b060; background: #fff6e0; }
 .basis.measured { color: #14602a; border-color: #7cc08a; background: #eaf7ed; }
 .basis.counted { color: #334e7a; border-color: #9ab0d6; background: #eef3fb; }
+/* modeled kernel + measured proxier: its classes are both */
+.basis.modeled.measured { color: #5a5a14; border-color: #c0b870; background: #f7f5e6; }
 figure { margin: 1.5em 0; padding: 0.8em; border: 1px solid #e4e4e4; border-radius: 4px; }
 figure svg { width: 100%; height: auto; display: block; }
 figure svg text { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif !important; }

@@ -469,6 +469,45 @@ func TestIdenticalLinesStayVisible(t *testing.T) {
 	require.Contains(t, swatches[1], strings.Join(strings.Split(dashes.FindStringSubmatch(over)[1], ","), ","))
 }
 
+// TestCoincidingSyncsStayVisible: two runs whose syncs coincide draw each
+// sync's bar over the other's; each run's bars have their own dashes and
+// width, as its legend entry draws them, and the caption says so.
+func TestCoincidingSyncsStayVisible(t *testing.T) {
+	o := resultstest.Options{Name: "smoke", Seed: 1, Syncs: 10, Modeled: true}
+	page := renderHTML(t, []string{"a.json", "b.json"}, resultstest.File(o), resultstest.File(o))
+	figs, doc := parseReport(t, page)
+	fig := figs["sync-timeline"]
+	require.Contains(t, fig.caption, "Bars that coincide are told apart by their dashes")
+	var swatches []*html.Node
+	var walk func(n *html.Node, in bool)
+	walk = func(n *html.Node, in bool) {
+		in = in || (n.Type == html.ElementNode && n.Data == "figure" && attr(n, "id") == "sync-timeline")
+		if in && n.Type == html.ElementNode && n.Data == "line" {
+			swatches = append(swatches, n)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c, in)
+		}
+	}
+	walk(doc, false)
+	require.Len(t, swatches, 2)
+	require.NotEqual(t, attr(swatches[0], "stroke-dasharray"), attr(swatches[1], "stroke-dasharray"))
+	require.NotEqual(t, attr(swatches[0], "stroke"), attr(swatches[1], "stroke"))
+	for _, sw := range swatches {
+		style := "stroke:" + strings.ToUpper(attr(sw, "stroke")) + ";stroke-width:" + attr(sw, "stroke-width")
+		if d := attr(sw, "stroke-dasharray"); d != "" {
+			style += ";stroke-dasharray:" + d
+		}
+		bars := 0
+		for _, s := range fig.strokes {
+			if strings.HasSuffix(s, style) {
+				bars++
+			}
+		}
+		require.Equal(t, o.Syncs, bars, "every bar of the run is drawn as its legend entry (%s)", style)
+	}
+}
+
 // TestDisruptionNamesTheProbe: a service probed two ways is listed once
 // per probe, each named, in the table (HTML and Markdown) and the chart.
 func TestDisruptionNamesTheProbe(t *testing.T) {

@@ -59,7 +59,7 @@ func (ix *Index) Summary() string {
 	for i, s := range order {
 		parts[i] = fmt.Sprintf("%d %s", n[s], s)
 	}
-	return fmt.Sprintf("%d %s: %s", len(ix.Cells), plural(len(ix.Cells), "cell", "cells"), strings.Join(parts, ", "))
+	return fmt.Sprintf("%d %s: %s", len(ix.Cells), results.Plural(len(ix.Cells), "cell", "cells"), strings.Join(parts, ", "))
 }
 
 func statusRank(s string) int {
@@ -162,17 +162,9 @@ func (b *builds) add(build results.Build, where string) {
 func (b *builds) lines() []string {
 	out := make([]string, len(b.order))
 	for i, build := range b.order {
-		out[i] = fmt.Sprintf("%s (commit %s) in %s", build.Version, build.Commit, clipList(b.where[build], 6))
+		out[i] = fmt.Sprintf("%s (commit %s) in %s", build.Version, build.Commit, results.ListSome(b.where[build], 6))
 	}
 	return out
-}
-
-// clipList joins the first n items and counts the rest.
-func clipList(items []string, n int) string {
-	if len(items) <= n {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 // Merge gathers the records and results files of a sweep's cells, found
@@ -250,8 +242,8 @@ func Merge(dirs []string, o MergeOptions) (*Index, error) {
 	}
 	if len(strays) > 0 {
 		slices.Sort(strays)
-		ix.Notes = append(ix.Notes, fmt.Sprintf("ignored %d records of cells the plan does not have (another spec's, or an older one's): %s",
-			len(strays), clipList(strays, 6)))
+		ix.Notes = append(ix.Notes, fmt.Sprintf("ignored %d %s of cells the plan does not have (another spec's, or an older one's): %s",
+			len(strays), results.Plural(len(strays), "record", "records"), results.ListSome(strays, 6)))
 	}
 	var unnamed []string
 	for _, p := range f.results {
@@ -260,7 +252,8 @@ func Merge(dirs []string, o MergeOptions) (*Index, error) {
 		}
 	}
 	if len(unnamed) > 0 {
-		ix.Notes = append(ix.Notes, fmt.Sprintf("ignored %d results files that no cell record names: %s", len(unnamed), clipList(unnamed, 6)))
+		ix.Notes = append(ix.Notes, fmt.Sprintf("ignored %d results %s that no cell record names: %s",
+			len(unnamed), results.Plural(len(unnamed), "file", "files"), results.ListSome(unnamed, 6)))
 	}
 
 	ix.Kpsim = bs.order
@@ -289,7 +282,7 @@ func mergeCell(c Cell, r *Record, dir, indexDir string, bs *builds, read map[str
 		fail("its record ran other settings under the same name: %v", r.Cell.Sets())
 		return ic
 	case r.Status == StatusRunning:
-		fail("did not finish: its record stops after %d of %d runs", len(r.Runs), c.Runs)
+		fail("did not finish: its record stops after %d of %d %s", len(r.Runs), c.Runs, results.Plural(c.Runs, "run", "runs"))
 	case r.Status == StatusFailed:
 		fail("%s", r.Error)
 	case r.Status != StatusOK:
@@ -326,7 +319,7 @@ func mergeCell(c Cell, r *Record, dir, indexDir string, bs *builds, read map[str
 		}
 	}
 	if len(ic.Files) < c.Runs {
-		fail("%d of %d runs wrote results", len(ic.Files), c.Runs)
+		fail("%d of %d %s results", len(ic.Files), c.Runs, results.Plural(c.Runs, "run wrote", "runs wrote"))
 	}
 	return ic
 }

@@ -192,13 +192,6 @@ func (p *Plan) Find(name string) *Cell {
 	return nil
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // readDoc reads the JSON document at path into v, refusing one of another
 // kind or of a newer schema.
 func readDoc(path, kind string, v any) error {

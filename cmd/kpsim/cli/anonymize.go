@@ -78,6 +78,9 @@ func runAnonymize(cmd *cobra.Command, in, out string, seed int64) error {
 	if err := results.WriteFile(out, buf.Bytes()); err != nil {
 		return fmt.Errorf("anonymize: %w", err)
 	}
-	fmt.Fprintf(stderr, "wrote %d services, %d endpoint slices, %d nodes to %s\n", len(anon.Services), len(anon.EndpointSlices), len(anon.Nodes), out)
+	fmt.Fprintf(stderr, "wrote %d %s, %d %s, %d %s to %s\n",
+		len(anon.Services), results.Plural(len(anon.Services), "service", "services"),
+		len(anon.EndpointSlices), results.Plural(len(anon.EndpointSlices), "endpoint slice", "endpoint slices"),
+		len(anon.Nodes), results.Plural(len(anon.Nodes), "node", "nodes"), out)
 	return nil
 }

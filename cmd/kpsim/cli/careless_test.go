@@ -36,6 +36,27 @@ func TestLongSetValueErrorIsShort(t *testing.T) {
 	}
 }
 
+// TestTooManyProbeTargetsRefusedBeforeTheRun: probes of more targets
+// than a run takes are refused while the scenario loads: validate names
+// the field, and run exits 2 with nothing written (it failed with exit 3
+// once started, after validate had said ok).
+func TestTooManyProbeTargetsRefusedBeforeTheRun(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	sets := []string{"--set", "cluster.services=200", "--set", "probes.services=200", "--set", "probes.kinds=[clusterip]", "--set", "probes.from=[pod, node]"}
+	for _, args := range [][]string{
+		append([]string{"validate", "smoke"}, sets...),
+		append([]string{"run", "-s", "smoke", "-o", out}, sets...),
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, 2, run(args, &stdout, &stderr))
+			require.Contains(t, stdout.String()+stderr.String(),
+				"--set probes.services=200: probes.services: 400 probe targets, at most 256")
+			require.NoFileExists(t, out)
+		})
+	}
+}
+
 // TestSweepPlanIsNotResults: a sweep's plan given to report (or compare)
 // says how to get from it to something to report, instead of "not a
 // complete kpsim results file: no scenario, start, backend, basis".

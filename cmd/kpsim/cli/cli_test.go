@@ -108,6 +108,7 @@ func TestCompletion(t *testing.T) {
 	}
 	require.Contains(t, complete("run", "-s", "sm"), "smoke")
 	require.Contains(t, complete("validate", "restart"), "restart-stale-ipsets")
+	require.Contains(t, complete("validate", "-s", "sm"), "smoke")
 	require.Contains(t, complete("run", "--set", ""), "proxier.initialSync=")
 	require.Equal(t, []string{"IPv4", "IPv6", "dual"}, complete("state", "--family", ""))
 	require.True(t, slices.Contains(complete(""), "version"))

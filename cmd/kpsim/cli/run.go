@@ -215,6 +215,11 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 		opts.BeforeStop = func() { memErr = writeHeapProfile(o.memprofile) }
 	}
 	bar := newProgress(stderr, sc.StepCount())
+	if bar == nil {
+		// Step lines come from the timeline's goroutine, failed syncs from
+		// the proxier's.
+		stderr = &lockedWriter{w: stderr}
+	}
 	failures := newFailurePrinter(stderr, bar, time.Now)
 	opts.OnSync = failures.sync
 	if bar != nil {
@@ -224,7 +229,9 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 			failures.sync(s)
 		}
 	} else {
-		fmt.Fprintf(stderr, "kpsim run: %s (%d steps) on the %s backend\n", sc.Name, sc.StepCount(), sc.Backend)
+		fmt.Fprintf(stderr, "kpsim run: %s (%d %s) on the %s backend\n", sc.Name, sc.StepCount(), results.Plural(sc.StepCount(), "step", "steps"), sc.Backend)
+		start := time.Now()
+		opts.OnStep = func(st scenarios.StepStart) { fmt.Fprintln(stderr, stepLine(st, time.Since(start))) }
 	}
 	f, runErr := scenarios.Run(ctx, sc, opts)
 	release()
@@ -366,14 +373,15 @@ func newProgress(w io.Writer, steps int) *progress {
 func (p *progress) describe() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.bar.Describe(fmt.Sprintf("%-32s %5d syncs", p.label, p.syncs.Load()))
+	n := int(p.syncs.Load())
+	p.bar.Describe(fmt.Sprintf("%-32s %5d %s", p.label, n, results.Plural(n, "sync", "syncs")))
 }
 
-func (p *progress) step(done, _ int, label string) {
+func (p *progress) step(st scenarios.StepStart) {
 	p.mu.Lock()
-	p.label = label
+	p.label = st.Label
 	p.mu.Unlock()
-	_ = p.bar.Set(done)
+	_ = p.bar.Set(st.Done)
 	p.describe()
 }
 
@@ -395,6 +403,29 @@ func (p *progress) printLine(line string) {
 func (p *progress) finish() {
 	_ = p.bar.Finish()
 	fmt.Fprintln(p.w)
+}
+
+// stepLine is the line a step's start prints without a progress bar (CI, a
+// pipe, a file): where the run is in its timeline and in time, modeled and
+// wall, wall time being the only time of a run on the wall clock.
+func stepLine(st scenarios.StepStart, wall time.Duration) string {
+	at := fmt.Sprintf("%s wall (the run's only clock)", st.Elapsed.Round(10*time.Millisecond))
+	if st.Clock == results.ClockModeled {
+		at = fmt.Sprintf("%s modeled, %s wall", st.Elapsed.Round(10*time.Millisecond), wall.Round(10*time.Millisecond))
+	}
+	return fmt.Sprintf("kpsim run: step %d/%d %s: at %s", st.Done+1, st.Total, st.Label, at)
+}
+
+// lockedWriter serializes writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // serveMetrics serves g (the run's registry reg, and the proxier

@@ -208,7 +208,7 @@ ports: [{name: http, port: 8080, protocol: TCP}]
 	}
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, run([]string{"state", "-f", both}, &stdout, &stderr), stderr.String())
-	require.Contains(t, stderr.String(), "warning: 1 EndpointSlices belong to no Service in "+both+", so kube-proxy programs nothing for them: default/gone-abcde")
+	require.Contains(t, stderr.String(), "warning: 1 EndpointSlice belongs to no Service in "+both+", so kube-proxy programs nothing for it: default/gone-abcde")
 }
 
 func mustRead(t *testing.T, p string) []byte {

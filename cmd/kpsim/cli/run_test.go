@@ -46,6 +46,8 @@ func TestRunWritesResults(t *testing.T) {
 	require.Contains(t, stdout.String(), "kpsim smoke")
 	require.Contains(t, stdout.String(), "results: "+out)
 	require.Contains(t, stderr.String(), "kpsim run: smoke (13 steps) on the sim backend", "no progress bar when stderr is not a terminal")
+	require.Regexp(t, `(?m)^kpsim run: step 1/13 create-cluster: at 0s modeled, \S+ wall$`, stderr.String(), "a line per step instead")
+	require.Regexp(t, `(?m)^kpsim run: step 13/13 `, stderr.String())
 
 	f, err := results.Read(out)
 	require.NoError(t, err)
@@ -71,6 +73,47 @@ func TestRunWritesResults(t *testing.T) {
 	require.Equal(t, "smoke", sc.Name)
 	require.Equal(t, 8, sc.Cluster.Services, "the scenario as run, overrides applied")
 	require.Equal(t, "restore", sc.Dataplane.IPSet, "the scenario as run, defaults filled")
+}
+
+// TestRunOnTheWallClock: a sim run at a time scale above 0 says its
+// durations are modeled kernel time and measured proxier time, prints a
+// line per step in wall time only, and its results file reads back.
+func TestRunOnTheWallClock(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "-s", "smoke", "-o", out, "--set", "sim.timeScale=0.01", "--set", "cluster.services=8", "--set", "probes.services=2"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	require.Regexp(t, `(?m)^kpsim run: step 2/13 start-proxier: at \S+ wall \(the run's only clock\)$`, stderr.String())
+	require.Contains(t, stdout.String(), "durations modeled kernel + measured proxier (cost profile")
+	require.Regexp(t, `(?m)^syncs +\d+: .*\(modeled kernel \+ measured proxier\)$`, stdout.String())
+	f, err := results.Read(out)
+	require.NoError(t, err)
+	require.Equal(t, results.ModeledKernel, f.Basis)
+	require.Equal(t, results.ClockWall, f.Clock)
+}
+
+// TestStepLine: without a progress bar each step prints where the run is,
+// on the modeled clock in modeled and wall time, on the wall clock once.
+func TestStepLine(t *testing.T) {
+	tests := []struct {
+		name string
+		st   scenarios.StepStart
+		wall time.Duration
+		want string
+	}{
+		{"modeled", scenarios.StepStart{Done: 5, Total: 9, Label: "restart proxier (36% known at first sync)",
+			Elapsed: 3214 * time.Millisecond, Clock: results.ClockModeled}, 804 * time.Millisecond,
+			"kpsim run: step 6/9 restart proxier (36% known at first sync): at 3.21s modeled, 800ms wall"},
+		{"wall", scenarios.StepStart{Done: 0, Total: 9, Label: "create-cluster", Clock: results.ClockWall}, 0,
+			"kpsim run: step 1/9 create-cluster: at 0s wall (the run's only clock)"},
+		{"wall, later", scenarios.StepStart{Done: 8, Total: 9, Label: "probes off", Elapsed: 75 * time.Second, Clock: results.ClockWall}, 76 * time.Second,
+			"kpsim run: step 9/9 probes off: at 1m15s wall (the run's only clock)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, stepLine(tc.st, tc.wall))
+		})
+	}
 }
 
 // TestRunSeeds: --seeds N runs seeds SEED..SEED+N-1, one results file each,
@@ -191,6 +234,37 @@ func TestValidateCommand(t *testing.T) {
 	stdout.Reset()
 	require.Equal(t, 2, run([]string{"validate", "smoke", "--set", "cluster.services=x"}, &stdout, &stderr))
 	require.Contains(t, stdout.String(), `--set cluster.services=x: cluster.services: must be a whole number`)
+}
+
+// TestValidateTakesScenarioFlag: validate names scenarios with -s as run
+// does (it refused -s as an unknown flag), repeated, beside arguments.
+func TestValidateTakesScenarioFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want []string // in stdout, in this order, or stderr for a usage error
+	}{
+		{[]string{"-s", "smoke"}, 0, []string{"smoke: ok: smoke, 20 services, 20 endpoint slices, 13 timeline steps"}},
+		{[]string{"--scenario", "smoke", "-s", "node-join", "scenarios/dual-stack.yaml"}, 0,
+			[]string{"smoke: ok: smoke", "node-join: ok: node-join", "scenarios/dual-stack.yaml: ok: dual-stack"}},
+		{[]string{"-s", "smoke", "--set", "cluster.services=x"}, 2, []string{"--set cluster.services=x: cluster.services: must be a whole number"}},
+		{nil, 2, []string{"want at least one scenario: -s NAME|FILE or an argument", "See 'kpsim validate --help' for usage."}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, tc.code, run(append([]string{"validate"}, tc.args...), &stdout, &stderr), stderr.String())
+			out := stdout.String()
+			if len(tc.args) == 0 {
+				out = stderr.String()
+			}
+			at := 0
+			for _, w := range tc.want {
+				i := strings.Index(out[at:], w)
+				require.GreaterOrEqual(t, i, 0, "%q not in (the rest of) %q", w, out)
+				at += i + len(w)
+			}
+		})
+	}
 }
 
 func TestScenariosCommand(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -124,12 +123,13 @@ func runState(cmd *cobra.Command, o stateFlags, args []string) error {
 	}
 	if node != "" {
 		if known := nodeNames(set); !slices.Contains(known, node) {
-			return usageError("--node %q: no such node in %s; it has %s", node, in, listSome(known, 10))
+			return usageError("--node %q: no such node in %s; it has %s", node, in, results.ListSome(known, 10))
 		}
 	}
 	if orphans := orphanSlices(set); len(orphans) > 0 {
-		fmt.Fprintf(stderr, "warning: %d EndpointSlices belong to no Service in %s, so kube-proxy programs nothing for them: %s\n",
-			len(orphans), in, listSome(orphans, 5))
+		n := len(orphans)
+		fmt.Fprintf(stderr, "warning: %d %s to no Service in %s, so kube-proxy programs nothing for %s: %s\n",
+			n, results.Plural(n, "EndpointSlice belongs", "EndpointSlices belong"), in, results.Plural(n, "it", "them"), results.ListSome(orphans, 5))
 	}
 	run, err := scenarios.NewStateRun(set, cfg, strategy)
 	if err != nil {
@@ -191,7 +191,7 @@ func diffStates(pa, pb string, stdout io.Writer) error {
 	for _, x := range d {
 		fmt.Fprintln(stdout, x.String())
 	}
-	return verdict("%d differences", len(d))
+	return verdict("%d %s", len(d), results.Plural(len(d), "difference", "differences"))
 }
 
 // nodeNames are the nodes an export knows: its Node objects, else the
@@ -232,15 +232,4 @@ func orphanSlices(set *objects.Set) []string {
 		}
 	}
 	return out
-}
-
-// listSome lists up to n names, then how many more.
-func listSome(names []string, n int) string {
-	switch {
-	case len(names) == 0:
-		return "none"
-	case len(names) <= n:
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }

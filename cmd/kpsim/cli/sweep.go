@@ -90,7 +90,7 @@ cell; matrix writes the GitHub Actions matrix on one line, for
 func exactArgs(n int, want string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) != n {
-			return badUsage("%s, got %d arguments", want, len(args))
+			return badUsage("%s, got %d %s", want, len(args), results.Plural(len(args), "argument", "arguments"))
 		}
 		return nil
 	}
@@ -123,7 +123,7 @@ func runSweepPlan(cmd *cobra.Command, spec, out, format string) error {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
-	fmt.Fprintf(stderr, "kpsim sweep plan: sweep %s: %d cells to run\n", p.Sweep, len(p.Cells))
+	fmt.Fprintf(stderr, "kpsim sweep plan: sweep %s: %d %s to run\n", p.Sweep, len(p.Cells), results.Plural(len(p.Cells), "cell", "cells"))
 	var b bytes.Buffer
 	switch format {
 	case "json":
@@ -272,11 +272,11 @@ func compareSweeps(cmd *cobra.Command, f compareFlags, basePaths, headPaths []st
 		return err
 	}
 	if refused := sc.Refused(); len(refused) > 0 {
-		return usageError("%d cells ran different settings in the two sweeps: %s\npass --allow-different to compare them anyway",
-			len(refused), strings.Join(refused, ", "))
+		return usageError("%d %s different settings in the two sweeps: %s\npass --allow-different to compare them anyway",
+			len(refused), results.Plural(len(refused), "cell ran", "cells ran"), strings.Join(refused, ", "))
 	}
 	if failing := sc.Failures(compare.Gate{Timing: f.latency == "gate", AllowChanges: f.allowOps}); len(failing) > 0 {
-		return verdict("%d cells regressed or changed: %s", len(failing), strings.Join(failing, ", "))
+		return verdict("%d %s regressed or changed: %s", len(failing), results.Plural(len(failing), "cell", "cells"), strings.Join(failing, ", "))
 	}
 	return nil
 }

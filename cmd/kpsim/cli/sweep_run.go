@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/sweep"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sweeps"
@@ -118,7 +119,7 @@ func runSweepCell(cmd *cobra.Command, spec, name, outDir string) error {
 		}
 	}
 	if rec.Status == sweep.StatusOK && len(rec.Runs) < cell.Runs {
-		rec.Status, rec.Error = sweep.StatusFailed, fmt.Sprintf("stopped after %d of %d runs: %v", len(rec.Runs), cell.Runs, context.Cause(ctx))
+		rec.Status, rec.Error = sweep.StatusFailed, fmt.Sprintf("stopped after %d of %d %s: %v", len(rec.Runs), cell.Runs, results.Plural(cell.Runs, "run", "runs"), context.Cause(ctx))
 	}
 	if err := record(); err != nil {
 		return err
@@ -126,7 +127,7 @@ func runSweepCell(cmd *cobra.Command, spec, name, outDir string) error {
 	if rec.Status != sweep.StatusOK {
 		return fmt.Errorf("cell %s failed: %s (record: %s)", cell.Name, rec.Error, filepath.Join(dir, sweep.RecordFile))
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "cell: %s: %d runs in %s\n", cell.Name, len(rec.Runs), dir)
+	fmt.Fprintf(cmd.OutOrStdout(), "cell: %s: %d %s in %s\n", cell.Name, len(rec.Runs), results.Plural(len(rec.Runs), "run", "runs"), dir)
 	return nil
 }
 
