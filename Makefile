@@ -8,7 +8,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 KPSIM    := bin/kpsim
 
-.PHONY: all build test scenario test-kernel compare parity kube-proxy kube-proxy-test nftables-agreement sweep sweep-plan sweep-cell sweep-merge clean FORCE
+.PHONY: all build test scenario test-kernel compare compare-releases parity kube-proxy kube-proxy-test nftables-agreement sweep sweep-plan sweep-cell sweep-merge clean FORCE
 all: build
 
 build: $(KPSIM)
@@ -51,6 +51,19 @@ SCENARIOS ?= smoke
 LATENCY   ?= report
 compare:
 	BASE='$(BASE)' SCENARIOS='$(SCENARIOS)' RUNS='$(RUNS)' LATENCY='$(LATENCY)' OUT='$(OUT)/compare' bash hack/compare.sh
+
+# Compares two kube-proxy releases on a scenario on the in-memory kernel,
+# RUNS runs each (a release's run is one sample): exit 1 only on a
+# regression (more broken traffic, failed syncs, slower syncs).
+#   make compare-releases BASE_RELEASE=v1.37.1 HEAD_RELEASE=v1.30.3 [SCENARIO=...] [RUNS=8] [SETS="k=v ..."] [LATENCY=gate|report]
+# Unset, SCENARIO, RUNS and LATENCY are this target's defaults, not the
+# Makefile's (smoke, make compare's 5 runs, report).
+BASE_RELEASE ?=
+HEAD_RELEASE ?=
+compare-releases:
+	BASE_RELEASE='$(BASE_RELEASE)' HEAD_RELEASE='$(HEAD_RELEASE)' SCENARIO='$(if $(filter file,$(origin SCENARIO)),restart-stale-ipsets,$(SCENARIO))' \
+		RUNS='$(if $(filter file,$(origin RUNS)),8,$(RUNS))' SETS='$(SETS)' LATENCY='$(if $(filter file,$(origin LATENCY)),gate,$(LATENCY))' \
+		OUT='$(OUT)/compare-releases' bash hack/compare-releases.sh
 
 # Holds kpsim's proxier against kube-proxy v1.37.1's own IPVS proxier (run on
 # upstream's fakes) on a corpus of random clusters, one per seed: exit 1 on

@@ -17,15 +17,50 @@ import (
 
 const provision = "vagrant-provision.sh"
 
-func TestProvisionScriptParses(t *testing.T) {
-	out, err := exec.Command("bash", "-n", provision).CombinedOutput()
-	require.NoError(t, err, "bash -n %s: %s", provision, out)
+// scripts are hack's shell scripts: the Vagrant provisioning and the
+// comparisons make runs.
+func scripts(t *testing.T) []string {
+	t.Helper()
+	paths, err := filepath.Glob("*.sh")
+	require.NoError(t, err)
+	require.Contains(t, paths, provision)
+	return paths
 }
 
-func TestProvisionScriptShellcheck(t *testing.T) {
+func TestScriptsParse(t *testing.T) {
+	for _, p := range scripts(t) {
+		out, err := exec.Command("bash", "-n", p).CombinedOutput()
+		require.NoError(t, err, "bash -n %s: %s", p, out)
+	}
+}
+
+func TestScriptsShellcheck(t *testing.T) {
 	hosttools.Require(t, "shellcheck")
-	out, err := exec.Command("shellcheck", "-s", "bash", "-S", "style", provision).CombinedOutput()
-	require.NoError(t, err, "shellcheck %s:\n%s", provision, out)
+	for _, p := range scripts(t) {
+		out, err := exec.Command("shellcheck", "-s", "bash", "-S", "style", p).CombinedOutput()
+		require.NoError(t, err, "shellcheck %s:\n%s", p, out)
+	}
+}
+
+// TestCompareReleasesRefusesBadUsage: the release comparison names what is
+// missing before it builds or runs anything.
+func TestCompareReleasesRefusesBadUsage(t *testing.T) {
+	for _, tt := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "set BASE_RELEASE to a kube-proxy release"},
+		{[]string{"BASE_RELEASE=v1.30.3", "HEAD_RELEASE=1.37"}, "set HEAD_RELEASE to a kube-proxy release, e.g. HEAD_RELEASE=v1.37.1 (got '1.37')"},
+		{[]string{"BASE_RELEASE=v1.30.3", "HEAD_RELEASE=v1.37.1", "RUNS=0"}, "RUNS=0: want a positive number"},
+	} {
+		cmd := exec.Command("bash", "compare-releases.sh")
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, tt.env...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s", out)
+		require.Equal(t, 2, ee.ExitCode(), "%s", out)
+		require.Contains(t, string(out), tt.want)
+	}
 }
 
 // The Vagrantfile provisions with the script, and the script ends with

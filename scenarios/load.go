@@ -175,14 +175,14 @@ func Parse(file string, data []byte, sets []string) (*Scenario, error) {
 
 // Check reads, overrides, defaults and validates a scenario as Load does,
 // without building its cluster: a sweep plan checks every cell this way, in
-// milliseconds whatever the cluster's size.
-func Check(nameOrPath string, sets []string) error {
+// milliseconds whatever the cluster's size. The scenario it returns has no
+// cluster.
+func Check(nameOrPath string, sets []string) (*Scenario, error) {
 	file, data, err := Read(nameOrPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = parse(file, data, sets, false)
-	return err
+	return parse(file, data, sets, false)
 }
 
 // NodeSettings are what a scenario asks of the node it runs on.

@@ -263,8 +263,15 @@ func (s *Scenario) validate(v *validator) {
 		v.errf("description", "required: say what question the scenario answers")
 	}
 	v.oneOf("backend", s.Backend, dataplane.Backends)
-	if _, err := sim.LoadProfile(s.Sim.Profile); err != nil {
+	if profile, err := sim.LoadProfile(s.Sim.Profile); err != nil {
 		v.errf("sim.profile", "%v", err)
+	} else if s.Backend == dataplane.BackendSim {
+		for _, m := range s.Modes() {
+			if !profile.PricesAny(modeOps[m]...) {
+				v.errf("sim.profile", "cost profile %s prices none of %s mode's operations (%s): its syncs would take no modeled time; use a profile that prices them (%s) or calibrate this kernel's (sudo kpsim calibrate -o FILE)",
+					profile.Name, m, opNames(modeOps[m]), strings.Join(profilesPricing(modeOps[m]), ", "))
+			}
+		}
 	}
 	if s.Sim.TimeScale < 0 || s.Sim.TimeScale > 1 {
 		v.errf("sim.timeScale", "must be between 0 (no waiting) and 1 (real time), got %v", s.Sim.TimeScale)
@@ -410,6 +417,40 @@ func expandSteps(steps []Step, fn func(*Step)) {
 		}
 		fn(&steps[i])
 	}
+}
+
+// modeOps are the operations every sync of a proxy mode issues: a cost
+// profile that prices none of them models that mode's syncs as free.
+var modeOps = map[proxier.Mode][]dataplane.Op{
+	proxier.ModeIPVS:     {dataplane.OpIPVSServiceAdd, dataplane.OpIPVSList, dataplane.OpIPTablesRestore},
+	proxier.ModeNFTables: {dataplane.OpNFTTransaction, dataplane.OpNFTCommand},
+}
+
+func opNames(ops []dataplane.Op) string {
+	names := make([]string, len(ops))
+	for i, op := range ops {
+		names[i] = op.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// profilesPricing names the shipped profiles that price any of ops.
+func profilesPricing(ops []dataplane.Op) []string {
+	var out []string
+	for _, name := range sim.ProfileNames() {
+		if p, err := sim.LoadProfile(name); err == nil && p.PricesAny(ops...) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Repeats reports whether a run of the scenario repeats exactly, seed for
+// seed: kpsim's own proxier on the modeled clock. A kube-proxy release
+// iterates Go maps, whose order Go randomizes in every run, and the wall
+// clock never repeats: their runs are samples, to be run several times.
+func (s *Scenario) Repeats() bool {
+	return s.modeledClock() && s.Proxier.Implementation == proxier.ImplementationKpsim
 }
 
 // modeledClock reports whether the scenario runs on the modeled clock: on

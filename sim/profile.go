@@ -287,6 +287,11 @@ func (p *Profile) ProxierWork() (ProxierCost, error) {
 	return c, nil
 }
 
+// PricesAny reports whether the profile prices any of ops above zero.
+func (p *Profile) PricesAny(ops ...dataplane.Op) bool {
+	return slices.ContainsFunc(ops, func(op dataplane.Op) bool { return p.Cost(op, dataplane.IPSetNetlink) > 0 })
+}
+
 // Cost returns the modeled cost of one operation of kind op, without list
 // items or batch overhead; ipset operations are priced under strategy s.
 func (p *Profile) Cost(op dataplane.Op, s dataplane.IPSetStrategy) time.Duration {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/results/sweep"
 	"github.com/kpsim/kpsim/scenarios"
 )
@@ -92,8 +93,12 @@ func (s *Spec) Plan(build results.Build) (*sweep.Plan, error) {
 							continue
 						}
 						seen[c.Key()] = i
+						sc, cerrs := check(s.File, &c, scenarioAt, origin)
+						errs = appendNew(errs, cerrs)
+						if c.Runs == 0 && sc != nil {
+							c.Runs = runsOf(sc)
+						}
 						p.Cells = append(p.Cells, c)
-						errs = appendNew(errs, check(s.File, &c, scenarioAt, origin))
 					}
 				}
 			}
@@ -146,10 +151,10 @@ func combinations(axes []AxisSpec) [][]sweep.Setting {
 // without building the cluster. A problem an override caused is moved to
 // the spec line that gave the override; any other is the scenario's own,
 // reported where the spec names the scenario.
-func check(specFile string, c *sweep.Cell, scenarioAt *scenarios.Error, origin map[string]*scenarios.Error) scenarios.Errors {
-	err := scenarios.Check(ScenarioPath(specFile, c.Scenario), c.Sets())
+func check(specFile string, c *sweep.Cell, scenarioAt *scenarios.Error, origin map[string]*scenarios.Error) (*scenarios.Scenario, scenarios.Errors) {
+	sc, err := scenarios.Check(ScenarioPath(specFile, c.Scenario), c.Sets())
 	if err == nil {
-		return nil
+		return sc, nil
 	}
 	var es scenarios.Errors
 	var e1 *scenarios.Error
@@ -172,7 +177,17 @@ func check(specFile string, c *sweep.Cell, scenarioAt *scenarios.Error, origin m
 		}
 		out = append(out, &scenarios.Error{File: at.File, Line: at.Line, Path: at.Path, Msg: msg})
 	}
-	return out
+	return nil, out
+}
+
+// runsOf is how many times a cell runs when the spec does not say: once
+// where a run repeats exactly (kpsim's proxier on the modeled clock), and
+// otherwise as many runs as a comparison needs to decide, each a sample.
+func runsOf(sc *scenarios.Scenario) int {
+	if sc.Repeats() {
+		return 1
+	}
+	return compare.DefaultRuns
 }
 
 // appendNew appends the errors not already in errs: every cell of a

@@ -33,7 +33,9 @@ type Spec struct {
 	// Kernels are the Debian kernel releases the kernel backend runs on,
 	// as `uname -r` prints them (packages linux-image-RELEASE).
 	Kernels []string
-	Runs    int
+	// Runs is how many times each cell runs; 0 leaves it to each cell:
+	// once where a run repeats exactly, compare.DefaultRuns elsewhere.
+	Runs int
 
 	lines map[string]int // field path -> line, for what the plan checks later
 }
@@ -269,7 +271,7 @@ func Parse(file string, data []byte) (*Spec, error) {
 		return nil, err
 	}
 	d := &decoder{file: file, lines: map[string]int{}}
-	s := &Spec{File: file, lines: d.lines, Proxiers: []string{results.ProxierKpsim}, Backends: []string{dataplane.BackendSim}, Runs: 1}
+	s := &Spec{File: file, lines: d.lines, Proxiers: []string{results.ProxierKpsim}, Backends: []string{dataplane.BackendSim}}
 	empty := func(n *yaml.Node, p, what string) {
 		if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
 			d.errf(n, p, "empty: list at least one %s, or leave the field out", what)

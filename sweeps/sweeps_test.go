@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/results/sweep"
 )
 
@@ -30,6 +31,37 @@ func names(cells []sweep.Cell) []string {
 		out[i] = c.Name
 	}
 	return out
+}
+
+// TestPlanRunsSamples: without runs in the spec, a cell whose runs repeat
+// exactly (kpsim's proxier on the modeled clock) runs once, and every
+// other cell (a release, the kernel, the wall clock) as many times as a
+// comparison needs to decide: each run is one sample.
+func TestPlanRunsSamples(t *testing.T) {
+	p := plan(t, `
+name: samples
+scenarios:
+  - scenario: smoke
+    modes:
+      modeled:
+      wall: {sim.timeScale: 1}
+proxiers: [kpsim, kube-proxy@v1.37.1]
+backends: [sim, kernel]
+kernels: [6.1.0-56-amd64]
+`)
+	runs := map[string]int{}
+	for _, c := range p.Cells {
+		runs[c.Mode+" "+c.Proxier+" "+c.Backend] = c.Runs
+	}
+	require.Equal(t, map[string]int{
+		"modeled kpsim sim": 1, "modeled kpsim kernel": compare.DefaultRuns,
+		"modeled kube-proxy@v1.37.1 sim": compare.DefaultRuns, "modeled kube-proxy@v1.37.1 kernel": compare.DefaultRuns,
+		"wall kpsim sim": compare.DefaultRuns, "wall kpsim kernel": compare.DefaultRuns,
+		"wall kube-proxy@v1.37.1 sim": compare.DefaultRuns, "wall kube-proxy@v1.37.1 kernel": compare.DefaultRuns,
+	}, runs)
+	// The spec's runs are every cell's.
+	p = plan(t, "name: two\nscenarios: [{scenario: smoke}]\nproxiers: [kpsim, kube-proxy@v1.37.1]\nruns: 2\n")
+	require.Equal(t, []int{2, 2}, []int{p.Cells[0].Runs, p.Cells[1].Runs})
 }
 
 // TestPlanExpandsAxes: every combination of the axes' values (the first

@@ -39,6 +39,13 @@ func DefaultOptions() Options {
 	return Options{Alpha: 0.05, Threshold: 10, Confidence: 0.95, MinDeltaSeconds: 50e-6}
 }
 
+// DefaultRuns is how many runs per side a comparison of runs that are
+// samples takes by default (kpsim run --runs, a sweep's cells of such
+// runs, make compare-releases): with 8 a side, a change every run agrees
+// on is called among up to 322 figures that vary (the U test's smallest
+// p-value, 2/C(16, 8) = 0.000155, is within 0.05/322).
+const DefaultRuns = 8
+
 // Verdict is the outcome for one metric.
 type Verdict string
 
@@ -48,16 +55,16 @@ const (
 	NoChange  Verdict = "no significant change"
 	Same      Verdict = "same"
 	Different Verdict = "exact-different"
+	// Changed is a figure without a worse direction (an operation count)
+	// that moved between the sides' runs by more than their spread explains.
+	Changed Verdict = "changed"
+	// Undecided is a change the runs cannot tell from their spread: too
+	// few runs, or too much spread. MetricComparison.RunsNeeded says how
+	// many runs per side would.
+	Undecided Verdict = "cannot decide"
 	// Incomplete is an exact figure that differs where a run that ended
 	// early counts less: not judged, since the run did less.
 	Incomplete Verdict = "not judged: incomplete run"
-)
-
-// Samples of a test: what one sample is.
-const (
-	SamplesFile     = "file"          // each file's value
-	SamplesSync     = "sync"          // each sync of the single file per side
-	SamplesAttempts = "probe attempt" // each probe attempt, failed or not (Fisher's exact test)
 )
 
 // ModeledTolerance is the relative difference below which two modeled
@@ -71,17 +78,24 @@ const ModeledTolerance = 1e-9
 type Comparison struct {
 	Base, Head []string // labels of the files on each side, copies counted once
 	Options    Options
-	// Modeled is set when every run is on the modeled clock: one seed gives
-	// one answer, so every figure but the process's measured CPU and RSS
-	// is compared exactly, seed by seed (Seeds).
+	// Modeled is set when every run is kpsim's proxier on the modeled
+	// clock: one seed gives one answer, so every figure but the process's
+	// measured CPU and RSS is compared exactly, seed by seed (Seeds).
+	// Otherwise runs of one seed differ, each run is one sample of every
+	// figure, and Samples says why.
 	Modeled bool
+	Samples string
 	// Seeds are the seeds both sides ran, by which a modeled comparison
 	// pairs its runs.
 	Seeds []string
-	// PerSync is set when, not modeled, each side had a single file and the
-	// sync and phase distributions were compared over their per-sync
-	// samples with the U test.
-	PerSync bool
+	// Tested is how many figures were compared over runs and varied
+	// between them: the family over which Holm's method holds the chance
+	// that any of them is called by chance to Options.Alpha.
+	Tested int
+	// MinRuns is the fewest runs per side that can call a change at all
+	// among Tested figures: one that every base run and every head run
+	// agree on.
+	MinRuns int
 	Metrics []MetricComparison
 	// Warnings are what a reader must know before trusting any row: runs
 	// that ended early, runs that differ in what they ran, copies.
@@ -96,24 +110,30 @@ type MetricComparison struct {
 	Unit  string // s, ops, attempts, bytes
 	Class results.Class
 	Basis string // measured, modeled or counted
-	// Samples says what one sample of the test is (SamplesFile, SamplesSync, SamplesAttempts).
-	Samples    string
+	// Base and Head: on the modeled clock the value (the median and range
+	// over seeds), otherwise the median over runs and its confidence interval.
 	Base, Head Estimate
 	// DeltaPct is (head-base)/base in percent; NaN when base is 0 and head is not.
 	DeltaPct float64
-	// P is the test's p-value, within [0, 1]: Mann-Whitney U, or Fisher's
-	// exact test over probe attempts for broken traffic; NaN for exact metrics.
+	// P is the Mann-Whitney U test's p-value over runs, each run one
+	// sample, adjusted by Holm's method for the Comparison's Tested
+	// figures; within [0, 1]. NaN for figures compared exactly.
 	P       float64
 	Verdict Verdict
+	// RunsNeeded, for a change the runs could not decide, is how many runs
+	// per side would detect a change of its size with the spread the runs
+	// showed (at alpha, with 80% power).
+	RunsNeeded int
 	// Disruption marks a figure of broken traffic: a rise fails unless
 	// declared with Gate.AllowDisruption.
 	Disruption bool
-	// Declarable marks an exact figure whose change Gate.AllowChanges
-	// declares: operation counts and modeled time. Failed syncs and failed
-	// runs are not.
+	// Declarable marks a figure whose change Gate.AllowChanges declares:
+	// operation counts and modeled time. Failed syncs and failed runs are not.
 	Declarable bool
 	// Warnings qualify this row (counts that vary, syncs that differ).
 	Warnings []string
+
+	baseRuns, headRuns []float64 // each run's value, for a figure compared over runs
 }
 
 // Estimate is one side's value: the median and its confidence interval
@@ -126,11 +146,12 @@ type Estimate struct {
 
 // Gate says which changes fail a comparison.
 type Gate struct {
-	// Timing makes a significant timing regression of a measured figure
-	// fail; otherwise it is only reported, since it varies with the machine.
+	// Timing makes a significant timing regression (syncs, phases, network
+	// programming, the process's CPU and RSS) fail; otherwise it is only
+	// reported. Broken traffic is not timing: it fails either way.
 	Timing bool
 	// AllowChanges declares changes of kernel operation counts and of
-	// modeled time (slower included) as expected.
+	// modeled time (slower included, on the modeled clock) as expected.
 	AllowChanges bool
 	// AllowDisruption declares a rise in broken traffic as expected;
 	// nothing else does.
@@ -139,9 +160,10 @@ type Gate struct {
 
 // Failures are the rows that fail the comparison under g: more broken
 // traffic unless declared as such, whatever the clock and the latency
-// gate; exact figures that got worse (failed syncs) always; exact figures
-// that changed (operation counts, modeled time) unless declared; and
-// measured timing regressions when gated.
+// gate; exact figures that got worse (failed syncs) always; figures that
+// changed without a worse direction (operation counts, modeled time)
+// unless declared; and timing regressions when gated. A change the runs
+// cannot decide never fails.
 func (c *Comparison) Failures(g Gate) []MetricComparison {
 	var out []MetricComparison
 	for _, m := range c.Metrics {
@@ -149,7 +171,7 @@ func (c *Comparison) Failures(g Gate) []MetricComparison {
 		switch {
 		case m.Verdict == Regressed && m.Disruption:
 			fail = !g.AllowDisruption
-		case m.Verdict == Different:
+		case m.Verdict == Different || m.Verdict == Changed:
 			fail = !g.AllowChanges
 		case m.Verdict == Regressed && m.Class == results.Exact:
 			fail = !m.Declarable || !g.AllowChanges
@@ -171,31 +193,28 @@ func (c *Comparison) Failures(g Gate) []MetricComparison {
 // file; seeds unless both sides ran the same set of seeds) are refused
 // with a *DifferentError unless o.AllowDifferent.
 //
-// On the modeled clock a seed repeats a run exactly, so identical copies
-// of one run are counted once (with a warning), and every figure but the
-// measured CPU and RSS is exact: compared seed by seed, within
-// ModeledTolerance, and any difference is a change. More broken traffic,
-// longer syncs or longer recovery are regressions; operation counts have
-// no worse direction and change only as declared.
+// On the modeled clock kpsim's proxier repeats a run of a seed exactly,
+// so identical copies of one run are counted once (with a warning), and
+// every figure but the measured CPU and RSS is exact: compared seed by
+// seed, within ModeledTolerance, and any difference is a change. More
+// broken traffic, longer syncs or longer recovery are regressions;
+// operation counts have no worse direction and change only as declared.
 //
-// On the wall clock, sync and phase durations take the Mann-Whitney U
-// test (each file one sample, or with one file per side each sync), and
-// broken traffic takes Fisher's exact test over probe attempts: each
-// attempt is a trial that failed or not, so one run per side can show that
-// 41 failures in 686 attempts are more than 0 in 329. Exact counts stay
-// exact. A run that ended early counts less than a whole one: where its
+// Everywhere else runs of one seed differ (a kube-proxy release iterates
+// Go maps in an order Go randomizes; the wall clock and a real kernel
+// never repeat), and the run is the unit of evidence: every figure is one
+// value per run, the sides are compared with the Mann-Whitney U test, and
+// Holm's method adjusts the p-values for the number of figures tested, so
+// that the chance of any call by chance in a comparison is at most alpha.
+// A figure that moved beyond its threshold but not beyond what the runs'
+// spread explains is Undecided, with the runs per side that would decide
+// it. A run that ended early counts less than a whole one: where its
 // count is lower, the difference is not judged (Incomplete).
 func Compare(base, head []*results.File, baseLabels, headLabels []string, o Options) (*Comparison, error) {
 	c := &Comparison{Options: o}
 	all := append(slices.Clone(base), head...)
-	// A kube-proxy release on the modeled clock runs the same syncs with
-	// the same operations each time, but iterates Go maps, whose order Go
-	// randomizes per process: which service a sync reaches first, and so
-	// what a probe round sees mid-sync, varies. Its runs are compared as
-	// samples, as on the wall clock (counts stay exact).
-	c.Modeled = len(all) > 0 && !slices.ContainsFunc(all, func(f *results.File) bool {
-		return f.Clock != results.ClockModeled || f.Proxier != results.ProxierKpsim
-	})
+	c.Samples = WhySamples(all)
+	c.Modeled = len(all) > 0 && c.Samples == ""
 	baseRuns, headRuns := runsOf(base, baseLabels), runsOf(head, headLabels)
 	if c.Modeled {
 		baseRuns = c.once("base", baseRuns)
@@ -225,11 +244,6 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 		}
 	}
 	all = append(slices.Clone(base), head...)
-	c.PerSync = !c.Modeled && len(base) == 1 && len(head) == 1
-	if !c.Modeled && !c.PerSync && min(len(base), len(head)) < 4 {
-		c.Notes = append(c.Notes, fmt.Sprintf("%d+%d runs: measured timing metrics need at least 4 runs per side to reach significance at alpha %g",
-			len(base), len(head), o.Alpha))
-	}
 	// A proxier that records no phases (a kube-proxy release) has nothing
 	// to hold against another's phases: its zeros are not a speed-up.
 	var unphased []string
@@ -249,7 +263,7 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 		c.Notes = append(c.Notes, "time to first success not compared: files before schema version 3 measured it from each target's first attempt, newer ones from each disruption window")
 	}
 	pairs := c.seedPairs(baseRuns, headRuns)
-	groups := map[string]*test{} // each distribution's test, by figure
+	var defs []MetricDef // each row's figure
 	var varying []string
 	for _, d := range Catalog(all) {
 		if len(unphased) > 0 && (strings.HasPrefix(d.Group, "phase/") || strings.Contains(d.Group, "/phase/")) {
@@ -259,30 +273,53 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 			continue
 		}
 		basis := commonBasis(all, d.Basis)
-		if d.Class == results.Exact || (c.Modeled && basis != results.Measured) {
-			m := c.exact(d, basis, base, head, pairs)
-			if !math.IsNaN(m.P) {
+		var m MetricComparison
+		if c.Modeled && basis != results.Measured {
+			m = c.exact(d, basis, base, head, pairs)
+			if m.baseRuns != nil {
 				varying = append(varying, m.Name)
 			}
-			c.Metrics = append(c.Metrics, m)
-			continue
+		} else {
+			m = overRuns(d, basis, collect(base, d.Value), collect(head, d.Value), o)
 		}
-		if d.Disruption && d.Attempts != nil {
-			c.Metrics = append(c.Metrics, c.attempts(d, basis, base, head))
-			continue
-		}
-		t, ok := groups[d.Group]
-		if !ok && d.PerSync != nil {
-			t = c.distributionTest(d, base, head)
-			groups[d.Group] = t
-		}
-		c.Metrics = append(c.Metrics, c.timing(d, basis, collect(base, d.Value), collect(head, d.Value), t))
+		c.Metrics = append(c.Metrics, m)
+		defs = append(defs, d)
 	}
+	c.judge(defs, base, head)
 	if len(varying) > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("exact figures differ between runs with the same seed (%s): the runs are not deterministic, so those were compared statistically",
+		c.Notes = append(c.Notes, fmt.Sprintf("exact figures differ between runs with the same seed (%s): the runs are not deterministic, so those were compared over runs",
 			strings.Join(varying, ", ")))
 	}
+	if n := min(len(base), len(head)); !c.Modeled && n < c.MinRuns {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d+%d runs: with %d figures tested, even a change every run agrees on needs %d runs per side to be called at alpha %g (kpsim run --runs %d)",
+			len(base), len(head), c.Tested, c.MinRuns, o.Alpha, c.MinRuns))
+	}
 	return c, nil
+}
+
+// WhySamples says why runs of one seed can differ, so that each is a
+// sample rather than the answer; "" when every run is kpsim's proxier on
+// the modeled clock, which repeats a seed exactly.
+func WhySamples(files []*results.File) string {
+	var wall, releases []string
+	for _, f := range files {
+		switch {
+		case f.Clock != results.ClockModeled:
+			if !slices.Contains(wall, f.Backend) {
+				wall = append(wall, f.Backend)
+			}
+		case f.Proxier != results.ProxierKpsim && !slices.Contains(releases, f.Proxier):
+			releases = append(releases, f.Proxier)
+		}
+	}
+	var why []string
+	if len(wall) > 0 {
+		why = append(why, fmt.Sprintf("runs on the wall clock (backend %s) never repeat", strings.Join(wall, ", ")))
+	}
+	if len(releases) > 0 {
+		why = append(why, fmt.Sprintf("%s iterates Go maps, whose order Go randomizes in every run", strings.Join(releases, " and ")))
+	}
+	return strings.Join(why, "; ")
 }
 
 // MetricDef is one compared number: a figure of the table
@@ -299,9 +336,6 @@ type MetricDef struct {
 	// quantile), and PerSync gives the figure's samples sync by sync.
 	Group   string
 	PerSync func(*results.File) []results.SyncValue
-	// Attempts, for broken traffic, are the probe attempts that failed and
-	// all that were made: the trials of Fisher's exact test.
-	Attempts func(*results.File) (failed, all int)
 }
 
 // Catalog lists the metrics that comparisons (and their benchstat output)
@@ -320,18 +354,6 @@ func Catalog(files []*results.File) []MetricDef {
 		}
 		d := MetricDef{Name: fg.Name, Unit: fg.Unit, Class: fg.Class, HigherIsWorse: fg.HigherIsWorse, Disruption: fg.Disruption,
 			Basis: fg.Basis, Value: fg.Value, Group: fg.Name, PerSync: fg.PerSync}
-		// Broken traffic is tested over probe attempts; what recovered
-		// (first success, unreachable) is not a count of attempts.
-		if seg, ok := disruptionSegment(fg.Name); ok {
-			d.Attempts = func(f *results.File) (int, int) {
-				if seg != "" {
-					if f = f.View(seg); f == nil {
-						return 0, 0
-					}
-				}
-				return f.Summary.Disruption.FailedAttempts, f.Summary.Disruption.Attempts
-			}
-		}
 		if fg.Dist == nil {
 			defs = append(defs, d)
 			continue
@@ -344,16 +366,6 @@ func Catalog(files []*results.File) []MetricDef {
 		}
 	}
 	return defs
-}
-
-// disruptionSegment says whether a figure counts broken traffic
-// ("disruption/...") and of which segment ("" for the whole run).
-func disruptionSegment(name string) (segment string, ok bool) {
-	if strings.HasPrefix(name, "disruption/") {
-		return "", true
-	}
-	segment, _, ok = strings.Cut(name, "/disruption/")
-	return segment, ok
 }
 
 // commonSegments lists the segments every file's timeline has, in the
@@ -371,100 +383,89 @@ func commonSegments(files []*results.File) []string {
 	return out
 }
 
-// test is the outcome of one distribution's test, shared by its quantiles.
-type test struct {
-	p        float64
-	samples  string
-	warnings []string
-}
-
-// distributionTest tests a distribution over the per-sync samples of the
-// single file per side; nil when that does not apply (each file is then a
-// sample).
-func (c *Comparison) distributionTest(d MetricDef, base, head []*results.File) *test {
-	if !c.PerSync {
-		return nil
-	}
-	bs, hs := values(d.PerSync(base[0])), values(d.PerSync(head[0]))
-	if len(bs) == 0 || len(hs) == 0 {
-		return nil
-	}
-	p, warnings := uTest(bs, hs, c.Options)
-	return &test{p: p, samples: SamplesSync, warnings: warnings}
-}
-
 // uTest is the Mann-Whitney U test's p-value, within [0, 1] (benchmath's
-// can exceed 1 with ties in small samples: 1.111 was seen), and its warnings.
-func uTest(bs, hs []float64, o Options) (float64, []string) {
-	cmp := benchmath.AssumeNothing.Compare(sample(bs, o), sample(hs, o))
-	var warnings []string
-	for _, w := range cmp.Warnings {
-		warnings = append(warnings, w.Error())
-	}
-	p := cmp.P
+// can exceed 1 with ties in small samples: 1.111 was seen).
+func uTest(bs, hs []float64, o Options) float64 {
+	p := benchmath.AssumeNothing.Compare(sample(bs, o), sample(hs, o)).P
 	if math.IsNaN(p) {
 		p = 1
 	}
-	return min(1, max(0, p)), warnings
+	return min(1, max(0, p))
 }
 
-func (c *Comparison) timing(d MetricDef, basis string, bs, hs []float64, t *test) MetricComparison {
-	o := c.Options
-	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Timing, Basis: basis, Samples: SamplesFile, Disruption: d.Disruption}
-	bsmp, hsmp := sample(bs, o), sample(hs, o)
-	m.Base, m.Head = estimate(bsmp, o), estimate(hsmp, o)
-	if t == nil {
-		p, warnings := uTest(bs, hs, o)
-		t = &test{p: p, samples: SamplesFile, warnings: warnings}
-	}
-	m.P, m.Samples = t.p, t.samples
-	m.Warnings = append(m.Warnings, t.warnings...)
+// overRuns is a figure of runs that are samples: each run's value, the
+// median of each side, and the U test's p-value before adjustment. Its
+// verdict waits for every figure's test (judge).
+func overRuns(d MetricDef, basis string, bs, hs []float64, o Options) MetricComparison {
+	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: d.Class, Basis: basis, Disruption: d.Disruption,
+		Declarable: !d.HigherIsWorse, baseRuns: bs, headRuns: hs}
+	m.Base, m.Head = estimate(sample(bs, o), o), estimate(sample(hs, o), o)
 	m.DeltaPct = deltaPct(m.Base.Center, m.Head.Center)
-	m.Verdict = NoChange
-	beyond := math.IsNaN(m.DeltaPct) || math.Abs(m.DeltaPct) > o.Threshold
+	m.P = uTest(bs, hs, o)
+	return m
+}
+
+// judge adjusts the p-values of the figures compared over runs for how
+// many of them were tested (Holm's method over those whose runs vary: a
+// figure every run agrees on cannot be called by chance), then gives each
+// its verdict.
+func (c *Comparison) judge(defs []MetricDef, base, head []*results.File) {
+	var family []int
+	for i := range c.Metrics {
+		if m := &c.Metrics[i]; m.baseRuns != nil {
+			if pooledSame(m.baseRuns, m.headRuns) {
+				m.P, m.Verdict = 1, Same
+				continue
+			}
+			family = append(family, i)
+		}
+	}
+	c.Tested = len(family)
+	ps := make([]float64, len(family))
+	for k, i := range family {
+		ps[k] = c.Metrics[i].P
+	}
+	for k, p := range holm(ps) {
+		c.Metrics[family[k]].P = p
+	}
+	c.MinRuns = minRuns(c.Options.Alpha / float64(max(1, c.Tested)))
+	for _, i := range family {
+		c.Metrics[i].Verdict = c.overRunsVerdict(&c.Metrics[i], defs[i], base, head)
+	}
+}
+
+// overRunsVerdict is the verdict on a figure compared over runs. A
+// significant change is called by its direction (the U statistic's: which
+// side's runs are larger, pair by pair); a timing figure's only beyond the
+// threshold, while broken traffic and counts have none. A change beyond
+// the threshold that is not significant is Undecided when more runs would
+// tell.
+func (c *Comparison) overRunsVerdict(m *MetricComparison, d MetricDef, base, head []*results.File) Verdict {
+	o := c.Options
+	dir := uDirection(m.baseRuns, m.headRuns)
+	beyond := m.beyondThreshold(o)
+	if m.P < o.Alpha && dir != 0 && (beyond || m.Disruption || m.Class == results.Exact) {
+		if v := c.changed(d, dir, base, head); v != Different {
+			return v
+		}
+		return Changed
+	}
+	if dir != 0 && (beyond || m.Disruption) {
+		if m.RunsNeeded = runsNeeded(m.baseRuns, m.headRuns, o.Alpha, c.Tested); m.RunsNeeded > min(len(m.baseRuns), len(m.headRuns)) {
+			return Undecided
+		}
+		m.RunsNeeded = 0
+	}
+	return NoChange
+}
+
+// beyondThreshold says whether the medians moved by more than the
+// threshold, and a duration by more than the smallest delta that counts.
+func (m *MetricComparison) beyondThreshold(o Options) bool {
 	if m.Unit == results.UnitSeconds && math.Abs(m.Head.Center-m.Base.Center) < o.MinDeltaSeconds {
-		beyond = false
+		return false
 	}
-	if m.P < o.Alpha && beyond && m.Base.Center != m.Head.Center {
-		if m.Head.Center > m.Base.Center {
-			m.Verdict = Regressed
-		} else {
-			m.Verdict = Improved
-		}
-	}
-	return m
-}
-
-// attempts tests broken traffic on the wall clock with Fisher's exact
-// test over probe attempts, summed over each side's files: each attempt is
-// a trial that failed or succeeded. Any significant rise in the failure
-// rate is a regression, however small: broken traffic has no threshold.
-func (c *Comparison) attempts(d MetricDef, basis string, base, head []*results.File) MetricComparison {
-	o := c.Options
-	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Timing, Basis: basis, Samples: SamplesAttempts, Disruption: true}
-	m.Base, m.Head = estimate(sample(collect(base, d.Value), o), o), estimate(sample(collect(head, d.Value), o), o)
-	m.DeltaPct = deltaPct(m.Base.Center, m.Head.Center)
-	sum := func(fs []*results.File) (failed, all int) {
-		for _, f := range fs {
-			x, n := d.Attempts(f)
-			failed, all = failed+x, all+n
-		}
-		return failed, all
-	}
-	bf, bn := sum(base)
-	hf, hn := sum(head)
-	m.P = fisherExact(bf, bn-bf, hf, hn-hf)
-	m.Warnings = append(m.Warnings, fmt.Sprintf("%d of %d attempts failed -> %d of %d", bf, bn, hf, hn))
-	m.Verdict = NoChange
-	if m.P < o.Alpha && bn > 0 && hn > 0 {
-		switch br, hr := float64(bf)/float64(bn), float64(hf)/float64(hn); {
-		case hr > br:
-			m.Verdict = Regressed
-		case hr < br:
-			m.Verdict = Improved
-		}
-	}
-	return m
+	return math.IsNaN(m.DeltaPct) || math.Abs(m.DeltaPct) > o.Threshold
 }
 
 // exact compares deterministic figures: any difference is a change in
@@ -472,14 +473,23 @@ func (c *Comparison) attempts(d MetricDef, basis string, base, head []*results.F
 // modeled durations equal within ModeledTolerance; the verdict is the
 // direction every seed that changed agrees on. If repetitions of one seed
 // on one side disagree, the figure depends on timing and cannot be
-// compared exactly; it is then compared with the U test, and any
-// significant difference (whatever its size) still counts as a change.
-// Per-sync figures (modeled kernel time) must also agree sync by sync
-// within each pair: work moved from one sync to another is a change even
-// when the total stays.
+// compared exactly; it is then compared over runs (its verdict given by
+// judge). Per-sync figures (modeled kernel time) must also agree sync by
+// sync within each pair: work moved from one sync to another is a change
+// even when the total stays.
 func (c *Comparison) exact(d MetricDef, basis string, base, head []*results.File, pairs []seedPair) MetricComparison {
-	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Exact, Basis: basis, Samples: SamplesFile, P: math.NaN(),
+	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Exact, Basis: basis, P: math.NaN(),
 		Disruption: d.Disruption, Declarable: !d.HigherIsWorse || (basis != results.Counted && !d.Disruption)}
+	varies := func(fs []*results.File) bool {
+		vals := collect(fs, d.Value)
+		return slices.ContainsFunc(vals, func(v float64) bool { return !c.equal(d, v, vals[0]) })
+	}
+	if slices.ContainsFunc(pairs, func(p seedPair) bool { return varies(p.base) || varies(p.head) }) {
+		m = overRuns(d, basis, collect(base, d.Value), collect(head, d.Value), c.Options)
+		m.Class, m.Declarable = results.Exact, !d.HigherIsWorse || (basis != results.Counted && !d.Disruption)
+		m.Warnings = append(m.Warnings, "values vary between repetitions with the same seed: compared over runs, not exactly")
+		return m
+	}
 	side := func(vals []float64) Estimate {
 		vals = slices.Clone(vals)
 		sort.Float64s(vals)
@@ -491,19 +501,6 @@ func (c *Comparison) exact(d MetricDef, basis string, base, head []*results.File
 	m.Base, m.Head = side(collect(base, d.Value)), side(collect(head, d.Value))
 	m.DeltaPct = deltaPct(m.Base.Center, m.Head.Center)
 	m.Verdict = Same
-	varies := func(fs []*results.File) bool {
-		vals := collect(fs, d.Value)
-		return slices.ContainsFunc(vals, func(v float64) bool { return !c.equal(d, v, vals[0]) })
-	}
-	if slices.ContainsFunc(pairs, func(p seedPair) bool { return varies(p.base) || varies(p.head) }) {
-		m.Warnings = append(m.Warnings, "values vary between repetitions with the same seed: compared statistically, not exactly")
-		m.Verdict = NoChange
-		m.P, _ = uTest(collect(base, d.Value), collect(head, d.Value), c.Options)
-		if m.P < c.Options.Alpha {
-			m.Verdict = c.changed(d, sign(m.Base.Center, m.Head.Center), base, head)
-		}
-		return m
-	}
 	var rose, fell int
 	var first string
 	for _, p := range pairs {
@@ -567,11 +564,11 @@ func (c *Comparison) equal(d MetricDef, a, b float64) bool {
 	return math.Abs(a-b) <= ModeledTolerance*math.Max(math.Abs(a), math.Abs(b))
 }
 
-// changed is the verdict on an exact figure whose value differs, dir
-// being the sign of head against base (0: no direction, as when seeds
-// moved both ways): by its direction when it has a worse one, otherwise a
-// change to be declared. A run that ended early did less: where such a run
-// has the lower value, the difference may be only that, and is not judged.
+// changed is the verdict on a figure whose value differs, dir being the
+// sign of head against base (0: no direction, as when seeds moved both
+// ways): by its direction when it has a worse one, otherwise a change to
+// be declared. A run that ended early did less: where such a run has the
+// lower value, the difference may be only that, and is not judged.
 func (c *Comparison) changed(d MetricDef, dir int, baseFiles, headFiles []*results.File) Verdict {
 	short := func(fs []*results.File) bool {
 		return slices.ContainsFunc(fs, func(f *results.File) bool { return incomplete(f) != "" })

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -44,11 +45,8 @@ func (m *MetricComparison) delta() string {
 }
 
 func (m *MetricComparison) pValue() string {
-	switch {
-	case math.IsNaN(m.P):
+	if math.IsNaN(m.P) {
 		return "exact"
-	case m.Class == results.Exact:
-		return formatP(m.P) + " (varies)"
 	}
 	return formatP(m.P)
 }
@@ -61,35 +59,60 @@ func formatP(p float64) string {
 	return fmt.Sprintf("%.3f", p)
 }
 
-// changed reports whether the row deserves a line in a short summary.
+// changed reports whether the row deserves a line in a short summary of
+// what changed.
 func (m *MetricComparison) changed() bool {
-	return m.Verdict == Regressed || m.Verdict == Improved || m.Verdict == Different || m.Verdict == Incomplete
+	switch m.Verdict {
+	case Regressed, Improved, Different, Changed, Incomplete:
+		return true
+	}
+	return false
 }
 
-// describe is a one-line account of a changed row, naming the metric (and
+// listed reports whether the row has a line below the table: a change, or
+// a change the runs could not decide.
+func (m *MetricComparison) listed() bool { return m.changed() || m.Verdict == Undecided }
+
+// describe is a one-line account of a listed row, naming the metric (and
 // so the phase), the change and how sure it is.
 func (m *MetricComparison) describe() string {
-	var s string
-	switch {
-	case m.Class == results.Exact && math.IsNaN(m.P):
-		s = fmt.Sprintf("%s %s -> %s (%s, compared exactly)", m.Name, m.value(m.Base), m.value(m.Head), m.delta())
-	case m.Class == results.Exact:
-		s = fmt.Sprintf("%s median %s (%s..%s) -> %s (%s..%s) (p=%s: values vary between runs)", m.Name,
-			m.value(m.Base), results.FormatValue(m.Base.Lo, m.Unit), results.FormatValue(m.Base.Hi, m.Unit),
-			m.value(m.Head), results.FormatValue(m.Head.Lo, m.Unit), results.FormatValue(m.Head.Hi, m.Unit), m.pValue())
-	case m.Samples == SamplesAttempts:
-		s = fmt.Sprintf("%s %s -> %s (%s, p=%s, Fisher's exact test over probe attempts: %s, %s)", m.Name,
-			results.FormatValue(m.Base.Center, m.Unit), results.FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(),
-			strings.Join(m.Warnings, "; "), results.BasisText(m.Basis))
+	if math.IsNaN(m.P) {
+		s := fmt.Sprintf("%s %s -> %s (%s, compared exactly)", m.Name, m.value(m.Base), m.value(m.Head), m.delta())
+		if len(m.Warnings) > 0 {
+			s += "; " + strings.Join(m.Warnings, "; ")
+		}
 		return s
-	default:
-		s = fmt.Sprintf("%s %s -> %s (%s, p=%s over %s samples, %s)", m.Name,
-			results.FormatValue(m.Base.Center, m.Unit), results.FormatValue(m.Head.Center, m.Unit), m.delta(), m.pValue(), m.Samples, results.BasisText(m.Basis))
 	}
-	if m.Class == results.Exact && len(m.Warnings) > 0 {
+	s := fmt.Sprintf("%s median %s -> %s (%s, p=%s over %d+%d runs, %s)", m.Name,
+		results.FormatValue(m.Base.Center, m.Unit)+spread(m.baseRuns, m.Unit), results.FormatValue(m.Head.Center, m.Unit)+spread(m.headRuns, m.Unit),
+		m.delta(), m.pValue(), len(m.baseRuns), len(m.headRuns), results.BasisText(m.Basis))
+	if m.Verdict == Undecided {
+		s += ": " + m.undecided()
+	}
+	if len(m.Warnings) > 0 {
 		s += "; " + strings.Join(m.Warnings, "; ")
 	}
 	return s
+}
+
+// spread is the range of a side's runs, " (lo..hi)", or "" for one run or
+// runs that agree.
+func spread(runs []float64, unit string) string {
+	if len(runs) < 2 || slices.Min(runs) == slices.Max(runs) {
+		return ""
+	}
+	return fmt.Sprintf(" (%s..%s)", results.FormatValue(slices.Min(runs), unit), results.FormatValue(slices.Max(runs), unit))
+}
+
+// undecided says how many runs would decide an Undecided row.
+func (m *MetricComparison) undecided() string {
+	switch {
+	case m.RunsNeeded > maxRuns:
+		return fmt.Sprintf("the change is within the runs' spread: more than %d runs per side would be needed to tell it from noise", maxRuns)
+	case min(len(m.baseRuns), len(m.headRuns)) < 2:
+		return fmt.Sprintf("one run a side shows no spread: at least %d runs per side are needed to decide", m.RunsNeeded)
+	}
+	return fmt.Sprintf("about %d runs per side would detect a change of this size with this spread", m.RunsNeeded)
 }
 
 // title is how a verdict heads its line in the list of changes.
@@ -101,23 +124,20 @@ func (v Verdict) title() string {
 }
 
 func (c *Comparison) method() string {
-	var tests string
-	switch {
-	case c.Modeled:
+	ci := fmt.Sprintf("%g%% confidence intervals of the median (shown with 6 or more runs per side)", 100*c.Options.Confidence)
+	overRuns := fmt.Sprintf("the Mann-Whitney U test over runs, each run one sample, its p-values adjusted by Holm's method over the %d figures whose runs vary (alpha %g for the whole comparison)",
+		c.Tested, c.Options.Alpha)
+	if c.Modeled {
 		seeds := "one seed"
 		if len(c.Seeds) > 1 {
 			seeds = fmt.Sprintf("%d seeds, paired by seed", len(c.Seeds))
 		}
-		return fmt.Sprintf("modeled clock (%s): every figure but the measured CPU and RSS compared exactly, modeled durations within a relative %g; "+
-			"measured figures take the Mann-Whitney U test, each file one sample, alpha %g", seeds, ModeledTolerance, c.Options.Alpha)
-	case c.PerSync:
-		tests = "one file per side: sync and phase quantiles take the Mann-Whitney U test over per-sync samples; other timing metrics cannot reach significance"
-	default:
-		tests = "Mann-Whitney U test, each file one sample"
+		return fmt.Sprintf("modeled clock (%s): every figure but the measured CPU and RSS compared exactly, modeled durations within a relative %g; measured figures take %s",
+			seeds, ModeledTolerance, overRuns)
 	}
-	ci := fmt.Sprintf("%g%% confidence intervals of the median (shown with 6 or more runs per side)", 100*c.Options.Confidence)
-	return fmt.Sprintf("%s; broken traffic takes Fisher's exact test over probe attempts; alpha %g, threshold %g%% and %s; %s; kernel operation counts, modeled kernel time and failed syncs compared exactly",
-		tests, c.Options.Alpha, c.Options.Threshold, results.FormatSeconds(c.Options.MinDeltaSeconds), ci)
+	return fmt.Sprintf("runs are samples (%s): every figure takes %s; a change every run agrees on is called with %d runs per side; "+
+		"timing figures count beyond %g%% and %s, broken traffic and counts at any size; %s",
+		c.Samples, overRuns, c.MinRuns, c.Options.Threshold, results.FormatSeconds(c.Options.MinDeltaSeconds), ci)
 }
 
 // WriteText writes the comparison as an aligned table followed by the changes.
@@ -142,8 +162,8 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	fmt.Fprintln(w)
 	changed := false
 	for i := range c.Metrics {
-		if m := &c.Metrics[i]; m.changed() {
-			changed = true
+		if m := &c.Metrics[i]; m.listed() {
+			changed = changed || m.changed()
 			fmt.Fprintf(w, "%s: %s\n", m.Verdict.title(), m.describe())
 		}
 	}
@@ -167,10 +187,13 @@ func (c *Comparison) WriteMarkdown(w io.Writer, title string) error {
 	for _, n := range c.Notes {
 		fmt.Fprintf(w, "> note: %s\n\n", results.EscapeMarkdown(n))
 	}
-	var changed []*MetricComparison
+	var changed, undecided []*MetricComparison
 	for i := range c.Metrics {
-		if m := &c.Metrics[i]; m.changed() {
+		switch m := &c.Metrics[i]; {
+		case m.changed():
 			changed = append(changed, m)
+		case m.listed():
+			undecided = append(undecided, m)
 		}
 	}
 	row := func(m *MetricComparison) {
@@ -183,6 +206,13 @@ func (c *Comparison) WriteMarkdown(w io.Writer, title string) error {
 		fmt.Fprintf(w, "%d of %d metrics changed:\n\n%s", len(changed), len(c.Metrics), header)
 		for _, m := range changed {
 			row(m)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(undecided) > 0 {
+		fmt.Fprintf(w, "The runs cannot decide %d metrics:\n\n", len(undecided))
+		for _, m := range undecided {
+			fmt.Fprintf(w, "- `%s`: %s\n", m.Name, results.EscapeMarkdown(m.undecided()))
 		}
 		fmt.Fprintln(w)
 	}

@@ -42,6 +42,11 @@ type Options struct {
 	// noiseless cost (the same for a seed, as the cost profile makes it),
 	// and only the proxier's part carries the noise.
 	Modeled bool
+	// Release makes the run a kube-proxy release's (Release names it, as
+	// "kube-proxy@v1.30.3") on the modeled clock, whose deleted ipset
+	// entries and broken traffic vary from run to run as Go's map order
+	// makes a release's: Run draws them, not Seed.
+	Release string
 }
 
 // Phases are the phase names synthetic syncs carry, in order.
@@ -63,6 +68,10 @@ func File(o Options) *results.File {
 	}
 	det := rand.New(rand.NewPCG(o.Seed, 1))
 	noise := rand.New(rand.NewPCG(o.Seed, 1000+o.Run))
+	vary := det // what a release's map order decides
+	if o.Release != "" {
+		o.Modeled, vary = true, noise
+	}
 	jitter := func(s float64) float64 {
 		v := s * (1 + o.Noise*noise.NormFloat64())
 		if v < s*0.2 {
@@ -103,6 +112,9 @@ func File(o Options) *results.File {
 	if o.Modeled {
 		f.Clock = results.ClockModeled
 	}
+	if o.Release != "" {
+		f.Proxier = o.Release
+	}
 	// Timeline: create the cluster, churn, restart the proxier halfway.
 	restartAt := o.Syncs / 2
 	t := Epoch
@@ -128,7 +140,7 @@ func File(o Options) *results.File {
 			changed = o.Services
 		}
 		for _, fam := range families {
-			s := syncOf(f, o, det, jitter, fam, proxier, seq, full, changed, perEntry, t)
+			s := syncOf(f, o, det, vary, jitter, fam, proxier, seq, full, changed, perEntry, t)
 			f.Syncs = append(f.Syncs, s)
 			f.Totals.Ops.Add(&s.Ops)
 		}
@@ -141,7 +153,7 @@ func File(o Options) *results.File {
 	f.Totals.CPUSeconds = jitter(0.8)
 	f.Totals.PeakRSS = int64(jitter(60 << 20))
 	if o.Probes {
-		f.Probes = probes(o, det, restartTime)
+		f.Probes = probes(o, vary, restartTime)
 		// Probes ran at a steady rate over the run.
 		for i := range f.Steps {
 			st := &f.Steps[i]
@@ -155,7 +167,7 @@ func File(o Options) *results.File {
 	return f
 }
 
-func syncOf(f *results.File, o Options, det *rand.Rand, jitter func(float64) float64, fam dataplane.Family,
+func syncOf(f *results.File, o Options, det, vary *rand.Rand, jitter func(float64) float64, fam dataplane.Family,
 	proxier, seq int, full bool, changed int, perEntry float64, t time.Time) results.Sync {
 	s := results.Sync{Proxier: proxier, Family: fam, Seq: seq, Trigger: "changes", Full: full, Start: t,
 		Services: o.Services, Endpoints: o.Services * 3}
@@ -183,7 +195,7 @@ func syncOf(f *results.File, o Options, det *rand.Rand, jitter func(float64) flo
 		case "ipset-entries":
 			p.Ops[dataplane.OpIPSetAdd] = int64(changed)
 			if !full {
-				p.Ops[dataplane.OpIPSetDel] = int64(det.IntN(changed + 1))
+				p.Ops[dataplane.OpIPSetDel] = int64(vary.IntN(changed + 1))
 			}
 		case "ipvs-services":
 			p.Ops[dataplane.OpIPVSList] = 1
@@ -215,7 +227,7 @@ func syncOf(f *results.File, o Options, det *rand.Rand, jitter func(float64) flo
 	return s
 }
 
-func probes(o Options, det *rand.Rand, restart time.Time) *results.Probes {
+func probes(o Options, vary *rand.Rand, restart time.Time) *results.Probes {
 	p := &results.Probes{Basis: results.Modeled, Interval: 0.1}
 	for i := 0; i < 5; i++ {
 		p.Targets = append(p.Targets, results.Target{Service: fmt.Sprintf("default/svc-%d:http", i), Kind: "clusterip",
@@ -248,7 +260,7 @@ func probes(o Options, det *rand.Rand, restart time.Time) *results.Probes {
 	for _, target := range []int{1, 3} {
 		n := 25
 		if target == 1 {
-			n = 8 + det.IntN(4)
+			n = 8 + vary.IntN(4)
 		}
 		for k := 0; k < n; k++ {
 			p.Failures = append(p.Failures, results.Failure{Target: target,

@@ -33,21 +33,35 @@ func newCompareCommand() *cobra.Command {
 			"  kpsim compare BASE.json HEAD.json [...]\n" +
 			"  kpsim compare --base A.json,B.json --head C.json,D.json [...]",
 		Short: "compare results files of two builds or settings, with a verdict (exit 1 on regression)",
-		Long: `Compare results files of two builds or two settings metric by metric: base and head
-values, the change, a p-value and a verdict. Both sides must have run the same
-scenario with the same settings and seeds (--allow-different compares others).
+		Long: `Compare results files of two builds, settings or releases metric by metric: base
+and head values, the change, a p-value and a verdict. Both sides must have run the
+same scenario with the same settings and seeds (--allow-different compares others,
+such as two kube-proxy releases).
 
-On the modeled clock (the sim at time scale 0) one seed gives one answer: every
-figure but the process's measured CPU and RSS is compared exactly, seed by seed
-(runs of 'kpsim run --seeds N' pair by seed), and identical copies of a run count
-once. Elsewhere sync and phase durations take the Mann-Whitney U test (each file
-one sample, or each sync with one file per side), and broken traffic Fisher's exact
-test over probe attempts, so one run per side can call it. Figures are given for
-the whole run and for each segment of the timeline (restart/sync/p99, ...).
+kpsim's own proxier on the modeled clock (the sim at time scale 0) gives one answer
+per seed: every figure but the process's measured CPU and RSS is compared exactly,
+seed by seed (runs of 'kpsim run --seeds N' pair by seed), and identical copies of a
+run count once.
 
-More broken traffic (disruption, failed attempts, longest window, time to first
-success) always fails, unless --allow-disruption declares it. A change in kernel
-operations or modeled time fails unless --allow-ops-change declares it.
+Everywhere else runs of one seed differ: a kube-proxy release iterates Go maps, whose
+order Go randomizes per run, and the wall clock and a real kernel never repeat. There
+the run is the unit of evidence: every figure (syncs, phases, broken traffic,
+operation counts) is one value per run, the sides are compared with the Mann-Whitney
+U test over runs, and Holm's method adjusts the p-values for the number of figures
+tested, so that a comparison of a build with itself fails by chance at most --alpha
+of the time. Run each side with 'kpsim run --runs 8': with fewer, a change may be
+undecided, and the comparison says how many runs per side would decide it. An
+undecided change never fails the comparison. Figures are given for the whole run and
+for each segment of the timeline (restart/sync/p99, ...).
+
+What fails (exit 1):
+  - more broken traffic (disruption, failed attempts, longest window, time to first
+    success), unless --allow-disruption declares it; --latency does not change this;
+  - more failed syncs or a failed run, always;
+  - a change in kernel operation counts or modeled kernel time, unless
+    --allow-ops-change declares it (on the modeled clock, slower modeled syncs too);
+  - slower syncs, phases or network programming and more CPU or memory, under
+    --latency gate (the default); --latency report only reports them.
 
 Two sweep indexes ('kpsim sweep merge') are compared cell by cell: each cell that
 ran in both as runs are compared, a cell whose head failed where its base ran is a
@@ -57,6 +71,7 @@ Exit status: 0 no regression, 1 regression or undeclared change in kernel
 operations or modeled time, 2 bad input or runs that differ.`,
 		Example: `  kpsim compare out/base.json out/head.json
   kpsim compare base-*.json -- head-*.json --latency report
+  kpsim compare --allow-different --allow-ops-change out/v1.30.3-run*.json -- out/v1.37.1-run*.json
   kpsim compare --base a1.json,a2.json --head b1.json,b2.json --format md -o cmp.md
   kpsim compare base/sweep/index.json head/sweep/index.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,9 +88,9 @@ operations or modeled time, 2 bad input or runs that differ.`,
 	fs.StringVar(&f.baseList, "base", "", "comma-separated base results `FILES` (instead of BASE... --)")
 	fs.StringVar(&f.headList, "head", "", "comma-separated head results `FILES`")
 	fs.Float64Var(&o.Threshold, "threshold", o.Threshold, "smallest change in `PERCENT` that counts as a regression")
-	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level `P` of the tests (Wilcoxon signed-rank for paired syncs, Mann-Whitney U otherwise)")
+	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level `P` of the whole comparison: the chance that a comparison of runs that do not differ calls any figure (Mann-Whitney U over runs, Holm's method over the figures)")
 	fs.DurationVar(&f.minDelta, "min-delta", time.Duration(o.MinDeltaSeconds*float64(time.Second)), "smallest absolute change (a `DURATION`) of a duration that can count as a regression")
-	fs.StringVar(&f.latency, "latency", "gate", "`report|gate`: with report, timing metrics (latency, disruption, CPU, RSS) never fail the comparison; gate: a significant regression exits 1")
+	fs.StringVar(&f.latency, "latency", "gate", "`report|gate`: with report, timing metrics (sync, phase and network programming durations, CPU, RSS) never fail the comparison; gate: a significant regression exits 1. Broken traffic fails either way")
 	fs.BoolVar(&f.allowOps, "allow-ops-change", false, "a change in kernel operation counts or modeled time (slower syncs on the modeled clock included) is expected: report it, do not fail")
 	fs.BoolVar(&f.allowDisruption, "allow-disruption", false, "more broken traffic (disruption, failed probe attempts, time to first success) is expected: report it, do not fail; nothing else declares it")
 	fs.BoolVar(&o.AllowDifferent, "allow-different", false, "compare runs of different scenarios, seeds or settings, and judge runs that ended early as whole")

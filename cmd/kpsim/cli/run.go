@@ -58,6 +58,9 @@ one ran, it is kept, and this run's results go to NAME-2.json beside it (the
 		Args:        noArgs,
 		Annotations: map[string]string{interruptibleKey: "yes"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.runs != 1 {
+				return runRepeated(cmd, o)
+			}
 			if o.seeds != 1 {
 				return runSeeds(cmd, o)
 			}
@@ -66,6 +69,7 @@ one ran, it is kept, and this run's results go to NAME-2.json beside it (the
 	}
 	f := c.Flags()
 	f.IntVar(&o.seeds, "seeds", 1, "run the scenario `N` times, with seeds SEED, SEED+1, ... (SEED: the scenario's), each to its own results file FILE-seedS.json: on the modeled clock one seed is one exact answer, and variation comes from seeds ('kpsim compare' pairs them by seed)")
+	f.IntVar(&o.runs, "runs", 1, "run the scenario `N` times with the same seed, each a process of its own writing FILE-runI.json, and print each figure's median and range: where runs of one seed differ (a kube-proxy release, the kernel backend, a time scale above 0) each run is one sample, and 'kpsim compare' reads them as such (8 a side decide most comparisons)")
 	f.StringVarP(&o.scenario, "scenario", "s", "smoke", "the scenario to run, a shipped `NAME|FILE` (see 'kpsim scenarios') or a file")
 	f.StringVarP(&o.out, "output", "o", "", "results `FILE` (default out/<scenario>-<time>.json)")
 	f.StringArrayVar(&o.sets, "set", nil, "override a scenario field, `KEY=VALUE`, e.g. proxier.initialSync=legacy or cluster.services=500 (repeatable)")
@@ -82,7 +86,7 @@ type runFlags struct {
 	scenario, out, metricsAddr, state string
 	cpuprofile, memprofile            string
 	sets                              []string
-	seeds                             int
+	seeds, runs                       int
 }
 
 // runSeeds runs the scenario once per seed, from the scenario's own seed
