@@ -142,6 +142,37 @@ func TestRunSeeds(t *testing.T) {
 	require.Contains(t, stderr.String(), "--seeds 0: want 1 to 1000 runs")
 }
 
+// TestRunRuns: --runs N runs one seed N times, each a kpsim process of its
+// own writing FILE-runI.json, and prints each figure's median and range; on
+// the modeled clock kpsim's proxier repeats the seed, and says so.
+func TestRunRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs kpsim processes: skipped with -short")
+	}
+	dir := t.TempDir()
+	out, code := kpsimProcess(t, "run", "-s", "smoke", "--runs", "2", "--set", "cluster.services=8", "--set", "probes.services=2",
+		"-o", filepath.Join(dir, "a.json"))
+	require.Equal(t, 0, code, out)
+	for _, want := range []string{"kpsim smoke: 2 runs", "each figure: the median over the runs, and their range",
+		"run 1 of 2: " + filepath.Join(dir, "a-run1.json"), "results: " + filepath.Join(dir, "a-run1.json") + " " + filepath.Join(dir, "a-run2.json"),
+		"kpsim compare " + filepath.Join(dir, "a") + "-run*.json -- OTHER-run*.json",
+		"kpsim's proxier on the modeled clock repeats a seed exactly: these runs are copies of one answer"} {
+		require.Contains(t, out, want)
+	}
+	for _, p := range []string{"a-run1.json", "a-run2.json"} {
+		f, err := results.Read(filepath.Join(dir, p))
+		require.NoError(t, err)
+		require.Equal(t, "1", results.Settings(f)["seed"])
+	}
+
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 2, run([]string{"run", "-s", "smoke", "--runs", "0"}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), "--runs 0: want 1 to 1000 runs")
+	require.Equal(t, 2, run([]string{"run", "-s", "smoke", "--runs", "2", "--seeds", "2"}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), "give one of them")
+	require.Equal(t, 2, run([]string{"run", "-s", "smoke", "--runs", "2", "--state", filepath.Join(dir, "s.json")}, &stdout, &stderr))
+}
+
 func TestRunDefaultOutput(t *testing.T) {
 	dir := t.TempDir()
 	wd, err := os.Getwd()
