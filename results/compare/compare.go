@@ -253,7 +253,7 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 		}
 	}
 	if len(unphased) > 0 {
-		c.Notes = append(c.Notes, "phases not compared: not phased in "+strings.Join(unphased, ", "))
+		c.Notes = append(c.Notes, "phases not compared: not phased in "+results.ListSome(unphased, 3))
 	}
 	// Time to first success changed its meaning with schema version 3
 	// (from each disruption window, not each target's first attempt).
@@ -439,7 +439,7 @@ func (c *Comparison) judge(defs []MetricDef, base, head []*results.File) {
 // side's runs are larger, pair by pair); a timing figure's only beyond the
 // threshold, while broken traffic and counts have none. A change beyond
 // the threshold that is not significant is Undecided when more runs would
-// tell.
+// tell; below it, too small to act on, it is no change whatever the runs.
 func (c *Comparison) overRunsVerdict(m *MetricComparison, d MetricDef, base, head []*results.File) Verdict {
 	o := c.Options
 	dir := uDirection(m.baseRuns, m.headRuns)
@@ -450,7 +450,7 @@ func (c *Comparison) overRunsVerdict(m *MetricComparison, d MetricDef, base, hea
 		}
 		return Changed
 	}
-	if dir != 0 && (beyond || m.Disruption) {
+	if dir != 0 && beyond {
 		if m.RunsNeeded = runsNeeded(m.baseRuns, m.headRuns, o.Alpha, c.Tested); m.RunsNeeded > min(len(m.baseRuns), len(m.headRuns)) {
 			return Undecided
 		}
