@@ -332,16 +332,27 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 	} else {
 		countAxis(&p.Y)
 	}
+	varied := 0 // cells whose runs differ
 	for i, pts := range lines {
 		xys := make(plotter.XYs, len(pts))
 		var spread plotter.XYs
 		for j, pt := range pts {
 			xys[j] = plotter.XY{X: pt.x, Y: pt.m.value}
-			if slices.Min(pt.m.runs) != slices.Max(pt.m.runs) {
-				for _, v := range pt.m.runs {
-					spread = append(spread, plotter.XY{X: pt.x, Y: v})
-				}
+			lo, hi := slices.Min(pt.m.runs), slices.Max(pt.m.runs)
+			if lo == hi {
+				continue
 			}
+			varied++
+			for _, v := range pt.m.runs {
+				spread = append(spread, plotter.XY{X: pt.x, Y: v})
+			}
+			// The runs' range, a bar through the median.
+			bar, err := plotter.NewLine(plotter.XYs{{X: pt.x, Y: lo}, {X: pt.x, Y: hi}})
+			if err != nil {
+				return ch, err
+			}
+			bar.LineStyle = draw.LineStyle{Color: withAlpha(colorOf(i), 0xa0), Width: vg.Points(1.5)}
+			p.Add(bar)
 		}
 		c := colorOf(i)
 		label := all[i].label
@@ -358,6 +369,10 @@ func (r *SweepReport) axisChart(a sweep.Axis, sf sweepFigure) (chart, error) {
 			return ch, err
 		}
 		ch.Legend = append(ch.Legend, item)
+	}
+	if varied > 0 {
+		ch.Caption += fmt.Sprintf(" Where a cell's runs differ (%d %s: a kube-proxy release, whose runs are samples, or the wall clock), each run is a ring and a bar spans their range.",
+			varied, results.Plural(varied, "cell", "cells"))
 	}
 	p.Y.Min, p.Y.Max = 0, top*1.1
 	if top == 0 {

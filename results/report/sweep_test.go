@@ -155,3 +155,25 @@ func TestSweepReportPlotsTheQuestion(t *testing.T) {
 	figs, _ := parseReport(t, b.Bytes())
 	require.Equal(t, "Sync p99 against cluster.services (synthetic, modeled, restart segment)", figs["sweep-synthetic-cluster-services-sync-p99"].title)
 }
+
+// TestSweepReportDrawsTheSpread: a release's cell runs several times, its
+// runs being samples: where they differ the chart draws each run and a bar
+// over their range, and says so; where every run agrees, nothing more.
+func TestSweepReportDrawsTheSpread(t *testing.T) {
+	l := sweepOf([]string{"100", "200"}, []string{""}, nil)
+	for _, c := range l.Index.Cells {
+		l.Files[c.Name] = nil
+		for run := range 8 {
+			l.Files[c.Name] = append(l.Files[c.Name], resultstest.File(resultstest.Options{Name: "synthetic", Seed: 1,
+				Run: uint64(run), Syncs: 6, Probes: true, Release: "kube-proxy@v1.30.3"}))
+		}
+	}
+	var b bytes.Buffer
+	require.NoError(t, report.NewSweep(l).WriteHTML(&b))
+	figs, _ := parseReport(t, b.Bytes())
+	// Broken traffic varies with a release's map order; kernel writes by the
+	// entries a sync deleted; the modeled syncs do not.
+	require.Contains(t, figs["sweep-synthetic-cluster-services-kernel-writes"].caption, "Where a cell's runs differ (2 cells: a kube-proxy release")
+	require.Contains(t, figs["sweep-synthetic-cluster-services-kernel-writes"].caption, "each run is a ring and a bar spans their range")
+	require.NotContains(t, figs["sweep-synthetic-cluster-services-sync-p99"].caption, "Where a cell's runs differ")
+}
