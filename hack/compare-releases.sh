@@ -39,7 +39,7 @@ OUT="${OUT:-out/compare-releases}"
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "RUNS=$RUNS: want a positive number"
 [[ "$LATENCY" == report || "$LATENCY" == gate ]] || die "LATENCY=$LATENCY: want report or gate"
 
-cd "$(git rev-parse --show-toplevel 2>/dev/null || dirname "$0")/.."
+cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
 rm -f "$OUT"/base-run*.json "$OUT"/head-run*.json "$OUT"/compare.txt "$OUT"/compare.md "$OUT"/report.html "$OUT"/summary.md
 

@@ -333,6 +333,29 @@ func TestCompareFailedSyncs(t *testing.T) {
 	}
 }
 
+// TestCompareUndecidedRunsThatAgree: two runs a side that agree within
+// each side (3 failed syncs in every head run, none in any base run) are
+// too few to call it, and the comparison says how many would.
+func TestCompareUndecidedRunsThatAgree(t *testing.T) {
+	shape := resultstest.Options{Name: "smoke", Seed: 7, Syncs: 8, Noise: 0.05}
+	base, bl := runs(2, shape, 0)
+	head, hl := runs(2, shape, 10)
+	for _, f := range head {
+		for i := range 3 {
+			f.Syncs[i].Error = "ipset add KUBE-CLUSTER-IP: set is full"
+		}
+		results.Summarize(f)
+	}
+	c := mustCompare(t, base, head, bl, hl, compare.DefaultOptions())
+	row := byName(c)["failed-syncs"]
+	require.Equal(t, compare.Undecided, row.Verdict)
+	require.Equal(t, c.MinRuns, row.RunsNeeded)
+	require.Empty(t, c.Failures(compare.Gate{AllowChanges: true}))
+	var text bytes.Buffer
+	require.NoError(t, c.WriteText(&text))
+	require.Contains(t, text.String(), fmt.Sprintf("CANNOT DECIDE: failed-syncs median 0 -> 3 (new, p=1.000 over 2+2 runs, counted): every run of each side agrees: %d runs per side would call it", c.MinRuns))
+}
+
 // withSetting returns f with one scenario setting changed (or added) at a
 // dotted path.
 func withSetting(t *testing.T, f *results.File, path string, value any) *results.File {
@@ -630,10 +653,14 @@ func TestCompareCallsWithTheFewestRuns(t *testing.T) {
 	row := byName(c)["disruption/seconds"]
 	require.Equal(t, compare.Undecided, row.Verdict)
 	require.Equal(t, least, row.RunsNeeded)
+	row = byName(c)["restart/disruption/longest-window"]
+	require.Equal(t, compare.Undecided, row.Verdict)
 	require.Empty(t, c.Failures(compare.Gate{}))
 	var text bytes.Buffer
 	require.NoError(t, c.WriteText(&text))
 	require.Contains(t, text.String(), fmt.Sprintf("%d+%d runs: with %d figures tested, even a change every run agrees on needs %d runs per side", least-1, least-1, c.Tested, least))
+	require.Contains(t, text.String(), fmt.Sprintf("CANNOT DECIDE: disruption/seconds median 0 -> ")) // its head runs vary
+	require.Contains(t, text.String(), fmt.Sprintf("about %d runs per side would detect a change of this size with this spread", least))
 }
 
 // TestComparePairsSeeds: runs over several seeds pair by seed, and a change

@@ -111,6 +111,8 @@ func (m *MetricComparison) undecided() string {
 		return fmt.Sprintf("the change is within the runs' spread: more than %d runs per side would be needed to tell it from noise", maxRuns)
 	case min(len(m.baseRuns), len(m.headRuns)) < 2:
 		return fmt.Sprintf("one run a side shows no spread: at least %d runs per side are needed to decide", m.RunsNeeded)
+	case variance(m.baseRuns) == 0 && variance(m.headRuns) == 0:
+		return fmt.Sprintf("every run of each side agrees: %d runs per side would call it", m.RunsNeeded)
 	}
 	return fmt.Sprintf("about %d runs per side would detect a change of this size with this spread", m.RunsNeeded)
 }
