@@ -123,6 +123,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown backend", base + "backend: vm\n", nil, []string{`x.yaml:15: backend: "vm" is not one of sim, kernel`}},
 		{"unknown profile", base + "sim: {profile: nope}\n", nil, []string{`x.yaml:15: sim.profile: cost profile "nope"`}},
 		{"time scale", base + "sim: {timeScale: 2}\n", nil, []string{"x.yaml:15: sim.timeScale: must be between 0"}},
+		// The incident's profile prices IPVS mode only: nftables mode's syncs would be free.
+		{"a profile that cannot price the mode", base + "sim: {profile: incident}\n", []string{"proxier.implementation=kube-proxy@v1.37.1", "proxier.mode=nftables"},
+			[]string{"x.yaml:15: sim.profile: cost profile incident prices none of nftables mode's operations (nft-transaction, nft-command): its syncs would take no modeled time; use a profile that prices them (calibrated-vm-tcg, host) or calibrate this kernel's (sudo kpsim calibrate -o FILE)"}},
 		{"dual-stack needs two families", base + "  # x\n", []string{"cluster.dualStack=0.5", "proxier.families=[IPv4]"},
 			[]string{"--set cluster.dualStack=0.5: cluster.dualStack: dual-stack services need proxier.families [IPv4, IPv6]"}},
 		{"restart before start", strings.Replace(base, "  - createCluster\n", "  - createCluster\n  - restartProxier\n", 1), nil,
