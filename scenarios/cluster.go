@@ -211,7 +211,7 @@ func (g *generator) service() (*v1.Service, []*discoveryv1.EndpointSlice, error)
 			sp.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 		}
 	}
-	for j := 0; j < c.PortsPerService; j++ {
+	for j := range c.PortsPerService.Draw(g.rng) {
 		p := v1.ServicePort{
 			Name:       fmt.Sprintf("p%d", j),
 			Protocol:   v1.ProtocolTCP,
@@ -240,7 +240,7 @@ func (g *generator) service() (*v1.Service, []*discoveryv1.EndpointSlice, error)
 		}
 		sp.HealthCheckNodePort = hc
 	}
-	slices, err := g.slices(svc, c.EndpointsPerService)
+	slices, err := g.slices(svc, c.EndpointsPerService.Draw(g.rng))
 	return svc, slices, err
 }
 
@@ -295,9 +295,13 @@ func (g *generator) endpoint(f dataplane.Family) (discoveryv1.Endpoint, error) {
 	}, nil
 }
 
+// kubeDNSEndpoints is how many endpoints kube-dns has: as many as most of
+// the cluster's services, at least 2 (coredns runs two replicas by default).
+func kubeDNSEndpoints(c *Cluster) int { return max(c.EndpointsPerService.Median(), 2) }
+
 // kubeDNS generates kube-system/kube-dns at the service CIDR's tenth address.
 func (g *generator) kubeDNS() (*v1.Service, []*discoveryv1.EndpointSlice, error) {
-	return g.wellKnown("kube-system", "kube-dns", 10, max(g.c.EndpointsPerService, 2), map[string]string{"k8s-app": "kube-dns"},
+	return g.wellKnown("kube-system", "kube-dns", 10, kubeDNSEndpoints(g.c), map[string]string{"k8s-app": "kube-dns"},
 		v1.ServicePort{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(53)},
 		v1.ServicePort{Name: "dns-tcp", Protocol: v1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(53)},
 		v1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9153, TargetPort: intstr.FromInt32(9153)})

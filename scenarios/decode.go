@@ -116,11 +116,6 @@ func nServices(n int) string {
 	return fmt.Sprintf("%d %s", n, results.Plural(n, "service", "services"))
 }
 
-// nEndpoints is "n endpoints", for messages.
-func nEndpoints(n int) string {
-	return fmt.Sprintf("%d %s", n, results.Plural(n, "endpoint", "endpoints"))
-}
-
 // orNil returns es as an error, or nil when there are none.
 func (es Errors) orNil() error {
 	if len(es) == 0 {

@@ -45,7 +45,7 @@ func TestParseValid(t *testing.T) {
 	require.Equal(t, 30*time.Second, s.Proxier.SyncPeriod)
 	require.Equal(t, 5*time.Minute, s.Timeline[2].WaitSynced.Timeout.D(), "waitSynced default timeout")
 	require.True(t, bool(*s.Timeline[3].Probes))
-	require.Equal(t, 1, s.Cluster.PortsPerService)
+	require.Equal(t, Fixed(1), s.Cluster.PortsPerService)
 	require.Len(t, s.set.Services, 10)
 	require.Len(t, s.set.EndpointSlices, 10)
 	require.Len(t, s.set.Nodes, 1)

@@ -72,8 +72,7 @@ func (s *Scenario) demand() demand {
 		d.services = float64(max(c.Services, 0))
 	}
 	timelineDemand(s.Timeline, 1, &d)
-	eps := float64(max(c.EndpointsPerService, 0))
-	d.endpoints = d.services * eps
+	d.endpoints = c.EndpointsPerService.Bound(d.services)
 	if len(s.Proxier.Families) == 0 {
 		return d
 	}
@@ -83,7 +82,7 @@ func (s *Scenario) demand() demand {
 		wkSvcs, wkEps = wkSvcs+1, wkEps+3
 	}
 	if c.FromFile == "" && c.KubeDNS {
-		wkSvcs, wkEps = wkSvcs+1, wkEps+max(eps, 2)
+		wkSvcs, wkEps = wkSvcs+1, wkEps+float64(kubeDNSEndpoints(c))
 	}
 	external := c.Types.LoadBalancer + c.Types.ExternalIPs
 	first := s.Proxier.Families[0]
@@ -93,7 +92,7 @@ func (s *Scenario) demand() demand {
 	if len(s.Proxier.Families) > 1 && c.DualStack > 0 {
 		second, dual := s.Proxier.Families[1], drawn(d.services, c.DualStack)
 		d.svcIPs[second] = dual
-		d.podIPs[second] = dual*eps + d.churn
+		d.podIPs[second] = c.EndpointsPerService.Bound(dual) + d.churn
 		d.extIPs[second] = drawn(d.services, external*c.DualStack)
 	}
 	d.nodePorts = nodePortsFor(c, d.services)
@@ -112,7 +111,7 @@ func (d demand) what() string {
 // port of each NodePort and LoadBalancer service, and a health check port
 // for each LoadBalancer service with externalTrafficPolicy Local.
 func nodePortsFor(c *Cluster, n float64) float64 {
-	return drawn(n, c.Types.NodePort+c.Types.LoadBalancer)*float64(max(c.PortsPerService, 0)) +
+	return c.PortsPerService.Bound(drawn(n, c.Types.NodePort+c.Types.LoadBalancer)) +
 		drawn(n, c.Types.LoadBalancer*c.ExternalTrafficPolicyLocal)
 }
 
@@ -275,7 +274,7 @@ func (s *Scenario) validateSizes(v *validator) {
 	if d.endpoints > memoryMaxEndpoints {
 		errf("cluster.endpointsPerService", "%s x %s is %.0f endpoints, more than kpsim's memory cap of %d "+
 			"(kpsim holds every object several times over; a cap of kpsim's, not of Kubernetes): lower cluster.endpointsPerService or cluster.services",
-			d.what(), nEndpoints(c.EndpointsPerService), d.endpoints, memoryMaxEndpoints)
+			d.what(), c.EndpointsPerService.Of("endpoint", "endpoints"), d.endpoints, memoryMaxEndpoints)
 		return
 	}
 	fits := func(path, what string, cidrs []string, need map[dataplane.Family]float64, holds func(netip.Prefix) float64, why, hint string) {
@@ -294,7 +293,7 @@ func (s *Scenario) validateSizes(v *validator) {
 	}
 	fits("cluster.serviceCIDRs", "service addresses", c.ServiceCIDRs, d.svcIPs, hostAddrs,
 		"one per service, dual-stack ones in each family", "or fewer services")
-	podsWhy := fmt.Sprintf("%s x %s", d.what(), nEndpoints(c.EndpointsPerService))
+	podsWhy := fmt.Sprintf("%s x %s", d.what(), c.EndpointsPerService.Of("endpoint", "endpoints"))
 	if d.churn > 0 {
 		podsWhy += fmt.Sprintf(", and %.0f that churnEndpoints adds", d.churn)
 	}

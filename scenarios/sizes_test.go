@@ -173,7 +173,7 @@ func TestLargeClustersValidate(t *testing.T) {
 	} {
 		s, err := parse("x.yaml", []byte(base), sets, false)
 		require.NoError(t, err, sets)
-		if s.Cluster.EndpointsPerService == 10 {
+		if s.Cluster.EndpointsPerService.Max() == 10 {
 			require.Equal(t, "10.192.0.0/10", s.Cluster.PodCIDRs[0], "2,500,005 endpoints need a /10")
 		}
 	}

@@ -62,10 +62,10 @@ func (s *Scenario) defaults(present func(string) bool) {
 	}
 	// With fromFile these still shape the services addServices generates.
 	if !present("cluster.portsPerService") {
-		c.PortsPerService = 1
+		c.PortsPerService = Fixed(1)
 	}
 	if !present("cluster.endpointsPerService") {
-		c.EndpointsPerService = 2
+		c.EndpointsPerService = Fixed(2)
 	}
 	if !present("cluster.namespaces") {
 		c.Namespaces = 1
@@ -224,6 +224,13 @@ func (v *validator) intRange(path string, x, lo, hi int) {
 	}
 }
 
+// perServiceRange checks every number a per-service count can take.
+func (v *validator) perServiceRange(path string, p PerService, lo, hi int) {
+	for _, x := range p.Values {
+		v.intRange(path, x, lo, hi)
+	}
+}
+
 func (v *validator) oneOf(path, x string, allowed []string) {
 	if !slices.Contains(allowed, x) {
 		v.errf(path, "%s is not one of %s", quote(x), strings.Join(allowed, ", "))
@@ -314,8 +321,8 @@ func (c *Cluster) validate(v *validator, fams []dataplane.Family) {
 	if sum := c.Types.NodePort + c.Types.LoadBalancer + c.Types.ExternalIPs; sum > 1+1e-9 {
 		v.errf("cluster.types", "shares add up to %v, more than 1", sum)
 	}
-	v.intRange("cluster.portsPerService", c.PortsPerService, 1, maxPortsPerService)
-	v.intRange("cluster.endpointsPerService", c.EndpointsPerService, 0, maxEndpointsPerService)
+	v.perServiceRange("cluster.portsPerService", c.PortsPerService, 1, maxPortsPerService)
+	v.perServiceRange("cluster.endpointsPerService", c.EndpointsPerService, 0, maxEndpointsPerService)
 	v.intRange("cluster.namespaces", c.Namespaces, 1, maxNamespaces)
 	v.intRange("cluster.nodes", c.Nodes, 1, maxNodes)
 	v.share("cluster.dualStack", c.DualStack)
@@ -477,7 +484,7 @@ func (s *Scenario) warnSetSizes() {
 	added := 0
 	walkSteps(s.Timeline, "timeline", func(st *Step, _ string) {
 		if st.AddServices != nil {
-			added += st.AddServices.Count * s.Cluster.PortsPerService
+			added += int(float64(st.AddServices.Count) * s.Cluster.PortsPerService.Mean())
 		}
 	})
 	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {

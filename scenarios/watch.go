@@ -54,7 +54,7 @@ func (s *Scenario) watchEvents() int {
 	if set := s.set; set != nil {
 		n += len(set.Services) + len(set.EndpointSlices) + len(set.Nodes)
 	}
-	perService := 1 + 2*(1+max(s.Cluster.EndpointsPerService, 0)/100)
+	perService := 1 + 2*(1+s.Cluster.EndpointsPerService.Max()/100)
 	return n + int(s.demand().added)*perService
 }
 
