@@ -120,17 +120,29 @@ sweep: sweep-plan
 KUBE_PROXY_RELEASES   ?= v1.30 v1.34 v1.37
 KUBE_PROXY_TAGS_v1.30 := kpsim_k8s_before_1_33
 KUBE_PROXY_BIN        ?= bin
+# A release is built with its own reads of the time on the run's clock
+# (upstream/kube-proxy/releaseclock): clockoverlay writes, for the
+# k8s.io/kubernetes the module builds with, a copy (links, and rewritten
+# proxy sources) and a module file that replaces k8s.io/kubernetes with it,
+# handed to go build, vet and test as -modfile. Its place is fixed, so
+# that the go build cache keeps what it compiled from it across clones.
+CLOCK_OVERLAY = $(abspath $(or $(KPSIM_CLOCK_OVERLAY),$(HOME)/.cache/kpsim/clock-overlay))/$*
+clock-overlay = $(GO) run github.com/kpsim/kpsim/upstream/kube-proxy/cmd/clockoverlay -o $(CLOCK_OVERLAY)
+clock-flags = -modfile=$(CLOCK_OVERLAY)/go.mod
+clock-ldflags = -X github.com/kpsim/kpsim/upstream/kube-proxy.replacedBy=$$(cat $(CLOCK_OVERLAY)/replaced)
 kube-proxy: $(KUBE_PROXY_RELEASES:%=$(KUBE_PROXY_BIN)/kpsim-kube-proxy-%)
 $(KUBE_PROXY_BIN)/kpsim-kube-proxy-%: FORCE
-	cd upstream/kube-proxy-$* && $(GO) build -tags '$(KUBE_PROXY_TAGS_$*)' -ldflags '$(LDFLAGS)' -o $(abspath $@) ./cmd/kpsim
+	cd upstream/kube-proxy-$* && $(clock-overlay) && \
+		$(GO) build $(clock-flags) -tags '$(KUBE_PROXY_TAGS_$*)' -ldflags "$(LDFLAGS) $(clock-ldflags)" -o $(abspath $@) ./cmd/kpsim
 
 # Vets every release module and the code they share (compiled against each
 # release), and runs their tests: each release on upstream's fakes through a
 # restart whose handlers lag.
 kube-proxy-test: $(KUBE_PROXY_RELEASES:%=kube-proxy-test-%)
 kube-proxy-test-%: FORCE
-	cd upstream/kube-proxy-$* && $(GO) vet -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && \
-		$(GO) test -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/...
+	cd upstream/kube-proxy-$* && $(clock-overlay) && \
+		$(GO) vet $(clock-flags) -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && \
+		$(GO) test $(clock-flags) -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/...
 
 # The sim against this machine's own kernel for kube-proxy v1.37.1 in nftables mode (no VM:
 # nf_tables and nft, as root): calibrates, then runs upstream/e2e/testdata/nftables-agreement.yaml

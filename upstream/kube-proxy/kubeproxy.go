@@ -25,7 +25,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -50,6 +52,7 @@ import (
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/observed"
 	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/upstream/kube-proxy/releaseclock"
 )
 
 // Release is what differs between releases: the constructors' signatures.
@@ -172,8 +175,15 @@ func quietKlog() {
 	klog.SetOutput(out)
 }
 
+// replacedBy is the directory the release module replaced
+// k8s.io/kubernetes with (a local checkout), as make kube-proxy stamps it:
+// the build itself replaces k8s.io/kubernetes with clockoverlay's copy.
+var replacedBy string
+
 // kubernetesModule is the k8s.io/kubernetes version the binary was built
-// with, and the directory that replaced it, if any.
+// with, and the directory that replaced it, if any: the local checkout
+// make kube-proxy made its copy of, or a directory a build by hand
+// replaced it with.
 func kubernetesModule() (version, replaced string) {
 	version = "v0.0.0-unknown"
 	bi, ok := debug.ReadBuildInfo()
@@ -185,10 +195,16 @@ func kubernetesModule() (version, replaced string) {
 			continue
 		}
 		version = m.Version
-		if m.Replace != nil {
-			if m.Replace.Version != "" {
-				return m.Replace.Version, ""
-			}
+		switch {
+		case m.Replace == nil:
+		case filepath.Base(filepath.Dir(filepath.Dir(m.Replace.Path))) == "clock-overlay":
+			// clockoverlay's copy, named for the version it holds (the
+			// build says "(devel)" of a directory).
+			_, v, _ := strings.Cut(filepath.Base(m.Replace.Path), "@")
+			return v, replacedBy
+		case m.Replace.Version != "":
+			return m.Replace.Version, ""
+		default:
 			return version, m.Replace.Path
 		}
 	}
@@ -273,6 +289,11 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 	registerReleaseMetrics(cfg.Mode)
 	g := observed.New(ctx, cfg, opts, model, legacyregistry.DefaultGatherer, labelledMetrics)
 	defer g.Wait()
+	if g.Modeled() {
+		// The release's own reads of the time (its full-sync hour, its
+		// stale chains' second) follow the modeled clock: releaseclock.
+		defer releaseclock.Use(opts.Clock)()
+	}
 
 	if cfg.Mode == proxier.ModeNFTables && k.CleanupIPVSMode != nil {
 		g.Family(cfg.Families[0]).Startup(func() {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/kpsim/kpsim/calibrate"
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/dataplane/state"
 	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
@@ -351,6 +353,14 @@ func simBackend(s backend.Spec) (backend.Backend, error) { return backend.NewSim
 // namespace the test process was isolated in).
 func runScenario(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) *results.File {
 	t.Helper()
+	f, _ := runScenarioState(t, s, impl, newBackend)
+	return f
+}
+
+// runScenarioState is runScenario that also reads back what the run left
+// in the dataplane.
+func runScenarioState(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) (*results.File, *state.State) {
+	t.Helper()
 	spec, err := s.BackendSpec()
 	require.NoError(t, err)
 	b, err := newBackend(spec)
@@ -359,7 +369,9 @@ func runScenario(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementat
 	f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
 	require.NoError(t, err)
 	require.Equal(t, impl.Name, f.Proxier)
-	return f
+	st, err := state.Read(b.Dataplane(), s.Proxier.Families)
+	require.NoError(t, err)
+	return f, st
 }
 
 // FitRelease prices release r's own work in IPVS and in nftables mode as
@@ -423,7 +435,8 @@ timeline:
 // NFTablesOnSim runs release r in nftables mode on the in-memory kernel
 // (its own nftables proxier, its knftables interface replaced by the
 // kernel's table) and checks what its code did there: every sync is one
-// transaction of nft commands, priced, with nothing of IPVS mode's; a full
+// transaction of nft commands (and one more that deletes the chains an
+// earlier sync flushed, once a second has passed), priced, with nothing of IPVS mode's; a full
 // sync (the first of each generation) lists the table's maps back; probes
 // to ClusterIPs and NodePorts reach endpoints through its DNAT rules alone
 // (nothing else is programmed), through churn, a restart and deletions.
@@ -437,7 +450,12 @@ func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 		t.Logf("proxier %d %s #%d %s at %v: %d services, %.1fms modeled (%.1fms kernel), %v %s", s.Proxier, s.Family, s.Seq, s.Trigger,
 			s.Start.Sub(f.Start), s.Services, s.Seconds*1e3, s.KernelSeconds*1e3, s.Ops, s.Error)
 		require.Empty(t, s.Error)
-		require.EqualValues(t, 1, s.Ops[dataplane.OpNFTTransaction], "a sync is one transaction")
+		// A sync is one transaction, and a second of its own where it deletes
+		// the chains an earlier sync flushed (a second or more before).
+		require.Contains(t, []int64{1, 2}, s.Ops[dataplane.OpNFTTransaction], "a sync is one transaction, two to delete flushed chains: %v", s.Ops)
+		if s.Ops[dataplane.OpNFTTransaction] == 2 {
+			require.Positive(t, s.Ops[dataplane.OpNFTDeleting], "the second transaction deletes: %v", s.Ops)
+		}
 		require.Zero(t, s.Ops[dataplane.OpIPVSServiceAdd]+s.Ops[dataplane.OpIPSetAdd]+s.Ops[dataplane.OpAddressBind]+s.Ops[dataplane.OpIPTablesRestore], "%v", s.Ops)
 		if first[s.Proxier] == nil {
 			first[s.Proxier] = s
@@ -452,6 +470,87 @@ func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 	require.Positive(t, f.Probes.Attempts, "probes ran")
 	require.Empty(t, f.Probes.Failures, "nothing broke")
 	return f
+}
+
+// nftablesOverHours is two hours of a node in nftables mode: services
+// deleted early on, then only the periodic syncs.
+const nftablesOverHours = `name: nftables-over-hours
+description: >-
+  On the modeled clock, does the release delete the chains it flushed at the
+  next sync a second later, and resync in full once an hour?
+seed: 5
+backend: sim
+sim: {profile: host, timeScale: 0}
+cluster:
+  services: 40
+  endpointsPerService: 2
+  nodes: 3
+proxier:
+  mode: nftables
+  minSyncPeriod: 1s
+  syncPeriod: 30s
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced: {timeout: 5m}
+  - deleteServices: {count: 5}
+  - waitSynced
+  - sleep: 2h5m
+`
+
+// NFTablesOnTheModeledClock runs release r in nftables mode for two hours
+// of modeled time (nftablesOverHours) and checks that the release's own
+// decisions by the time that passed follow the modeled clock
+// (releaseclock, through the build's overlay): the chains of the deleted
+// services, flushed by the sync that saw them go, are deleted by a later
+// sync in a transaction of its own, at least a second later, and none is
+// left empty; and the release resyncs in full once an hour, where a node
+// would (within a sync period of each hour since its last full sync).
+func NFTablesOnTheModeledClock(t *testing.T, r kubeproxy.Release) {
+	t.Helper()
+	impl := registerOnKernel(r)
+	s, err := scenarios.Parse("nftables-over-hours.yaml", []byte(nftablesOverHours), []string{"proxier.implementation=" + impl.Name})
+	require.NoError(t, err)
+	f, st := runScenarioState(t, s, impl, simBackend)
+	var deletion time.Time
+	for _, step := range f.Steps {
+		if step.Kind == "delete-services" {
+			deletion = step.Start
+		}
+	}
+	require.False(t, deletion.IsZero())
+	var full []time.Duration
+	flushed, deleted := -1, -1 // the syncs that flushed the deleted services' chains, and deleted them
+	for i := range f.Syncs {
+		sy := &f.Syncs[i]
+		require.Empty(t, sy.Error)
+		if sy.Full {
+			full = append(full, sy.Start.Sub(f.Start))
+		}
+		switch {
+		case sy.Start.Before(deletion):
+		case flushed < 0:
+			flushed = i
+		case deleted < 0 && sy.Ops[dataplane.OpNFTDeleting] > 0:
+			deleted = i
+			require.EqualValues(t, 2, sy.Ops[dataplane.OpNFTTransaction], "the flushed chains go in a transaction of their own: %v", sy.Ops)
+		}
+	}
+	require.Positive(t, deleted, "no sync deleted the flushed chains")
+	require.GreaterOrEqual(t, f.Syncs[deleted].Start.Sub(f.Syncs[flushed].Start), time.Second, "deleted a second after they were flushed, not sooner")
+	t.Logf("full syncs at %v; the flushed chains deleted by sync #%d at %v", full, f.Syncs[deleted].Seq, f.Syncs[deleted].Start.Sub(f.Start))
+	require.Len(t, full, 3, "the first sync, then one an hour: %v", full)
+	for k := 1; k < len(full); k++ {
+		require.InDelta(t, time.Hour.Seconds(), (full[k] - full[k-1]).Seconds(), 31, "a full sync an hour after the last (within a sync period): %v", full)
+	}
+	tab := st.NFTables[dataplane.IPv4]
+	for _, line := range tab.Rules {
+		name, ok := strings.CutPrefix(line, ":")
+		if !ok || !(strings.HasPrefix(name, "service-") || strings.HasPrefix(name, "endpoint-") || strings.HasPrefix(name, "external-")) {
+			continue
+		}
+		require.True(t, slices.ContainsFunc(tab.Rules, func(r string) bool { return strings.HasPrefix(r, "-A "+name+" ") }), "chain %s is left empty", name)
+	}
 }
 
 // nftablesOnKernel is nftablesOnSim without the endpoint churn: the

@@ -28,6 +28,13 @@ func TestNFTablesOnSim(t *testing.T) {
 	kubeproxytest.NFTablesOnSim(t, release)
 }
 
+// TestNFTablesOnTheModeledClock: v1.37.1 in nftables mode decides by the
+// modeled clock: it deletes the chains it flushed a second later and
+// resyncs in full once an hour of modeled time.
+func TestNFTablesOnTheModeledClock(t *testing.T) {
+	kubeproxytest.NFTablesOnTheModeledClock(t, release)
+}
+
 // TestNFTablesOnKernel: v1.37.1 in nftables mode on this machine's kernel,
 // with real traffic, in a namespace of its own.
 func TestNFTablesOnKernel(t *testing.T) {
