@@ -1,0 +1,29 @@
+package releaseclock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// TestReleaseClock: the release's reads follow the run's clock while a
+// generation uses it, and the wall clock again once every one is done;
+// what it measures from an instant it read stays wall time.
+func TestReleaseClock(t *testing.T) {
+	modeled := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	done := Use(modeled)
+	again := Use(modeled) // a restart's second generation
+	start := Now()
+	require.Equal(t, modeled.Now(), start)
+	modeled.Step(time.Hour)
+	require.Equal(t, time.Hour, Since(start), "an hour of the run's clock")
+	require.Less(t, Measured(start), time.Minute, "the wall time since the release read start")
+	require.Equal(t, 30*time.Minute, Measured(modeled.Now().Add(-30*time.Minute)), "an instant the release did not read: the run's clock")
+	done()
+	done() // once per generation
+	require.Equal(t, modeled.Now(), Now(), "one generation still uses it")
+	again()
+	require.WithinDuration(t, time.Now(), Now(), time.Minute, "every generation done: the wall clock")
+}
