@@ -73,7 +73,8 @@ compare-releases:
 # seeds are held out: development uses others.
 PARITY_SEEDS ?= 100000-100499
 parity:
-	cd upstream/kube-proxy-v1.37 && $(GO) vet ./... && $(GO) test ./... && $(GO) run ./cmd/parity -seeds $(PARITY_SEEDS)
+	cd upstream/kube-proxy-v1.37 && $(call clock-overlay,v1.37) && $(GO) vet $(call clock-flags,v1.37) ./... && \
+		$(GO) test $(call clock-flags,v1.37) ./... && $(GO) run $(call clock-flags,v1.37) ./cmd/parity -seeds $(PARITY_SEEDS)
 
 # A sweep (README.md, Sweeps): make sweep SPEC=sweeps/restart-scale.yaml plans
 # the spec, runs its cells one after another, merges them and writes one
@@ -126,23 +127,24 @@ KUBE_PROXY_BIN        ?= bin
 # proxy sources) and a module file that replaces k8s.io/kubernetes with it,
 # handed to go build, vet and test as -modfile. Its place is fixed, so
 # that the go build cache keeps what it compiled from it across clones.
-CLOCK_OVERLAY = $(abspath $(or $(KPSIM_CLOCK_OVERLAY),$(HOME)/.cache/kpsim/clock-overlay))/$*
-clock-overlay = $(GO) run github.com/kpsim/kpsim/upstream/kube-proxy/cmd/clockoverlay -o $(CLOCK_OVERLAY)
-clock-flags = -modfile=$(CLOCK_OVERLAY)/go.mod
-clock-ldflags = -X github.com/kpsim/kpsim/upstream/kube-proxy.replacedBy=$$(cat $(CLOCK_OVERLAY)/replaced)
+# $(call clock-overlay,v1.37) writes it for a release module, run in it.
+CLOCK_OVERLAY = $(abspath $(or $(KPSIM_CLOCK_OVERLAY),$(HOME)/.cache/kpsim/clock-overlay))
+clock-overlay = $(GO) run github.com/kpsim/kpsim/upstream/kube-proxy/cmd/clockoverlay -o $(CLOCK_OVERLAY)/$(1)
+clock-flags = -modfile=$(CLOCK_OVERLAY)/$(1)/go.mod
+clock-ldflags = -X github.com/kpsim/kpsim/upstream/kube-proxy.replacedBy=$$(cat $(CLOCK_OVERLAY)/$(1)/replaced)
 kube-proxy: $(KUBE_PROXY_RELEASES:%=$(KUBE_PROXY_BIN)/kpsim-kube-proxy-%)
 $(KUBE_PROXY_BIN)/kpsim-kube-proxy-%: FORCE
-	cd upstream/kube-proxy-$* && $(clock-overlay) && \
-		$(GO) build $(clock-flags) -tags '$(KUBE_PROXY_TAGS_$*)' -ldflags "$(LDFLAGS) $(clock-ldflags)" -o $(abspath $@) ./cmd/kpsim
+	cd upstream/kube-proxy-$* && $(call clock-overlay,$*) && \
+		$(GO) build $(call clock-flags,$*) -tags '$(KUBE_PROXY_TAGS_$*)' -ldflags "$(LDFLAGS) $(call clock-ldflags,$*)" -o $(abspath $@) ./cmd/kpsim
 
 # Vets every release module and the code they share (compiled against each
 # release), and runs their tests: each release on upstream's fakes through a
 # restart whose handlers lag.
 kube-proxy-test: $(KUBE_PROXY_RELEASES:%=kube-proxy-test-%)
 kube-proxy-test-%: FORCE
-	cd upstream/kube-proxy-$* && $(clock-overlay) && \
-		$(GO) vet $(clock-flags) -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && \
-		$(GO) test $(clock-flags) -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/...
+	cd upstream/kube-proxy-$* && $(call clock-overlay,$*) && \
+		$(GO) vet $(call clock-flags,$*) -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && \
+		$(GO) test $(call clock-flags,$*) -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/...
 
 # The sim against this machine's own kernel for kube-proxy v1.37.1 in nftables mode (no VM:
 # nf_tables and nft, as root): calibrates, then runs upstream/e2e/testdata/nftables-agreement.yaml

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,6 +181,19 @@ func quietKlog() {
 // the build itself replaces k8s.io/kubernetes with clockoverlay's copy.
 var replacedBy string
 
+// clockTree reports whether dir is clockoverlay's copy of k8s.io/kubernetes
+// (CLOCK_OVERLAY/RELEASE/kubernetes@VERSION).
+func clockTree(dir string) bool { return filepath.Base(filepath.Dir(filepath.Dir(dir))) == "clock-overlay" }
+
+// ClockOverlaid reports whether the release was built with its reads of
+// the time on the run's clock (make kube-proxy, kube-proxy-test).
+func ClockOverlaid() bool {
+	bi, ok := debug.ReadBuildInfo()
+	return ok && slices.ContainsFunc(bi.Deps, func(m *debug.Module) bool {
+		return m.Path == "k8s.io/kubernetes" && m.Replace != nil && clockTree(m.Replace.Path)
+	})
+}
+
 // kubernetesModule is the k8s.io/kubernetes version the binary was built
 // with, and the directory that replaced it, if any: the local checkout
 // make kube-proxy made its copy of, or a directory a build by hand
@@ -197,7 +211,7 @@ func kubernetesModule() (version, replaced string) {
 		version = m.Version
 		switch {
 		case m.Replace == nil:
-		case filepath.Base(filepath.Dir(filepath.Dir(m.Replace.Path))) == "clock-overlay":
+		case clockTree(m.Replace.Path):
 			// clockoverlay's copy, named for the version it holds (the
 			// build says "(devel)" of a directory).
 			_, v, _ := strings.Cut(filepath.Base(m.Replace.Path), "@")
