@@ -183,7 +183,9 @@ var replacedBy string
 
 // clockTree reports whether dir is clockoverlay's copy of k8s.io/kubernetes
 // (CLOCK_OVERLAY/RELEASE/kubernetes@VERSION).
-func clockTree(dir string) bool { return filepath.Base(filepath.Dir(filepath.Dir(dir))) == "clock-overlay" }
+func clockTree(dir string) bool {
+	return filepath.Base(filepath.Dir(filepath.Dir(dir))) == "clock-overlay"
+}
 
 // ClockOverlaid reports whether the release was built with its reads of
 // the time on the run's clock (make kube-proxy, kube-proxy-test).
