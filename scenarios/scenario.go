@@ -89,12 +89,12 @@ type Cluster struct {
 
 	Services int `yaml:"services" json:"services"`
 	// Types are shares of Services by type; the rest are ClusterIP.
-	Types               ServiceTypes `yaml:"types" json:"types"`
+	Types ServiceTypes `yaml:"types" json:"types"`
 	// PortsPerService and EndpointsPerService are each service's: one
 	// number, or weights per number that each service draws from.
 	PortsPerService     PerService `yaml:"portsPerService" json:"portsPerService"`
 	EndpointsPerService PerService `yaml:"endpointsPerService" json:"endpointsPerService"`
-	Namespaces          int          `yaml:"namespaces" json:"namespaces"`
+	Namespaces          int        `yaml:"namespaces" json:"namespaces"`
 	// Nodes is the cluster's node count; endpoints are spread over them and
 	// 1/Nodes of them are local to the proxier's node (they matter for
 	// KUBE-LOOP-BACK and externalTrafficPolicy Local).
