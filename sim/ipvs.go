@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/kpsim/kpsim/dataplane"
 )
@@ -21,6 +22,41 @@ type ipvsService struct {
 	// destination it took last, or 0 before it took any (the kernel keeps
 	// a pointer to the last one taken, starting at the list's head).
 	next int
+	// templates are a persistent service's persistence templates, by client
+	// address (kube-proxy's netmask is the whole address).
+	templates map[netip.Addr]template
+}
+
+// template is IPVS's persistence template: a client's connections to a
+// persistent service go to the real server its first one went to, until
+// the service's timeout has passed since the last of them.
+type template struct {
+	dest  netip.AddrPort
+	until time.Time
+}
+
+// persisted is the real server client's template sends it to at now, or
+// nil: without a template, once it expired, or when its real server is gone
+// or has weight 0 (kube-proxy sets net.ipv4.vs.expire_quiescent_template,
+// so a template of a drained real server expires at once).
+func (s *ipvsService) persisted(client netip.Addr, now time.Time) *ipvsDest {
+	t, ok := s.templates[client]
+	if !ok || !now.Before(t.until) {
+		return nil
+	}
+	if d := s.find(t.dest); d != nil && d.weight > 0 {
+		s.persist(client, d, now)
+		return d
+	}
+	return nil
+}
+
+// persist makes or renews client's template for real server d at now.
+func (s *ipvsService) persist(client netip.Addr, d *ipvsDest, now time.Time) {
+	if s.templates == nil {
+		s.templates = map[netip.Addr]template{}
+	}
+	s.templates[client] = template{d.ap, now.Add(time.Duration(s.vs.Timeout) * time.Second)}
 }
 
 // indexFrom is the destination count from which a service keeps an index.

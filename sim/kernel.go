@@ -162,6 +162,17 @@ func (k *Kernel) Kernel() (total, unspent time.Duration) {
 	return k.modeled, k.delay
 }
 
+// now is the kernel's time, for what it keeps by time (IPVS persistence
+// templates, nftables set elements with a timeout): the modeled clock's
+// instant when it is on one that tells it, the wall clock's otherwise.
+// Callers hold the lock.
+func (k *Kernel) now() time.Time {
+	if c, ok := k.clock.(interface{ Now() time.Time }); ok {
+		return c.Now()
+	}
+	return time.Now()
+}
+
 // Clocked reports whether the kernel is on a modeled clock (SetClock).
 func (k *Kernel) Clocked() bool {
 	k.mu.Lock()

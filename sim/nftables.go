@@ -121,6 +121,7 @@ func (t nftTable) ListRules(_ context.Context, chain string) ([]*knftables.Rule,
 func (t nftTable) ListElements(_ context.Context, objectType, name string) ([]*knftables.Element, error) {
 	t.k.lock()
 	defer t.k.unlock()
+	t.s.expire(t.k.now()) // what traffic wrote and has expired is not listed
 	elems, err := t.s.listElements(objectType, name)
 	t.k.read(dataplane.OpNFTListElements, t.s.objects()) // nft reads the table to print one map
 	return elems, err

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/knftables"
 
@@ -25,6 +26,9 @@ type nftPath struct {
 	local func(netip.Addr) bool
 	// pick chooses 0..n-1 for `numgen random mod n`.
 	pick func(n int) int
+	// now is the connection's instant: an element traffic wrote to a set
+	// with a timeout lives until its timeout has passed since.
+	now time.Time
 }
 
 // nftVerdict is what the table does with the connection.
@@ -35,6 +39,15 @@ type nftVerdict struct {
 	outcome string
 	to      netip.AddrPort // the DNAT destination
 	masq    bool           // a rule marked the packet for masquerade
+	// updates are what the packet wrote to sets on its way (`update @SET
+	// { ip saddr }`, ClientIP affinity's): each set's name and key.
+	updates []nftUpdate
+}
+
+// nftUpdate is one element a packet writes to a set.
+type nftUpdate struct {
+	set string
+	key []string
 }
 
 // nftEvaluate walks the table t for the connection p, as the kernel would for
@@ -54,13 +67,16 @@ type nftVerdict struct {
 // tcp/udp/sctp dport, numgen random mod N, fib saddr/daddr type, ct state)
 // compared, optionally with !=, to a value, a comma list, an anonymous
 // { set }, or a named set or map (@NAME), whose elements may be CIDRs.
-// Statements: counter, `mark set mark or X` (recorded as masq), dnat to
-// ADDR[:PORT], dnat ip addr . port to EXPR map { ... }, and the verdicts
-// accept, drop, reject, return, jump, goto, also through vmap @NAME or an
-// inline vmap { ... }. The connection is new, so `ct state` is "new". A rule
-// with anything else (iifname, mark matches, ct status, update, masquerade,
-// ...) is skipped whole: none of those decides where kube-proxy sends a new
-// connection. A rule's statements take effect only if all its matches hold.
+// Statements: counter, `mark set mark or X` (recorded as masq), `update
+// @SET { FIELD }` (recorded in updates, for the table to apply: ClientIP
+// affinity's), dnat to ADDR[:PORT], dnat ip addr . port to EXPR map { ... },
+// and the verdicts accept, drop, reject, return, jump, goto, also through
+// vmap @NAME or an inline vmap { ... }. The connection is new, so `ct
+// state` is "new". A rule with anything else (iifname, mark matches, ct
+// status, masquerade, ...) is skipped whole: none of those decides where
+// kube-proxy sends a new connection. A rule's statements take effect only
+// if all its matches hold. An element of a set with a timeout that traffic
+// wrote is there until its time has passed (the cache's live).
 //
 // cache, when the table keeps one (nftState), finds base chains and
 // elements without walking them all; nil walks.
@@ -70,7 +86,7 @@ func nftEvaluate(table *knftables.FakeTable, cache nftCache, p nftPath) nftVerdi
 	}
 	e := &nftEval{t: table, p: p, dst: p.dst}
 	if cache != nil {
-		e.bases, e.index = cache.baseChains, cache.index
+		e.bases, e.index, e.live = cache.baseChains, cache.index, cache.live
 	} else {
 		e.bases = func(h knftables.BaseChainHook) []*knftables.FakeChain { return baseChains(table, h) }
 	}
@@ -139,12 +155,16 @@ const (
 type nftCache interface {
 	baseChains(knftables.BaseChainHook) []*knftables.FakeChain // in the order they run
 	index(set string) map[string]int                           // a set's or map's elements by key
+	// live reports whether a set's element is there at now: not one
+	// traffic wrote whose timeout has passed.
+	live(set string, key string, now time.Time) bool
 }
 
 type nftEval struct {
 	t     *knftables.FakeTable
 	bases func(knftables.BaseChainHook) []*knftables.FakeChain
 	index func(set string) map[string]int // nil: scan
+	live  func(set, key string, now time.Time) bool
 	p     nftPath
 	dst   netip.AddrPort // the destination, rewritten by a DNAT
 	v     nftVerdict
@@ -189,6 +209,18 @@ func (e *nftEval) rule(text string, depth int) nftAction {
 		if t.eat("mark", "set", "mark", "or") {
 			t.next()
 			masq = true
+			continue
+		}
+		if t.eat("update") {
+			name, ok := strings.CutPrefix(t.next(), "@")
+			if !ok || !t.eat("{") {
+				return nftNext
+			}
+			key, ok := e.selector(&t)
+			if !ok || key == nil || !t.eat("}") {
+				return nftNext
+			}
+			e.v.updates = append(e.v.updates, nftUpdate{name, key})
 			continue
 		}
 		if t.eat("dnat") {
@@ -368,10 +400,20 @@ type nftElems struct {
 	// (no interval flag), so that a key the index lacks is not there.
 	index map[string]int
 	exact bool
+	// live, for a named set, says whether an element is there now.
+	live func(key string) bool
 }
 
 // find returns the first element whose key holds key, or nil.
 func (x nftElems) find(key []string) *knftables.Element {
+	el := x.lookup(key)
+	if el != nil && x.live != nil && !x.live(strings.Join(el.Key, " . ")) {
+		return nil
+	}
+	return el
+}
+
+func (x nftElems) lookup(key []string) *knftables.Element {
 	if x.index != nil {
 		if i, ok := x.index[strings.Join(key, " . ")]; ok {
 			return x.els[i]
@@ -393,11 +435,15 @@ func (e *nftEval) elements(t *nftTokens) (nftElems, bool) {
 		if e.index != nil {
 			index = e.index(name)
 		}
+		var live func(string) bool
+		if e.live != nil {
+			live = func(key string) bool { return e.live(name, key, e.p.now) }
+		}
 		if s := e.t.Sets[name]; s != nil {
-			return nftElems{s.Elements, index, !slices.Contains(s.Flags, knftables.IntervalFlag)}, true
+			return nftElems{s.Elements, index, !slices.Contains(s.Flags, knftables.IntervalFlag), live}, true
 		}
 		if m := e.t.Maps[name]; m != nil {
-			return nftElems{m.Elements, index, !slices.Contains(m.Flags, knftables.IntervalFlag)}, true
+			return nftElems{m.Elements, index, !slices.Contains(m.Flags, knftables.IntervalFlag), live}, true
 		}
 		return nftElems{}, false
 	}

@@ -171,8 +171,11 @@ func TestNftEvaluate(t *testing.T) {
 			want: nftVerdict{outcome: "dnat", to: netip.MustParseAddrPort("10.180.0.3:80"), masq: true}},
 		{name: "loadBalancer source not allowed", src: pod, dst: "5.6.7.8:80",
 			want: nftVerdict{outcome: ProbeRejected}},
+		// svc5 has ClientIP affinity: the endpoint chain writes the client's
+		// address to its affinity set on the way.
 		{name: "loadBalancer source allowed", src: outside, dst: "5.6.7.8:80", pick: 1,
-			want: nftVerdict{outcome: "dnat", to: netip.MustParseAddrPort("10.180.0.5:80"), masq: true}},
+			want: nftVerdict{outcome: "dnat", to: netip.MustParseAddrPort("10.180.0.5:80"), masq: true,
+				updates: []nftUpdate{{"affinity-B-ns5/svc5/tcp/p80__10.180.0.5/80", []string{"203.0.113.7"}}}}},
 		{name: "from node clusterIP", src: node, dst: "172.30.0.41:80", fromNode: true, pick: 0,
 			want: nftVerdict{outcome: "dnat", to: netip.MustParseAddrPort("10.180.0.1:80"), masq: true}},
 		{name: "from node NodePort", src: node, dst: "192.168.0.2:3003", fromNode: true,

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 	"unsafe"
 
 	"sigs.k8s.io/knftables"
@@ -38,6 +39,10 @@ type nftState struct {
 	// transaction only through an Interface, which also fills in the
 	// family and table of the objects added to it. It never runs one.
 	factory *knftables.Fake
+	// written are the elements traffic wrote to sets with a timeout
+	// (update @SET, ClientIP affinity's), by set, each key until when it
+	// lives. A set made anew (deleted, added again) starts with none.
+	written map[*knftables.FakeSet]map[string]time.Time
 }
 
 func newNFTState(family knftables.Family, name string) *nftState {
@@ -171,6 +176,61 @@ func (s *nftState) baseChains(hook knftables.BaseChainHook) []*knftables.FakeCha
 
 // index is a set's or map's elements by key (to their position).
 func (s *nftState) index(set string) map[string]int { return s.elements[set] }
+
+// live reports whether a set's element is there at now: an element traffic
+// wrote lives until its set's timeout has passed since it was last written.
+func (s *nftState) live(set, key string, now time.Time) bool {
+	until, ok := s.written[s.table.Sets[set]][key]
+	return !ok || now.Before(until)
+}
+
+// write is traffic's update of set with key at now, as the kernel does it
+// for a rule's `update @SET { ip saddr }`: the element is added if it is
+// not there, and lives for the set's timeout from now (an element of a set
+// without one lives as any other). Traffic's writes are no kernel
+// operation: nothing counts or prices them.
+func (s *nftState) write(set string, key []string, now time.Time) {
+	fs := s.table.Sets[set]
+	if fs == nil {
+		return // the kernel refuses a rule naming a missing set; nothing to write
+	}
+	k := strings.Join(key, " . ")
+	var undo []func() // traffic's writes are never taken back
+	if _, ok := s.elements[set][k]; !ok || !s.live(set, k, now) {
+		_ = s.applyElement("add", &knftables.Element{Table: s.table.Name, Family: s.table.Family, Set: set, Key: key}, &undo)
+	}
+	if fs.Timeout == nil {
+		return
+	}
+	if s.written == nil {
+		s.written = map[*knftables.FakeSet]map[string]time.Time{}
+	}
+	if s.written[fs] == nil {
+		s.written[fs] = map[string]time.Time{}
+	}
+	s.written[fs][k] = now.Add(*fs.Timeout)
+}
+
+// expire removes the elements traffic wrote whose time has passed at now,
+// as the kernel's garbage collection of a set with a timeout does.
+func (s *nftState) expire(now time.Time) {
+	for fs, keys := range s.written {
+		for k, until := range keys {
+			if now.Before(until) {
+				continue
+			}
+			delete(keys, k)
+			if s.table.Sets[fs.Name] != fs {
+				continue // the set was made anew: the element went with the old one
+			}
+			var undo []func()
+			_ = s.applyElement("delete", &knftables.Element{Set: fs.Name, Key: strings.Split(k, " . ")}, &undo)
+		}
+		if len(keys) == 0 {
+			delete(s.written, fs)
+		}
+	}
+}
 
 // existence checks a verb against whether its object exists, as nft does:
 // add and destroy take either, create wants it missing, the rest present.

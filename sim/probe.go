@@ -136,6 +136,14 @@ func (k *Kernel) probe(client, dst netip.AddrPort, proto dataplane.Protocol, ser
 		}
 		return false, ProbeStaleConntrack
 	}
+	// A persistent virtual server (ClientIP affinity) sends the client
+	// where its template says while the template lives (see persisted).
+	persistent := svc.vs.Flags&dataplane.FlagPersistent != 0
+	if persistent {
+		if d := svc.persisted(client.Addr(), k.now()); d != nil && serves(d.ap) {
+			return k.deliver(d, key, client, &pkt, fromNode)
+		}
+	}
 	n := len(svc.order)
 	for i := 0; i < n; i++ {
 		d := svc.order[(svc.next+i)%n]
@@ -143,18 +151,28 @@ func (k *Kernel) probe(client, dst netip.AddrPort, proto dataplane.Protocol, ser
 			continue
 		}
 		svc.next = (svc.next + i + 1) % n
-		if fromNode && k.onServiceLink(client.Addr()) {
-			pkt.dst = d.ap // IPVS has sent it on to the real server
-			if k.walkHook(&pkt, "nat", "POSTROUTING") != "MASQUERADE" {
-				return false, ProbeNoSNAT
-			}
+		if persistent {
+			svc.persist(client.Addr(), d, k.now())
 		}
-		if proto == dataplane.UDP {
-			k.flows[key] = d.ap
-		}
-		return true, ProbeOK
+		return k.deliver(d, key, client, &pkt, fromNode)
 	}
 	return false, ProbeNoDestination
+}
+
+// deliver is a new connection IPVS sends to real server d: a
+// host-network one must be masqueraded on its way there, and a UDP flow
+// is remembered (conntrack) for the client's next datagram.
+func (k *Kernel) deliver(d *ipvsDest, key flowKey, client netip.AddrPort, pkt *packet, fromNode bool) (bool, string) {
+	if fromNode && k.onServiceLink(client.Addr()) {
+		pkt.dst = d.ap // IPVS has sent it on to the real server
+		if k.walkHook(pkt, "nat", "POSTROUTING") != "MASQUERADE" {
+			return false, ProbeNoSNAT
+		}
+	}
+	if key.proto == dataplane.UDP {
+		k.flows[key] = d.ap
+	}
+	return true, ProbeOK
 }
 
 // onServiceLink reports whether a is bound on kube-ipvs0: a service address,
@@ -556,7 +574,7 @@ func (k *Kernel) probeNFT(key flowKey, tracked bool, reply netip.AddrPort, serve
 		return false, "", false
 	}
 	slices.SortFunc(tables, func(a, b nftKey) int { return strings.Compare(a.name, b.name) })
-	path := nftPath{src: key.client, dst: key.origDst, proto: key.proto, fromNode: fromNode, local: k.bound}
+	path := nftPath{src: key.client, dst: key.origDst, proto: key.proto, fromNode: fromNode, local: k.bound, now: k.now()}
 	if fromNode && !k.bound(key.origDst.Addr()) {
 		path.src = netip.AddrPortFrom(k.nodeAddress(family), key.client.Port()) // the route's source
 	}
@@ -578,7 +596,13 @@ func (k *Kernel) probeTable(t *nftState, path nftPath, key flowKey, tracked bool
 			choices = n
 			return (first + tried) % n
 		}
+		t.expire(path.now)
 		v := nftEvaluate(t.table, t, path)
+		// What the packet wrote on its way (ClientIP affinity) is written
+		// whatever became of it: a retry meets it.
+		for _, u := range v.updates {
+			t.write(u.set, u.key, path.now)
+		}
 		switch {
 		case v.outcome == "":
 			return false, "", false

@@ -130,6 +130,12 @@ func Diff(a, b *State) []Difference {
 	return out
 }
 
+// AffinitySetPrefix begins the name of each of kube-proxy's ClientIP
+// affinity sets in nftables mode, one per endpoint: their elements are not
+// the proxier's but traffic's (the update statement of the endpoint's
+// chain), the addresses of clients that connected within the timeout.
+const AffinitySetPrefix = "affinity-"
+
 // diffNFTable compares two families' nftables tables: chains and rules as
 // diffTable does, then sets and maps and their elements.
 func diffNFTable(object string, a, b NFTable) []Difference {
@@ -148,6 +154,8 @@ func diffNFTable(object string, a, b NFTable) []Difference {
 			out = append(out, Difference{Kind: "nft-set", Object: object + " " + k, Change: onlyA, Detail: fmt.Sprintf("%d elements", len(x.Elements))})
 		case !inA:
 			out = append(out, Difference{Kind: "nft-set", Object: object + " " + k, Change: onlyB, Detail: fmt.Sprintf("%d elements", len(y.Elements))})
+		case affinityService(x.Name) != "":
+			// compared per service, below
 		default:
 			for _, e := range minus(x.Elements, y.Elements) {
 				out = append(out, Difference{Kind: "nft-element", Object: object + " " + k, Change: onlyA, Detail: e})
@@ -156,6 +164,49 @@ func diffNFTable(object string, a, b NFTable) []Difference {
 				out = append(out, Difference{Kind: "nft-element", Object: object + " " + k, Change: onlyB, Detail: e})
 			}
 		}
+	}
+	// Which endpoint a client's first connection went to is the kernel's
+	// random choice (numgen), so the clients traffic wrote to affinity sets
+	// are compared per service: a client is in one of the service's sets on
+	// both sides, whichever endpoint's.
+	ca, cb := affinityClients(a.Sets), affinityClients(b.Sets)
+	for _, svc := range unionKeys(ca, cb) {
+		what := object + " affinity sets of " + svc
+		const note = " (written by traffic: a client within the ClientIP affinity timeout)"
+		for _, e := range minus(ca[svc], cb[svc]) {
+			out = append(out, Difference{Kind: "nft-affinity", Object: what, Change: onlyA, Detail: e + note})
+		}
+		for _, e := range minus(cb[svc], ca[svc]) {
+			out = append(out, Difference{Kind: "nft-affinity", Object: what, Change: onlyB, Detail: e + note})
+		}
+	}
+	return out
+}
+
+// affinityService is the service port an affinity set is of
+// ("affinity-HASH-ns/name/proto/port__endpoint": "ns/name/proto/port"), or
+// "" for any other set.
+func affinityService(set string) string {
+	rest, ok := strings.CutPrefix(set, AffinitySetPrefix)
+	if !ok {
+		return ""
+	}
+	_, rest, _ = strings.Cut(rest, "-")
+	svc, _, _ := strings.Cut(rest, "__")
+	return svc
+}
+
+// affinityClients are the clients in each service's affinity sets, sorted.
+func affinityClients(sets []NFTSet) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range sets {
+		if svc := affinityService(s.Name); svc != "" {
+			out[svc] = append(out[svc], s.Elements...)
+		}
+	}
+	for svc, cs := range out {
+		slices.Sort(cs)
+		out[svc] = slices.Compact(cs)
 	}
 	return out
 }

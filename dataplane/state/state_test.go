@@ -317,3 +317,32 @@ func TestReadStateWithoutNFTables(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, st.NFTables)
 }
+
+// TestDiffAffinityPerService: which endpoint a client's first connection
+// went to is the kernel's random choice, so the clients traffic wrote to a
+// service's ClientIP affinity sets are compared per service: the same
+// client on another endpoint of the service is no difference, a client one
+// side has and the other not is, marked as traffic's; the proxier's own
+// elements are compared as ever.
+func TestDiffAffinityPerService(t *testing.T) {
+	table := func(onA, onB, services []string) *state.State {
+		return &state.State{SchemaVersion: state.Version, Families: []dataplane.Family{dataplane.IPv4},
+			VirtualServers: []state.VirtualServer{}, IPSets: []state.IPSet{},
+			NFTables: map[dataplane.Family]state.NFTable{dataplane.IPv4: {Rules: []string{}, Sets: []state.NFTSet{
+				{Kind: "set", Name: state.AffinitySetPrefix + "A1B2C3D4-ns1/svc1/tcp/p80__10.180.0.4/80", Elements: onA},
+				{Kind: "set", Name: state.AffinitySetPrefix + "E5F6G7H8-ns1/svc1/tcp/p80__10.180.0.5/80", Elements: onB},
+				{Kind: "set", Name: "cluster-ips", Elements: services},
+			}}}}
+	}
+	require.Empty(t, state.Diff(table([]string{"10.244.9.9"}, nil, nil), table(nil, []string{"10.244.9.9"}, nil)),
+		"the same client, on the service's other endpoint")
+	d := state.Diff(table(nil, nil, []string{"172.30.0.41"}), table([]string{"10.244.9.9"}, nil, []string{"172.30.0.41", "172.30.0.42"}))
+	var got []string
+	for _, x := range d {
+		got = append(got, x.Kind+" "+x.Object+": "+x.Detail)
+	}
+	require.ElementsMatch(t, []string{
+		"nft-element IPv4 nftables kube-proxy set cluster-ips: 172.30.0.42",
+		"nft-affinity IPv4 nftables kube-proxy affinity sets of ns1/svc1/tcp/p80: 10.244.9.9 (written by traffic: a client within the ClientIP affinity timeout)",
+	}, got)
+}

@@ -36,7 +36,15 @@ export and dump what it programs: IPVS virtual servers, ipsets, kube-ipvs0 addre
 and the nat and filter tables, canonically sorted. --then applies a second file
 after the first sync and dumps the result of the incremental sync. --diff compares
 two dumps (of kpsim state or 'kpsim run --state', whose dump of a release in
-nftables mode holds its nftables table) and exits 1 if they differ.`,
+nftables mode holds its nftables table) and exits 1 if they differ.
+
+In nftables mode the elements of kube-proxy's affinity-* sets are traffic's, not
+the proxier's: the update statement of a ClientIP affinity endpoint's chain writes
+the client's address, which lives for the affinity timeout. A dump taken after
+probes holds the probing clients there, on the sim as on a kernel. Which endpoint
+a client's first connection went to is the kernel's random choice, so --diff
+compares these clients per service, whichever endpoint's set holds them, and marks
+a difference "written by traffic".`,
 		Example: `  kubectl get services,endpointslices -A -o json > cluster.json
   kpsim state -f cluster.json -o state.json
   kpsim state -f cluster.json --node worker-3 --set proxier.scheduler=wrr
