@@ -11,8 +11,9 @@
 # Environment (all optional except BASE):
 #   BASE        git ref to compare against (e.g. HEAD~1, origin/main)
 #   SCENARIOS   scenario names, comma- or space-separated (default: smoke)
-#   RUNS        runs per side per scenario (default: 5; the U test needs 4+
-#               per side to call anything significant at alpha 0.05)
+#   RUNS        runs per side per scenario (default: 5; one run decides every
+#               figure kpsim's proxier models or counts, and the measured CPU
+#               and RSS, compared over runs, need 5 per side to be called)
 #   OUT         output directory (default: out/compare)
 #   LATENCY     report (default): timing only reported; gate: a significant
 #               timing regression fails too
