@@ -148,8 +148,9 @@ kube-proxy-test-%: FORCE
 
 # The sim against this machine's own kernel for kube-proxy v1.37.1 in nftables mode (no VM:
 # nf_tables and nft, as root): calibrates, then runs upstream/e2e/testdata/nftables-agreement.yaml
-# at 1,000 and 5,000 services on both and compares tables, operations and times
-# (upstream/e2e TestNFTablesAgreement; its log and results under $(OUT)/nftables-agreement).
+# at 1,000 and 5,000 services and nftables-agreement-mixed.yaml (churn, deletes, affinity, a
+# restart) on both and compares tables, operations and times (upstream/e2e
+# TestNFTablesAgreement; its log and results under $(OUT)/nftables-agreement).
 nftables-agreement: $(KUBE_PROXY_BIN)/kpsim-kube-proxy-v1.37
 	mkdir -p '$(OUT)/nftables-agreement'
 	KPSIM_E2E_BIN_DIR='$(abspath $(KUBE_PROXY_BIN))' KPSIM_E2E_OUT='$(abspath $(OUT))/nftables-agreement' \

@@ -42,20 +42,28 @@ func formatAll(secs []float64) string {
 // for v1.37.1 in nftables mode, which needs nf_tables and nft, not IPVS:
 // `make nftables-agreement` runs it on the host. The release's binary
 // calibrates this kernel (nft's transactions and listings, the release's
-// own code in nftables mode); then testdata/nftables-agreement.yaml runs
-// on the kernel and on the in-memory kernel priced by that profile, at
-// 1,000 and 5,000 services, five times on the kernel. Every kernel run
-// must end with the sim's table (read back from each kernel), and each
-// compared sync of the sim (the first, and one per step of ten services)
-// must have a sync of the same operations (by kind) in every run. Each sync's
-// modeled/measured ratio (to the median) is reported against 0.75-1.25 and
-// held within 0.5-2.
+// own code in nftables mode); then two scenarios run on the kernel and on
+// the in-memory kernel priced by that profile: services added
+// (agreementAdded) and a mixed cluster after its first sync
+// (agreementMixed).
 func TestNFTablesAgreement(t *testing.T) {
 	dir := binDir(t, kernel.Needs{NFTables: true, NoIPVS: true})
 	hosttools.Require(t, "nft")
 	out := outDir(t)
 	p := v1_37
 	profile := calibrate(t, dir, p, out, "nftables-agreement", 1000)
+	t.Run("added", func(t *testing.T) { agreementAdded(t, dir, p, out, profile) })
+	t.Run("mixed", func(t *testing.T) { agreementMixed(t, dir, p, out, profile) })
+}
+
+// agreementAdded runs testdata/nftables-agreement.yaml at 1,000 and 5,000
+// services, five times on the kernel. Every kernel run must end with the
+// sim's table (read back from each kernel), and each compared sync of the
+// sim (the first, and one per step of ten services) must have a sync of
+// the same operations (by kind) in every run. Each sync's modeled/measured
+// ratio (to the median) is reported against 0.75-1.25 and held within
+// 0.5-2.
+func agreementAdded(t *testing.T, dir string, p proxier, out, profile string) {
 	const scenario = "testdata/nftables-agreement.yaml"
 	for _, services := range []int{1000, 5000} {
 		label := fmt.Sprintf("%s-nftables-%d", p.label, services)
@@ -127,6 +135,182 @@ func opsOf(syncs []results.Sync) []string {
 	out := make([]string, len(syncs))
 	for i, s := range syncs {
 		out[i] = fmt.Sprint(s.Ops)
+	}
+	return out
+}
+
+// mixedKernelRuns is how often the mixed scenario runs on the kernel: each
+// sync's time is the median of these.
+const mixedKernelRuns = 3
+
+// agreementMixed runs testdata/nftables-agreement-mixed.yaml on the sim once
+// and on the kernel mixedKernelRuns times, and holds, for every kernel run:
+// the final state is the sim's (the affinity sets' clients included) and
+// neither leaves an empty chain; the first sync and the restart's first
+// sync issue the sim's operations; so does every other sync that batched
+// the same changes (syncSteps); and the totals of transactions and
+// commands, outside the warm-up, are within 2% of the sim's. The
+// modeled/measured ratio of each kind of sync (first, restart, partial: the
+// median over that kind's syncs of each sync's ratio to its median over the
+// runs) is reported against 0.75-1.25 and held within 0.5-2.
+func agreementMixed(t *testing.T, dir string, p proxier, out, profile string) {
+	const scenario = "testdata/nftables-agreement-mixed.yaml"
+	label := p.label + "-nftables-mixed"
+	simState := filepath.Join(out, "nftables-agreement-state-sim-"+label+".json")
+	sim := run(t, dir, p, scenario, filepath.Join(out, "nftables-agreement-sim-"+label+".json"), "--state", simState,
+		"--set", "backend=sim", "--set", "sim.profile="+profile)
+	require.Equal(t, results.ClockModeled, sim.Clock)
+	a, err := state.ReadFile(simState)
+	require.NoError(t, err)
+	require.Empty(t, emptyChains(a), "%s: the sim left empty chains", label)
+	simSyncs := syncSteps(sim)
+	simTotal := totals(sim)
+
+	measured := map[syncStep][]float64{}
+	for i := range mixedKernelRuns {
+		kernState := filepath.Join(out, fmt.Sprintf("nftables-agreement-state-kernel-%s-%d.json", label, i+1))
+		kern := run(t, dir, p, scenario, filepath.Join(out, fmt.Sprintf("nftables-agreement-kernel-%s-%d.json", label, i+1)), "--state", kernState)
+		b, err := state.ReadFile(kernState)
+		require.NoError(t, err)
+		require.NotEmpty(t, b.NFTables, "%s: the kernel's nftables table was read back", label)
+		require.Empty(t, state.Diff(a, b), "%s: state of the sim (A) and of the kernel (B), run %d", label, i+1)
+		require.Empty(t, emptyChains(b), "%s run %d: the kernel was left empty chains", label, i+1)
+		kernSyncs := syncSteps(kern)
+		same := 0
+		for step, ks := range kernSyncs {
+			require.Empty(t, ks.Error, "%s run %d: kernel sync %d", label, i+1, ks.Seq)
+			ss, ok := simSyncs[step]
+			if !ok {
+				continue
+			}
+			same++
+			require.Equal(t, ss.Ops, ks.Ops, "%s run %d: kernel sync %d of proxier %d batched the changes of the sim's sync %d: %+v", label, i+1, ks.Seq, ks.Proxier, ss.Seq, step)
+			measured[step] = append(measured[step], ks.Seconds)
+		}
+		for _, first := range []int{0, 1} {
+			step := firstStep(sim, first)
+			_, ok := kernSyncs[step]
+			require.True(t, ok, "%s run %d: the kernel's proxier %d began with the sim's first sync %+v", label, i+1, first, step)
+		}
+		kernTotal := totals(kern)
+		fmt.Printf("NFTABLES-AGREEMENT %s run %d: %d of the kernel's %d syncs batched the changes of one of the sim's %d; outside the warm-up the sim issued %d transactions and %d commands, the kernel %d and %d\n",
+			label, i+1, same, len(kernSyncs), len(simSyncs), simTotal[dataplane.OpNFTTransaction], simTotal[dataplane.OpNFTCommand], kernTotal[dataplane.OpNFTTransaction], kernTotal[dataplane.OpNFTCommand])
+		for _, op := range []dataplane.Op{dataplane.OpNFTTransaction, dataplane.OpNFTCommand} {
+			require.InEpsilon(t, float64(simTotal[op]), float64(kernTotal[op]), 0.02, "%s run %d: %s outside the warm-up", label, i+1, op)
+		}
+	}
+
+	byKind := map[string][]float64{}
+	for _, ss := range sim.Syncs {
+		times := measured[stepOf(sim, ss)]
+		if len(times) < mixedKernelRuns {
+			continue // the warm-up's, or a sync some kernel run batched otherwise
+		}
+		slices.Sort(times)
+		kind := "partial"
+		switch {
+		case ss.Seq == 1 && ss.Proxier == 0:
+			kind = "first"
+		case ss.Seq == 1:
+			kind = "restart"
+		}
+		ratio := ss.Seconds / times[len(times)/2]
+		byKind[kind] = append(byKind[kind], ratio)
+		fmt.Printf("NFTABLES-AGREEMENT %s proxier %d sync %d (%s, %d commands): modeled %s (kernel part %s, its own %s), measured %s: ratio %.2f\n",
+			label, ss.Proxier, ss.Seq, kind, ss.Ops[dataplane.OpNFTCommand], results.FormatSeconds(ss.Seconds), results.FormatSeconds(ss.KernelSeconds),
+			results.FormatSeconds(ss.ProxierSeconds), formatAll(times), ratio)
+	}
+	for _, kind := range []string{"first", "restart", "partial"} {
+		ratios := byKind[kind]
+		require.NotEmpty(t, ratios, "%s: no %s sync batched the same changes in every kernel run", label, kind)
+		slices.Sort(ratios)
+		ratio := ratios[len(ratios)/2]
+		verdict := "within"
+		if ratio < agreementLow || ratio > agreementHigh {
+			verdict = "OUTSIDE"
+		}
+		fmt.Printf("NFTABLES-AGREEMENT %s %s syncs (%d): modeled/measured %.2f (median), %s %.2f-%.2f\n", label, kind, len(ratios), ratio, verdict, agreementLow, agreementHigh)
+		require.True(t, ratio >= saneLow && ratio <= saneHigh, "%s: %s syncs modeled/measured %.2f, outside %.1f-%.1f", label, kind, ratio, saneLow, saneHigh)
+	}
+}
+
+// syncStep is what tells a sync that batched the same changes on two runs
+// of one scenario: its proxier, whether it was that proxier's first, what
+// the previous sync of that proxier knew (services and endpoints; none
+// before a proxier's first) and what it knew.
+type syncStep struct {
+	Proxier                 int
+	First                   bool
+	Before, BeforeEndpoints int
+	Services, Endpoints     int
+}
+
+// stepOf is sync s's step in f.
+func stepOf(f *results.File, s results.Sync) syncStep {
+	step := syncStep{Proxier: s.Proxier, First: s.Seq == 1, Services: s.Services, Endpoints: s.Endpoints}
+	for _, p := range f.Syncs {
+		if p.Proxier == s.Proxier && p.Seq == s.Seq-1 {
+			step.Before, step.BeforeEndpoints = p.Services, p.Endpoints
+		}
+	}
+	return step
+}
+
+// syncSteps is f's syncs outside its warm-up segment, by their steps. A
+// step's writes reach the proxier at one instant on the modeled clock and
+// over time on the wall clock, so the kernel may batch a step in two syncs
+// where the sim has one: those have no counterpart.
+func syncSteps(f *results.File) map[syncStep]results.Sync {
+	warm := map[[2]int]bool{}
+	if v := f.View("warm-up"); v != nil {
+		for _, s := range v.Syncs {
+			warm[[2]int{s.Proxier, s.Seq}] = true
+		}
+	}
+	out := map[syncStep]results.Sync{}
+	for _, s := range f.Syncs {
+		if !warm[[2]int{s.Proxier, s.Seq}] {
+			out[stepOf(f, s)] = s
+		}
+	}
+	return out
+}
+
+// firstStep is the step of proxier's first sync in f.
+func firstStep(f *results.File, proxier int) syncStep {
+	for _, s := range f.Syncs {
+		if s.Proxier == proxier && s.Seq == 1 {
+			return stepOf(f, s)
+		}
+	}
+	return syncStep{Proxier: proxier, First: true, Services: -1}
+}
+
+// totals is the operations of f's syncs outside its warm-up.
+func totals(f *results.File) dataplane.Ops {
+	var o dataplane.Ops
+	for _, s := range syncSteps(f) {
+		o.Add(&s.Ops)
+	}
+	return o
+}
+
+// emptyChains is the chains of st's nftables tables that hold no rule.
+func emptyChains(st *state.State) []string {
+	var out []string
+	for f, t := range st.NFTables {
+		rules := map[string]bool{}
+		for _, r := range t.Rules {
+			if chain, ok := strings.CutPrefix(r, "-A "); ok {
+				chain, _, _ = strings.Cut(chain, " ")
+				rules[chain] = true
+			}
+		}
+		for _, r := range t.Rules {
+			if chain, ok := strings.CutPrefix(r, ":"); ok && !rules[chain] {
+				out = append(out, string(f)+" "+chain)
+			}
+		}
 	}
 	return out
 }
