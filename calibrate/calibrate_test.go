@@ -25,7 +25,8 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 				// A knee within the calibration's places (its largest load
 				// puts 800 rules up to about 5,600 entries in).
 				want.Ops[dataplane.OpNFTMapRule.String()] = 30e-6
-				want.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 20e-9, PerMap: 500e-9, Knee: 2000, PerEntryPast: 200e-9, PerMapPast: 1500e-9}
+				want.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 20e-9, PerMap: 500e-9, Knee: 2000, PerEntryPast: 200e-9, PerMapPast: 1500e-9,
+					PerTableMap: 150e-9, PerTransaction: 5e-6}
 			}
 			open := func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
 				k, err := sim.New(sim.Options{Profile: want, IPSetStrategy: s})
@@ -95,11 +96,14 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 					continue
 				}
 				for _, maps := range []int{0, before / 7} {
-					at := dataplane.NFTMapRule{Entries: before, Maps: maps}
-					w, g := wantWalk.Price(at), gotWalk.Price(at)
-					require.InDelta(t, float64(w), float64(g), 1e3+0.01*float64(w), "a rule with a map at %+v", at)
+					for _, table := range []int{0, 800} {
+						at := dataplane.NFTMapRule{Entries: before, Maps: maps, Table: table}
+						w, g := wantWalk.Price(at), gotWalk.Price(at)
+						require.InDelta(t, float64(w), float64(g), 1e3+0.01*float64(w), "a rule with a map at %+v", at)
+					}
 				}
 			}
+			require.InDelta(t, float64(wantWalk.Transaction(800)), float64(gotWalk.Transaction(800)), 1e3+0.01*float64(wantWalk.Transaction(800)), "a transaction onto 800 rules with maps")
 		})
 	}
 }

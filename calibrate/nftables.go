@@ -23,14 +23,18 @@ import (
 //     nft-transaction's price plus its per-object price times the size
 //     (S plus n/2), and n times nft-command's price plus its per-object
 //     price times the size; one that deletes anything (nft-deleting) a
-//     price more; a rule with a map of its own (nft-map-rule) a price
-//     plus one per entry of the transaction before it and one per rule
-//     with a map before it, others past a knee (fitMapRule), fitted
-//     apart on what loads of services of two endpoints took beyond the
-//     other prices.
-//     The five others are fitted together (fitNonNegative) on the loads of
-//     the table, and on transactions adding and deleting one element and
-//     ten services' worth (the median of five each), at both sizes.
+//     price more; one onto a table holding rules with maps of their own a
+//     price per such rule (nft_map_rule's per_transaction). These six are
+//     fitted together (fitNonNegative) on the loads of the table, and on
+//     transactions adding and deleting one element and ten services' worth
+//     (the median of five each), at both sizes, and one element onto the
+//     table of rules with maps below.
+//   - A rule with a map of its own (nft-map-rule) costs a price plus one
+//     per entry of the transaction before it and one per rule with a map
+//     before it in the transaction, others past a knee, and one per rule
+//     with a map the table holds (fitMapRule), fitted apart on what loads
+//     of services of two endpoints (the median of three each) took beyond
+//     the other prices.
 //   - A listing of names with the nft binary (nft-list) is its price plus a
 //     price per object and one per pair of objects; over netlink
 //     (nft-list-netlink) and a listing of one set's elements
@@ -52,6 +56,7 @@ func (c *calibration) nftables() error {
 	small, large := c.opts.Entries, 4*c.opts.Entries
 	var (
 		objects int       // in the table, as the sim counts them
+		maps    int       // rules with maps in the table
 		loads   []float64 // each size's load, in seconds
 		txRows  [][]float64
 		txSecs  []float64
@@ -60,15 +65,15 @@ func (c *calibration) nftables() error {
 		}
 	)
 	// sample records one kind of transaction without rules with maps: n
-	// commands onto a table of objects objects, deleting or not, at its
-	// median time.
-	sample := func(n, objects int, deletes bool, times []float64) {
+	// commands onto a table of objects objects of which maps rules with
+	// maps, deleting or not, at its median time.
+	sample := func(n, objects, maps int, deletes bool, times []float64) {
 		size := float64(objects) + float64(n)/2
 		deleting := 0.0
 		if deletes {
 			deleting = 1
 		}
-		txRows = append(txRows, []float64{1, size, float64(n), float64(n) * size, deleting})
+		txRows = append(txRows, []float64{1, size, float64(n), float64(n) * size, deleting, float64(maps)})
 		txSecs = append(txSecs, median(times))
 	}
 	// change runs tx(false), which adds objs objects, and tx(true), which
@@ -94,7 +99,7 @@ func (c *calibration) nftables() error {
 			}
 		}
 		for _, del := range []bool{false, true} {
-			sample(commands[del], sizes[del], del, times[del])
+			sample(commands[del], sizes[del], maps, del, times[del])
 		}
 		return nil
 	}
@@ -132,13 +137,13 @@ func (c *calibration) nftables() error {
 		tx.Add(&knftables.Map{Name: "service-ips", Type: "ipv4_addr . inet_proto . inet_service : verdict"})
 		tx.Add(&knftables.Rule{Chain: "services", Rule: "ip daddr . meta l4proto . th dport vmap @service-ips"})
 		d, err := c.once(fmt.Sprintf("nft-transaction the table (%d commands)", tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
-		objects = tableObjects
+		objects, maps = tableObjects, 0
 		return d, tx.NumOperations(), err
 	}
 	drop := func() error {
 		tx := nft.NewTransaction()
 		tx.Delete(&knftables.Table{})
-		objects = 0
+		objects, maps = 0, 0
 		return nft.Run(ctx, tx)
 	}
 	defer func() { _ = drop() }()
@@ -162,15 +167,27 @@ func (c *calibration) nftables() error {
 		}
 		d, err := c.once(fmt.Sprintf("nft-transaction load %d services of one endpoint, then %d of two (%d commands)", plain, mapped, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
 		objects += nftServiceObjects * (plain + mapped)
+		maps += mapped
 		return d, tx, err
 	}
 	d, n, err := create()
 	if err != nil {
 		return err
 	}
-	sample(n, 0, false, []float64{d})
+	sample(n, 0, 0, false, []float64{d})
 	if err := listAt(); err != nil {
 		return err
+	}
+	// element adds (or deletes) one element: the least a transaction does.
+	element := func(del bool) *knftables.Transaction {
+		tx := nft.NewTransaction()
+		e := &knftables.Element{Set: "cluster-ips", Key: []string{calibrationAddr(20, 0).String()}}
+		if del {
+			tx.Delete(e)
+		} else {
+			tx.Add(e)
+		}
+		return tx
 	}
 	for _, size := range []int{small, large} {
 		var times []float64
@@ -182,20 +199,10 @@ func (c *calibration) nftables() error {
 			}
 			times, n = append(times, d), tx.NumOperations()
 		}
-		sample(n, tableObjects, false, times)
+		sample(n, tableObjects, 0, false, times)
 		loads = append(loads, median(times))
 		// One element, then ten services (a sync's worth of changes),
 		// added and deleted five times each.
-		element := func(del bool) *knftables.Transaction {
-			tx := nft.NewTransaction()
-			e := &knftables.Element{Set: "cluster-ips", Key: []string{calibrationAddr(20, 0).String()}}
-			if del {
-				tx.Delete(e)
-			} else {
-				tx.Add(e)
-			}
-			return tx
-		}
 		services := func(del bool) *knftables.Transaction {
 			tx := nft.NewTransaction()
 			for i := range 10 {
@@ -216,39 +223,63 @@ func (c *calibration) nftables() error {
 
 	// Rules with maps: services of two endpoints loaded at four sizes up to
 	// four times --entries, and a quarter of --entries of them after
-	// --entries, four and sixteen times --entries plain ones (each once: at
-	// the largest this takes a minute under emulation); and a quarter of
-	// --entries of them added onto the largest, as a sync adds services.
-	// Their rules stand at every place in a transaction up to the
-	// largest's end and far past it, after few or many maps, so the fit
-	// tells the entries before a rule from the maps before it and finds
-	// where the walks leave the CPU's caches.
+	// --entries, four and sixteen times --entries plain ones; and a
+	// quarter of --entries of them added onto the largest, as a sync adds
+	// services; each three times, at its median time. Their rules stand at
+	// every place in a transaction up to the largest's end and far past
+	// it, after few or many maps in the transaction or in the table, so the
+	// fit tells the entries before a rule from the maps before it and
+	// finds where the walks leave the CPU's caches. Onto the largest, one
+	// element added and deleted (as in the plain table) prices what every
+	// transaction pays for the maps a table holds.
 	var mapLoads []mapLoad
 	for _, l := range [][2]int{{0, small / 2}, {0, small}, {0, 2 * small}, {0, large}, {small, small / 4}, {large, small / 4}, {4 * large, small / 4}} {
-		d, tx, err := load(l[0], l[1])
-		if err != nil {
-			return err
+		var times []float64
+		var tx *knftables.Transaction
+		for range 3 {
+			d, t, err := load(l[0], l[1])
+			if err != nil {
+				return err
+			}
+			times, tx = append(times, d), t
 		}
 		_, before := dataplane.NFTTransactionOps(tx)
-		mapLoads = append(mapLoads, mapLoad{seconds: d, commands: tx.NumOperations(), objects: tableObjects, before: before})
+		mapLoads = append(mapLoads, mapLoad{seconds: median(times), low: slices.Min(times), high: slices.Max(times), commands: tx.NumOperations(), objects: tableObjects, before: before})
 		if l != [2]int{0, large} {
 			continue
 		}
-		onto := objects
-		tx = nft.NewTransaction()
-		for j := range small / 4 {
-			nftService(tx, large+j, 2, false)
+		onto, ontoMaps := objects, maps
+		quarter := func(del bool) *knftables.Transaction {
+			tx := nft.NewTransaction()
+			for j := range small / 4 {
+				nftService(tx, large+j, 2, del)
+			}
+			return tx
 		}
-		d, err = c.once(fmt.Sprintf("nft-transaction %d services of two endpoints onto %d (%d commands)", small/4, large, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
-		if err != nil {
-			return err
+		times = nil
+		for i := range 3 {
+			if i > 0 {
+				if _, err := c.once(fmt.Sprintf("nft-transaction delete %d services of two endpoints", small/4), func() error { return nft.Run(ctx, quarter(true)) }); err != nil {
+					return err
+				}
+			}
+			tx = quarter(false)
+			d, err := c.once(fmt.Sprintf("nft-transaction %d services of two endpoints onto %d (%d commands)", small/4, large, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
+			if err != nil {
+				return err
+			}
+			times = append(times, d)
 		}
 		objects += nftServiceObjects * small / 4
+		maps += small / 4
 		_, before = dataplane.NFTTransactionOps(tx)
 		for i := range before {
-			before[i].Maps += large
+			before[i].Table = ontoMaps
 		}
-		mapLoads = append(mapLoads, mapLoad{seconds: d, commands: tx.NumOperations(), objects: onto, before: before})
+		mapLoads = append(mapLoads, mapLoad{seconds: median(times), low: slices.Min(times), high: slices.Max(times), commands: tx.NumOperations(), objects: onto, tableMaps: ontoMaps, before: before})
+		if err := change("one element onto maps", element, 1, false); err != nil {
+			return err
+		}
 	}
 	// The transactions without maps price a transaction and a command;
 	// what the loads with maps took beyond that prices their rules.
@@ -258,7 +289,7 @@ func (c *calibration) nftables() error {
 	}
 	for i, l := range mapLoads {
 		at := float64(l.objects) + float64(l.commands)/2
-		plain := p[0] + p[1]*at + float64(l.commands)*(p[2]+p[3]*at)
+		plain := p[0] + p[1]*at + float64(l.commands)*(p[2]+p[3]*at) + p[5]*float64(l.tableMaps)
 		mapLoads[i].beyond = max(0, l.seconds-plain)
 	}
 	perRule, walk, err := fitMapRule(mapLoads)
@@ -271,6 +302,7 @@ func (c *calibration) nftables() error {
 	c.p.ListItem[dataplane.OpNFTCommand.String()] = p[3]
 	c.set(dataplane.OpNFTDeleting, p[4])
 	c.set(dataplane.OpNFTMapRule, perRule)
+	walk.PerTransaction = p[5]
 	c.p.NFTMapRule = &walk
 	for op, l := range lists {
 		terms := 2
@@ -292,15 +324,15 @@ func (c *calibration) nftables() error {
 	}
 	var mapNote []string
 	for _, l := range mapLoads {
-		mapNote = append(mapNote, fmt.Sprintf("%d rules, the first %d entries in after %d maps, %s", len(l.before), l.before[0].Entries, l.before[0].Maps, dur(l.seconds)))
+		mapNote = append(mapNote, fmt.Sprintf("%d rules, the first %d entries in after %d maps, onto %d, %s (%s-%s)", len(l.before), l.before[0].Entries, l.before[0].Maps, l.tableMaps, dur(l.seconds), dur(l.low), dur(l.high)))
 	}
 	c.notes = append(c.notes, fmt.Sprintf("nftables with %s, a table shaped like kube-proxy's nftables mode (%d objects per service at one endpoint) loaded to %d and %d services in one transaction each "+
 		"(%s and %s), with transactions of one element and of ten services added and deleted at each size (the median of five): a transaction %s plus %s per object the table holds, each command in it %s plus %s per object, %s more if it deletes; "+
-		"services of two endpoints, each DNAT rule with its map, loaded likewise (%s): such a rule %s plus %s per entry of the transaction before it and %s per rule with a map before it in the table, %s and %s once more than %d entries are; "+
+		"services of two endpoints, each DNAT rule with its map, loaded likewise (the median of three and its range: %s): such a rule %s plus %s per entry of the transaction before it and %s per rule with a map before it in the transaction, %s and %s once more than %d entries are, and %s per one the table holds; each transaction %s per rule with a map the table holds; "+
 		"a listing of names with the nft binary %s plus %s per object plus %.3g ns per pair of objects; over netlink %s plus %s per object; one set's elements %s plus %s per object",
 		c.nftVersion(), nftServiceObjects, small, large, dur(loads[0]), dur(loads[1]),
 		c.op(dataplane.OpNFTTransaction), dur(p[1]), c.op(dataplane.OpNFTCommand), dur(p[3]), c.op(dataplane.OpNFTDeleting),
-		strings.Join(mapNote, ", "), c.op(dataplane.OpNFTMapRule), dur(walk.PerEntry), dur(walk.PerMap), dur(walk.PerEntryPast), dur(walk.PerMapPast), walk.Knee,
+		strings.Join(mapNote, ", "), c.op(dataplane.OpNFTMapRule), dur(walk.PerEntry), dur(walk.PerMap), dur(walk.PerEntryPast), dur(walk.PerMapPast), walk.Knee, dur(walk.PerTableMap), dur(walk.PerTransaction),
 		c.op(dataplane.OpNFTList), dur(c.p.ListItem[dataplane.OpNFTList.String()]), c.p.ListPairs[dataplane.OpNFTList.String()]*1e9,
 		c.op(dataplane.OpNFTListNetlink), dur(c.p.ListItem[dataplane.OpNFTListNetlink.String()]),
 		c.op(dataplane.OpNFTListElements), dur(c.p.ListItem[dataplane.OpNFTListElements.String()])))
@@ -312,11 +344,11 @@ func (c *calibration) nftables() error {
 // stands (dataplane.NFTTransactionOps, with the table's maps) and the time
 // beyond what its commands are priced.
 type mapLoad struct {
-	seconds  float64
-	commands int
-	objects  int
-	before   []dataplane.NFTMapRule
-	beyond   float64
+	seconds, low, high float64 // median and range
+	commands           int
+	objects, tableMaps int
+	before             []dataplane.NFTMapRule
+	beyond             float64
 }
 
 // fitMapRule prices a rule with a map on the loads' time beyond their
@@ -348,8 +380,8 @@ func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
 		beyond := make([]float64, len(loads))
 		for j, l := range loads {
 			// A rule, entries and maps below the knee, entries and maps
-			// past it.
-			row := make([]float64, 5)
+			// past it, the table's maps.
+			row := make([]float64, 6)
 			row[0] = float64(len(l.before))
 			for _, at := range l.before {
 				past := 0
@@ -358,6 +390,7 @@ func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
 				}
 				row[1+past] += float64(at.Entries)
 				row[2+past] += float64(at.Maps)
+				row[5] += float64(at.Table)
 			}
 			rows[j], beyond[j] = row, l.beyond
 		}
@@ -376,7 +409,7 @@ func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
 		}
 		if sum < bestErr {
 			bestErr, bestRule = sum, q[0]
-			best = sim.NFTMapRuleCost{PerEntry: q[1], PerMap: q[2], Knee: knee, PerEntryPast: q[3], PerMapPast: q[4]}
+			best = sim.NFTMapRuleCost{PerEntry: q[1], PerMap: q[2], Knee: knee, PerEntryPast: q[3], PerMapPast: q[4], PerTableMap: q[5]}
 		}
 	}
 	if math.IsInf(bestErr, 1) {

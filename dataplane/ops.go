@@ -98,19 +98,21 @@ func (o Op) IsWrite() bool {
 }
 
 // NFTMapRule is where a rule with a set or map of its own stands in its
-// transaction: how many entries nf_tables' transaction holds before it, and
-// how many rules with their own set or map come before it in the same
-// transaction. nf_tables finds the anonymous set such a rule was sent with
-// by walking its transaction from the start, and names that set by reading
-// the name of every set the table holds, so what the rule costs grows with
-// both (docs/nftables.md).
+// transaction: how many entries nf_tables' transaction holds before it, how
+// many rules with their own set or map come before it in the same
+// transaction, and how many the table held when the transaction began.
+// nf_tables finds the anonymous set such a rule was sent with by walking
+// its transaction from the start, and names that set by reading the name
+// of every set the table holds, so what the rule costs grows with all
+// three (docs/nftables.md).
 type NFTMapRule struct {
-	Entries, Maps int
+	Entries, Maps, Table int
 }
 
 // NFTTransactionOps counts what a transaction holds besides its commands:
 // whether it deletes anything (OpNFTDeleting), and where each rule it
-// writes with a set or map of its own (OpNFTMapRule) stands. Each command
+// writes with a set or map of its own (OpNFTMapRule) stands in it (the
+// table's maps are the caller's to add). Each command
 // is one entry (a flush is taken as one: what it removes is not in the
 // transaction), and a rule with a set or map of its own is as many more as
 // its set and its elements.

@@ -150,11 +150,12 @@ func (k *Kernel) transaction(s *nftState, tx *knftables.Transaction) {
 	}
 	k.ops[dataplane.OpNFTMapRule] += int64(len(mapRules))
 	inTable := 0
-	if len(mapRules) > 0 {
+	if len(mapRules) > 0 || k.costs.mapRule.PerTransaction > 0 {
 		inTable = s.mapRules()
 	}
+	k.charge(k.costs.mapRule.Transaction(inTable))
 	for _, at := range mapRules {
-		at.Maps += inTable
+		at.Table = inTable
 		k.charge(k.costs.op[dataplane.OpNFTMapRule] + k.costs.mapRule.Price(at))
 	}
 }

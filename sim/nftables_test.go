@@ -102,10 +102,11 @@ func TestNFTMapRuleCharge(t *testing.T) {
 	require.Equal(t, time.Millisecond+1010*time.Microsecond, beyond(98), "past it, each entry the dearer price")
 
 	// A rule with a map in a later transaction, after one in the table,
-	// pays for that one: its second transaction costs PerMap more than with
-	// PerMap zero.
-	second := func(perMap float64) time.Duration {
-		p.NFTMapRule.PerMap = perMap
+	// pays for that one: its second transaction costs PerTableMap more
+	// than with PerTableMap zero; and every transaction onto that table
+	// PerTransaction more.
+	second := func(perTableMap, perTransaction float64) time.Duration {
+		p.NFTMapRule.PerTableMap, p.NFTMapRule.PerTransaction = perTableMap, perTransaction
 		k, err := sim.New(sim.Options{Profile: p})
 		require.NoError(t, err)
 		nft, err := k.Table(knftables.IPv4Family, "kube-proxy")
@@ -123,7 +124,8 @@ func TestNFTMapRuleCharge(t *testing.T) {
 		}
 		return cost
 	}
-	require.Equal(t, 100*time.Microsecond, second(1e-4)-second(0))
+	require.Equal(t, 100*time.Microsecond, second(1e-4, 0)-second(0, 0))
+	require.Equal(t, 7*time.Microsecond, second(0, 7e-6)-second(0, 0))
 }
 
 // TestConntrackFlows: the conntrack table lists by family.

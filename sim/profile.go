@@ -88,27 +88,37 @@ func (c ProxierCost) Price(w dataplane.Work) time.Duration {
 // its own, beyond nft-map-rule's price: it finds the anonymous set the rule
 // was sent with by going through its transaction from the start, a price
 // per entry before the rule; and it names that set by reading the name of
-// every set the table holds, a price per rule with a map before it. Once
-// more than Knee entries are before the rule neither walk fits in the
-// CPU's caches any more, and each step costs the Past price instead
-// (measured: docs/nftables.md).
+// every set the table holds, a price per rule with a map before it in the
+// transaction (PerMap) and per one the table held (PerTableMap: measured
+// to cost less). Once more than Knee entries are before the rule the walks
+// of the transaction no longer fit in the CPU's caches, and each of their
+// steps costs the Past price instead. A table's rules with maps weigh on
+// every transaction onto it too, PerTransaction each, whether or not it
+// writes one (measured: docs/nftables.md).
 type NFTMapRuleCost struct {
-	PerEntry     float64 `json:"per_entry"`
-	PerMap       float64 `json:"per_map"`
-	Knee         int     `json:"knee"`
-	PerEntryPast float64 `json:"per_entry_past"`
-	PerMapPast   float64 `json:"per_map_past"`
+	PerEntry       float64 `json:"per_entry"`
+	PerMap         float64 `json:"per_map"`
+	Knee           int     `json:"knee"`
+	PerEntryPast   float64 `json:"per_entry_past"`
+	PerMapPast     float64 `json:"per_map_past"`
+	PerTableMap    float64 `json:"per_table_map"`
+	PerTransaction float64 `json:"per_transaction"`
 }
 
 // Price is what a rule with a map standing at at costs beyond its
-// nft-map-rule price, at.Maps counting every rule with a map before it, in
-// the table and in its transaction.
+// nft-map-rule price.
 func (c NFTMapRuleCost) Price(at dataplane.NFTMapRule) time.Duration {
 	perEntry, perMap := c.PerEntry, c.PerMap
 	if at.Entries > c.Knee {
 		perEntry, perMap = c.PerEntryPast, c.PerMapPast
 	}
-	return seconds(float64(at.Entries)*perEntry + float64(at.Maps)*perMap)
+	return seconds(float64(at.Entries)*perEntry + float64(at.Maps)*perMap + float64(at.Table)*c.PerTableMap)
+}
+
+// Transaction is what a transaction onto a table holding maps rules with
+// maps costs for them.
+func (c NFTMapRuleCost) Transaction(maps int) time.Duration {
+	return seconds(float64(maps) * c.PerTransaction)
 }
 
 // IPSetCost prices ipset work under one strategy.
@@ -231,7 +241,8 @@ func (p *Profile) Validate() error {
 		}
 	}
 	if c := p.NFTMapRule; c != nil {
-		for name, v := range map[string]float64{"per_entry": c.PerEntry, "per_map": c.PerMap, "per_entry_past": c.PerEntryPast, "per_map_past": c.PerMapPast} {
+		for name, v := range map[string]float64{"per_entry": c.PerEntry, "per_map": c.PerMap, "per_entry_past": c.PerEntryPast, "per_map_past": c.PerMapPast,
+			"per_table_map": c.PerTableMap, "per_transaction": c.PerTransaction} {
 			if err := check("nft_map_rule", name, v); err != nil {
 				return err
 			}
