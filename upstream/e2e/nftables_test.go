@@ -26,6 +26,15 @@ const (
 	saneLow, saneHigh           = 0.5, 2.0
 )
 
+// mixedSaneLow and mixedSaneHigh bound each kind of sync's ratio in the
+// mixed scenario, whose syncs write thousands of rules with maps: what
+// nf_tables takes for those moved most between calibrations here (the
+// same load of 4,000 such rules took 2.1 s in one and 4.4 s in the next,
+// an hour apart), and the restart's ratio went 1.37, 1.81 and 1.98 over
+// three runs of the test. Its operations are held exactly; this catches a
+// price gone wrong by an order of magnitude.
+const mixedSaneLow, mixedSaneHigh = 1.0 / 3, 3.0
+
 // kernelRuns is how often the scenario runs on the kernel per size.
 const kernelRuns = 5
 
@@ -152,7 +161,8 @@ const mixedKernelRuns = 3
 // commands, outside the warm-up, are within 2% of the sim's. The
 // modeled/measured ratio of each kind of sync (first, restart, partial: the
 // median over that kind's syncs of each sync's ratio to its median over the
-// runs) is reported against 0.75-1.25 and held within 0.5-2.
+// runs) is reported against 0.75-1.25 and held within mixedSaneLow and
+// mixedSaneHigh.
 func agreementMixed(t *testing.T, dir string, p proxier, out, profile string) {
 	const scenario = "testdata/nftables-agreement-mixed.yaml"
 	label := p.label + "-nftables-mixed"
@@ -230,7 +240,7 @@ func agreementMixed(t *testing.T, dir string, p proxier, out, profile string) {
 			verdict = "OUTSIDE"
 		}
 		fmt.Printf("NFTABLES-AGREEMENT %s %s syncs (%d): modeled/measured %.2f (median), %s %.2f-%.2f\n", label, kind, len(ratios), ratio, verdict, agreementLow, agreementHigh)
-		require.True(t, ratio >= saneLow && ratio <= saneHigh, "%s: %s syncs modeled/measured %.2f, outside %.1f-%.1f", label, kind, ratio, saneLow, saneHigh)
+		require.True(t, ratio >= mixedSaneLow && ratio <= mixedSaneHigh, "%s: %s syncs modeled/measured %.2f, outside %.2f-%.1f", label, kind, ratio, mixedSaneLow, mixedSaneHigh)
 	}
 }
 
