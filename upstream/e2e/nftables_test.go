@@ -29,9 +29,9 @@ const (
 // mixedSaneLow and mixedSaneHigh bound each kind of sync's ratio in the
 // mixed scenario, whose syncs write thousands of rules with maps: what
 // nf_tables takes for those moved most between calibrations here (the
-// same load of 4,000 such rules took 2.1 s in one and 4.4 s in the next,
-// an hour apart), and the restart's ratio went 1.37, 1.81 and 1.98 over
-// three runs of the test. Its operations are held exactly; this catches a
+// same load of 4,000 such rules took 2.1 to 5.6 s across the calibrations
+// of an hour and a half), and the restart's ratio went 1.37, 1.81 and 1.98
+// over three runs of the test. Its operations are held exactly; this catches a
 // price gone wrong by an order of magnitude.
 const mixedSaneLow, mixedSaneHigh = 1.0 / 3, 3.0
 
