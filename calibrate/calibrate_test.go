@@ -204,3 +204,55 @@ func TestProxierWork(t *testing.T) {
 	}
 	require.Positive(t, c.p.Proxier.PerSync+c.p.Proxier.PerDerived+c.p.Proxier.PerPort+c.p.Proxier.PerEndpoint+c.p.Proxier.PerEntry)
 }
+
+// A kernel that slows down while it is calibrated is caught: the first
+// nftables load, timed again at the end, took twice as long, and the
+// profile and the log say its prices are not to be trusted. On a kernel
+// that holds its speed they say nothing.
+func TestCalibrateWarnsWhenTheKernelSlows(t *testing.T) {
+	profile, err := sim.LoadProfile("host")
+	require.NoError(t, err)
+	open := func(dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
+		k, err := sim.New(sim.Options{Profile: profile})
+		if err != nil {
+			return dataplane.Dataplane{}, nil, err
+		}
+		return k.Dataplane(), func() {}, nil
+	}
+	// calibrate runs the nftables part; each clock made from the slowFrom-th
+	// on runs at half speed. It returns the log and, for each clock, where
+	// the log stood when it was made.
+	calibrate := func(slowFrom int) (*sim.Profile, string, []int) {
+		var log bytes.Buffer
+		var at []int
+		clock := func(dp dataplane.Dataplane) func() time.Duration {
+			at = append(at, log.Len())
+			factor := time.Duration(1)
+			if len(at) > slowFrom {
+				factor = 2
+			}
+			_, start := dp.Model.Kernel()
+			return func() time.Duration { _, now := dp.Model.Kernel(); return factor * (now - start) }
+		}
+		got, err := Run(open, Options{Entries: 200, Name: "drift", Log: &log, Clock: clock, SkipProxier: true,
+			Skip: map[string]string{"ipvs": "not this test's", "conntrack": "not this test's"}})
+		require.NoError(t, err)
+		return got, log.String(), at
+	}
+	steady, log, at := calibrate(math.MaxInt)
+	require.NotContains(t, steady.Source, "WARNING")
+	require.NotContains(t, log, "warning")
+	// The clocks of the first load's three repeats at the end.
+	const load = "nft-transaction load 200 services of one endpoint, then 0 of two"
+	var loads []int
+	for i, from := range at {
+		if strings.HasPrefix(log[from:], load) {
+			loads = append(loads, i)
+		}
+	}
+	require.GreaterOrEqual(t, len(loads), 6, "the first load, three times at the start and three at the end")
+	slowed, log, _ := calibrate(loads[len(loads)-3])
+	require.Contains(t, slowed.Source, "WARNING: this kernel's speed moved while it was measured")
+	require.Contains(t, log, "kpsim calibrate: warning:")
+	require.Contains(t, log, "2.00 times")
+}

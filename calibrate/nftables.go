@@ -33,8 +33,8 @@ import (
 //     per entry of the transaction before it and one per rule with a map
 //     before it in the transaction, others past a knee, and one per rule
 //     with a map the table holds (fitMapRule), fitted apart on what loads
-//     of services of two endpoints (the median of three each) took beyond
-//     the other prices.
+//     of services of two endpoints took beyond the same loads at one
+//     endpoint (the median of three differences each).
 //   - A listing of names with the nft binary (nft-list) is its price plus a
 //     price per object and one per pair of objects; over netlink
 //     (nft-list-netlink) and a listing of one set's elements
@@ -225,72 +225,104 @@ func (c *calibration) nftables() error {
 	// four times --entries, and a quarter of --entries of them after
 	// --entries, four and sixteen times --entries plain ones; and a
 	// quarter of --entries of them added onto the largest, as a sync adds
-	// services; each three times, at its median time. Their rules stand at
-	// every place in a transaction up to the largest's end and far past
-	// it, after few or many maps in the transaction or in the table, so the
-	// fit tells the entries before a rule from the maps before it and
-	// finds where the walks leave the CPU's caches. Onto the largest, one
-	// element added and deleted (as in the plain table) prices what every
-	// transaction pays for the maps a table holds.
+	// services. Their rules stand at every place in a transaction up to
+	// the largest's end and far past it, after few or many maps in the
+	// transaction or in the table, so the fit tells the entries before a
+	// rule from the maps before it and finds where the walks leave the
+	// CPU's caches. What the maps cost is measured against a twin: the same
+	// transaction with those services at one endpoint (the same commands
+	// and objects, no map), run just before it, three times each; the
+	// median of the three differences is the maps' (this kernel's speed
+	// drifts by the minute here, and a difference of neighbours cancels it
+	// where one load against a model fitted on others did not). Onto the
+	// largest, one element added and deleted (as in the plain table)
+	// prices what every transaction pays for the maps a table holds.
 	var mapLoads []mapLoad
 	for _, l := range [][2]int{{0, small / 2}, {0, small}, {0, 2 * small}, {0, large}, {small, small / 4}, {large, small / 4}, {4 * large, small / 4}} {
-		var times []float64
+		var times, twins, diffs []float64
 		var tx *knftables.Transaction
 		for range 3 {
+			twin, _, err := load(l[0]+l[1], 0)
+			if err != nil {
+				return err
+			}
 			d, t, err := load(l[0], l[1])
 			if err != nil {
 				return err
 			}
-			times, tx = append(times, d), t
+			times, twins, diffs, tx = append(times, d), append(twins, twin), append(diffs, d-twin), t
 		}
 		_, before := dataplane.NFTTransactionOps(tx)
-		mapLoads = append(mapLoads, mapLoad{seconds: median(times), low: slices.Min(times), high: slices.Max(times), commands: tx.NumOperations(), objects: tableObjects, before: before})
+		mapLoads = append(mapLoads, mapLoad{seconds: median(times), twin: median(twins), beyond: max(0, median(diffs)), low: slices.Min(diffs), high: slices.Max(diffs), before: before})
 		if l != [2]int{0, large} {
 			continue
 		}
-		onto, ontoMaps := objects, maps
-		quarter := func(del bool) *knftables.Transaction {
+		ontoMaps := maps
+		quarter := func(endpoints int, del bool) *knftables.Transaction {
 			tx := nft.NewTransaction()
 			for j := range small / 4 {
-				nftService(tx, large+j, 2, del)
+				nftService(tx, large+j, endpoints, del)
 			}
 			return tx
 		}
-		times = nil
+		run := func(endpoints int, del bool) (float64, error) {
+			tx := quarter(endpoints, del)
+			return c.once(fmt.Sprintf("nft-transaction %d services of %d endpoints onto %d (delete %v, %d commands)", small/4, endpoints, large, del, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
+		}
+		times, twins, diffs = nil, nil, nil
 		for i := range 3 {
-			if i > 0 {
-				if _, err := c.once(fmt.Sprintf("nft-transaction delete %d services of two endpoints", small/4), func() error { return nft.Run(ctx, quarter(true)) }); err != nil {
-					return err
-				}
+			twin, err := run(1, false)
+			if err == nil {
+				_, err = run(1, true)
 			}
-			tx = quarter(false)
-			d, err := c.once(fmt.Sprintf("nft-transaction %d services of two endpoints onto %d (%d commands)", small/4, large, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
 			if err != nil {
 				return err
 			}
-			times = append(times, d)
+			d, err := run(2, false)
+			if err != nil {
+				return err
+			}
+			times, twins, diffs = append(times, d), append(twins, twin), append(diffs, d-twin)
+			if i < 2 {
+				if _, err := run(2, true); err != nil {
+					return err
+				}
+			}
 		}
 		objects += nftServiceObjects * small / 4
 		maps += small / 4
-		_, before = dataplane.NFTTransactionOps(tx)
+		_, before = dataplane.NFTTransactionOps(quarter(2, false))
 		for i := range before {
 			before[i].Table = ontoMaps
 		}
-		mapLoads = append(mapLoads, mapLoad{seconds: median(times), low: slices.Min(times), high: slices.Max(times), commands: tx.NumOperations(), objects: onto, tableMaps: ontoMaps, before: before})
+		mapLoads = append(mapLoads, mapLoad{seconds: median(times), twin: median(twins), beyond: max(0, median(diffs)), low: slices.Min(diffs), high: slices.Max(diffs), tableMaps: ontoMaps, before: before})
 		if err := change("one element onto maps", element, 1, false); err != nil {
 			return err
 		}
 	}
+	// The first load again, as a check that this kernel's speed held: on
+	// a busy machine it moves by the minute (a calibration that took 91 s
+	// where its neighbours took 50 and 59 priced a first sync 3.5 times
+	// theirs), and the fits cannot tell that from a price.
+	var again []float64
+	for range 3 {
+		d, _, err := load(small, 0)
+		if err != nil {
+			return err
+		}
+		again = append(again, d)
+	}
+	if drift := median(again) / loads[0]; drift < 1/maxDrift || drift > maxDrift {
+		warning := fmt.Sprintf("this kernel's speed moved while it was measured: %d services loaded in %s at the start and in %s at the end (the medians of three), %.2f times; the nftables prices are not to be trusted, calibrate again on a quiet machine",
+			small, dur(loads[0]), dur(median(again)), drift)
+		fmt.Fprintf(c.log, "kpsim calibrate: warning: %s\n", warning)
+		c.notes = append(c.notes, "WARNING: "+warning)
+	}
 	// The transactions without maps price a transaction and a command;
-	// what the loads with maps took beyond that prices their rules.
+	// what the loads with maps took beyond their twins prices their rules.
 	p, err := fitNonNegative(txRows, txSecs)
 	if err != nil {
 		return fmt.Errorf("calibrate nftables transactions: %w", err)
-	}
-	for i, l := range mapLoads {
-		at := float64(l.objects) + float64(l.commands)/2
-		plain := p[0] + p[1]*at + float64(l.commands)*(p[2]+p[3]*at) + p[5]*float64(l.tableMaps)
-		mapLoads[i].beyond = max(0, l.seconds-plain)
 	}
 	perRule, walk, err := fitMapRule(mapLoads)
 	if err != nil {
@@ -324,11 +356,11 @@ func (c *calibration) nftables() error {
 	}
 	var mapNote []string
 	for _, l := range mapLoads {
-		mapNote = append(mapNote, fmt.Sprintf("%d rules, the first %d entries in after %d maps, onto %d, %s (%s-%s)", len(l.before), l.before[0].Entries, l.before[0].Maps, l.tableMaps, dur(l.seconds), dur(l.low), dur(l.high)))
+		mapNote = append(mapNote, fmt.Sprintf("%d rules, the first %d entries in after %d maps, onto %d, %s against %s without maps: %s (%s-%s)", len(l.before), l.before[0].Entries, l.before[0].Maps, l.tableMaps, dur(l.seconds), dur(l.twin), dur(l.beyond), dur(l.low), dur(l.high)))
 	}
 	c.notes = append(c.notes, fmt.Sprintf("nftables with %s, a table shaped like kube-proxy's nftables mode (%d objects per service at one endpoint) loaded to %d and %d services in one transaction each "+
 		"(%s and %s), with transactions of one element and of ten services added and deleted at each size (the median of five): a transaction %s plus %s per object the table holds, each command in it %s plus %s per object, %s more if it deletes; "+
-		"services of two endpoints, each DNAT rule with its map, loaded likewise (the median of three and its range: %s): such a rule %s plus %s per entry of the transaction before it and %s per rule with a map before it in the transaction, %s and %s once more than %d entries are, and %s per one the table holds; each transaction %s per rule with a map the table holds; "+
+		"services of two endpoints, each DNAT rule with its map, loaded likewise, each load against its twin at one endpoint (the medians of three, and the differences' median and range: %s): such a rule %s plus %s per entry of the transaction before it and %s per rule with a map before it in the transaction, %s and %s once more than %d entries are, and %s per one the table holds; each transaction %s per rule with a map the table holds; "+
 		"a listing of names with the nft binary %s plus %s per object plus %.3g ns per pair of objects; over netlink %s plus %s per object; one set's elements %s plus %s per object",
 		c.nftVersion(), nftServiceObjects, small, large, dur(loads[0]), dur(loads[1]),
 		c.op(dataplane.OpNFTTransaction), dur(p[1]), c.op(dataplane.OpNFTCommand), dur(p[3]), c.op(dataplane.OpNFTDeleting),
@@ -339,23 +371,32 @@ func (c *calibration) nftables() error {
 	return nil
 }
 
-// mapLoad is one transaction of services with rules with maps: its time,
-// its commands, the objects the table held before it, where each such rule
-// stands (dataplane.NFTTransactionOps, with the table's maps) and the time
-// beyond what its commands are priced.
+// mapLoad is one transaction of services with rules with maps, against
+// its twin at one endpoint: their times, the maps' (their difference),
+// the rules with maps the table held before it, and where each such rule
+// stands (dataplane.NFTTransactionOps, with the table's maps).
 type mapLoad struct {
-	seconds, low, high float64 // median and range
-	commands           int
-	objects, tableMaps int
-	before             []dataplane.NFTMapRule
-	beyond             float64
+	seconds, twin float64 // medians: the load, its twin without maps
+	// beyond is the median of the three differences, low and high their
+	// range.
+	beyond, low, high float64
+	tableMaps         int
+	before            []dataplane.NFTMapRule
 }
 
 // fitMapRule prices a rule with a map on the loads' time beyond their
 // commands (sim.NFTMapRuleCost): a price per rule, and per entry and per
 // map before it, below and past a knee. The knee is the place, among the
 // rules', at which the fit errs least relative to each load's whole time;
-// with it set, the prices are a non-negative least-squares fit.
+// with it set, the prices are a non-negative least-squares fit. A knee
+// must be seen and earn its place, or there is none within the loads: at
+// least two loads put rules on each side of it (two prices past it need
+// two loads; a knee inside the largest load alone fitted that one load
+// and priced entries past it 17 times those before), and it and its two
+// prices at least halve the error of one price per entry and per map for
+// all places (Akaike's criterion over eight loads asks for 0.47). Without
+// these the knee wandered from 25,000 to 81,000 entries between
+// calibrations minutes apart.
 func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
 	var places []int
 	for _, l := range loads {
@@ -367,15 +408,29 @@ func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
 	places = slices.Compact(places)
 	// At most 500 candidates, spread evenly over the places, the last
 	// one (no rule past it) among them.
-	var knees []int
-	step := max(1, len(places)/500)
-	for i := len(places) - 1; i >= 0; i -= step {
-		knees = append(knees, places[i])
+	seen := func(knee int) bool {
+		below, past := 0, 0
+		for _, l := range loads {
+			if l.before[0].Entries <= knee {
+				below++
+			}
+			if l.before[len(l.before)-1].Entries > knee {
+				past++
+			}
+		}
+		return below >= 2 && past >= 2
 	}
-	var best sim.NFTMapRuleCost
-	var bestRule float64
-	bestErr := math.Inf(1)
-	for _, knee := range knees {
+	knees := []int{places[len(places)-1]}
+	step := max(1, len(places)/500)
+	for i := len(places) - 1 - step; i >= 0; i -= step {
+		if seen(places[i]) {
+			knees = append(knees, places[i])
+		}
+	}
+	var best, none sim.NFTMapRuleCost
+	var bestRule, noneRule float64
+	bestErr, noneErr := math.Inf(1), math.Inf(1)
+	for i, knee := range knees {
 		rows := make([][]float64, len(loads))
 		beyond := make([]float64, len(loads))
 		for j, l := range loads {
@@ -407,16 +462,32 @@ func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
 			e /= max(loads[j].seconds, 1e-9)
 			sum += e * e
 		}
+		fit := sim.NFTMapRuleCost{PerEntry: q[1], PerMap: q[2], Knee: knee, PerEntryPast: q[3], PerMapPast: q[4], PerTableMap: q[5]}
+		if i == 0 {
+			// The last place: no rule past it. Past it, a larger
+			// transaction pays what is measured below it.
+			fit.PerEntryPast, fit.PerMapPast = fit.PerEntry, fit.PerMap
+			noneErr, noneRule, none = sum, q[0], fit
+		}
 		if sum < bestErr {
-			bestErr, bestRule = sum, q[0]
-			best = sim.NFTMapRuleCost{PerEntry: q[1], PerMap: q[2], Knee: knee, PerEntryPast: q[3], PerMapPast: q[4], PerTableMap: q[5]}
+			bestErr, bestRule, best = sum, q[0], fit
 		}
 	}
 	if math.IsInf(bestErr, 1) {
 		return 0, best, fmt.Errorf("no non-negative fit of %d loads", len(loads))
 	}
+	if !math.IsInf(noneErr, 1) && bestErr > kneeGain*noneErr {
+		return noneRule, none, nil
+	}
 	return bestRule, best, nil
 }
+
+// maxDrift is how far the first load's time may move by the end of the
+// calibration before its prices are called untrustworthy.
+const maxDrift = 1.25
+
+// kneeGain is how much less error a knee must leave than none.
+const kneeGain = 0.5
 
 // nftServiceObjects is how many objects nftService adds.
 const nftServiceObjects = 4
