@@ -127,6 +127,9 @@ func (r *runner) Loop(ctx context.Context) {
 	}
 	pending := TriggerInitial
 	for {
+		if ctx.Err() != nil {
+			return // killed: a stopped proxier begins no sync
+		}
 		if pending != "" && limit == nil {
 			now := r.clock.Now()
 			if bucket.take(now) {

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kpsim/kpsim/dataplane"
@@ -116,7 +117,7 @@ func (p *Proxier) sync(trigger string) (results.Sync, time.Time) {
 		finish = p.clock.Now() // exact: the clock moved by every phase
 	}
 	var again time.Time
-	if err := errors.Join(s.errs...); err != nil {
+	if err := joinErrors(s.errs); err != nil {
 		s.rec.Error = err.Error()
 		s.rec.Stopped = dataplane.Stopped(err)
 		// The model may be wrong about what the failed operations left
@@ -173,4 +174,31 @@ func (p *Proxier) observe(rec *results.Sync, finish time.Time) {
 	p.mu.Unlock()
 	m.ServiceChangesPend.WithLabelValues(fam).Set(float64(ns))
 	m.EndpointChangesPend.WithLabelValues(fam).Set(float64(ne))
+}
+
+// joinErrors joins a sync's errors, with those of operations a stop cut
+// short as the first and a count: a sync stopped at a deadline fails every
+// operation it had left (3,211 at 2,000 services, 362 KB in the results
+// file, each saying the same).
+func joinErrors(errs []error) error {
+	var out []error
+	var stopped error
+	n := 0
+	for _, err := range errs {
+		switch {
+		case !dataplane.Stopped(err):
+			out = append(out, err)
+		case stopped == nil:
+			stopped = err
+		default:
+			n++
+		}
+	}
+	if stopped != nil {
+		if n > 0 {
+			stopped = fmt.Errorf("%w (and %d more operations the stop cut short)", stopped, n)
+		}
+		out = append(out, stopped)
+	}
+	return errors.Join(out...)
 }

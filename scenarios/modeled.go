@@ -370,6 +370,13 @@ func (s *sched) advance(ctx context.Context, t time.Time, round func(), done fun
 			}
 			next, pending := s.nextDue()
 			if !pending || next.After(t) {
+				// Nothing happens before the deadline (a sync's
+				// operation ends past it): the wait lasts until it.
+				s.mu.Lock()
+				if t.After(s.now) {
+					s.now = t
+				}
+				s.mu.Unlock()
 				return false, nil
 			}
 			limit = next

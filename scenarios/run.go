@@ -383,8 +383,11 @@ func (x *run) stopProxier() {
 		return
 	}
 	pr.kill()
-	x.drv.stopping()
+	// Cancelled before the modeled clock releases the syncs waiting on
+	// it, so that a sync the stop cut short knows it was (on the modeled
+	// clock its remaining operations then take no time).
 	pr.cancel()
+	x.drv.stopping()
 	<-pr.done
 	x.drv.stopped()
 }

@@ -614,3 +614,37 @@ func TestKernelDrift(t *testing.T) {
 	}
 	require.Equal(t, 2, repairs, "two periodic full syncs wrote: one repair per drift")
 }
+
+// A first sync still running at waitSynced's deadline on the modeled clock
+// is cut there: the step ends at the deadline, and the sync is recorded
+// as stopped, its modeled time so far its duration, its error short (one
+// cut operation and a count, not each of thousands).
+func TestDeadlineCutsTheSync(t *testing.T) {
+	const scenario = `
+name: deadline
+description: a first sync cut off by waitSynced's deadline
+seed: 1
+backend: sim
+sim: {profile: host, timeScale: 0}
+cluster: {services: 2000, endpointsPerService: 2, nodes: 3}
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced: {timeout: 100ms}
+`
+	s, err := Parse("deadline.yaml", []byte(scenario), nil)
+	require.NoError(t, err)
+	f, err := s.run(context.Background(), RunOptions{Backend: simBackend(t, s)}, nil)
+	require.ErrorContains(t, err, "not synced after 100ms of modeled time")
+	require.Equal(t, err.Error(), f.Error)
+	wait := f.Steps[2]
+	require.Equal(t, 100*time.Millisecond, wait.End.Sub(wait.Start), "the wait lasts until its deadline")
+	require.Len(t, f.Syncs, 1, "a stopped proxier begins no other sync")
+	sy := f.Syncs[0]
+	require.True(t, sy.Stopped)
+	require.False(t, sy.Failed())
+	require.Equal(t, wait.End, sy.Start.Add(time.Duration(sy.Seconds*float64(time.Second))), "cut at the deadline")
+	require.Less(t, len(sy.Error), 300, sy.Error)
+	require.Regexp(t, `the proxier was stopped: operation canceled \(and \d+ more operations the stop cut short\)$`, sy.Error)
+	require.Positive(t, sy.Ops.Writes(), "what it did before the deadline is counted")
+}

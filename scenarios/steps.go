@@ -334,7 +334,10 @@ func (a *RestartProxier) run(x *run) error {
 	return x.startProxier((*StartProxier)(a))
 }
 
-// WaitSynced waits until every family's proxier has synced the API's current state.
+// WaitSynced waits until every family's proxier has synced the API's
+// current state, or fails at Timeout. On the modeled clock the wait then
+// lasts until Timeout even when a sync's operation would end past it, and
+// the run's end records that sync as stopped there.
 type WaitSynced struct {
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 }

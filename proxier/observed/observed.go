@@ -275,7 +275,15 @@ func (f *Family) Sync(run func() error) error {
 		Seconds: after.seconds - before.seconds, Services: ports, Endpoints: endpoints,
 	}
 	rec.Wall = rec.Seconds
-	if g.Modeled() {
+	// On the modeled clock a sync the run stopped (a restart, a
+	// deadline) is cut at that instant: what it did after took no modeled
+	// time, so it did not finish, whatever its gauge says.
+	cut := g.Modeled() && g.ctx.Err() != nil
+	if cut {
+		rec.Seconds = g.now().Sub(start).Seconds()
+		rec.Stopped = true
+		rec.Error = fmt.Sprintf("unfinished: the run stopped it after %s of modeled time", time.Duration(rec.Seconds*float64(time.Second)).Round(time.Microsecond))
+	} else if g.Modeled() {
 		// The release's own work (dataplane.Work of what it knew: in a
 		// partial sync it derives the services that changed and passes
 		// over the others), priced by the profile's prices for the release
@@ -300,7 +308,9 @@ func (f *Family) Sync(run func() error) error {
 	f.kmu.Unlock()
 	// Operations between syncs (graceful termination) count with the next.
 	rec.Ops, f.lastOps = ops.Sub(f.lastOps), ops
-	if after.lastSync == before.lastSync {
+	if cut {
+		// recorded as unfinished above
+	} else if after.lastSync == before.lastSync {
 		switch {
 		case runErr != nil:
 			rec.Error = runErr.Error()

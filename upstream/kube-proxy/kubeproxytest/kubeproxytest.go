@@ -651,3 +651,54 @@ func SwitchToNFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 	require.Zero(t, v.Summary.Unreachable, "and each recovers")
 	return f
 }
+
+// deadlineScenario is a first sync and nothing else, its wait's deadline
+// set by the test.
+const deadlineScenario = `
+name: deadline
+description: a first sync and waitSynced's deadline
+seed: 1
+backend: sim
+sim: {profile: host, timeScale: 0}
+cluster: {services: 1000, endpointsPerService: 2, nodes: 3}
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced: {timeout: 5m}
+`
+
+// DeadlineOnSim runs release r's first sync in mode on the modeled clock
+// twice: to its end, then with waitSynced's deadline halfway through it.
+// Cut, the run fails at the deadline, and the sync is recorded as stopped
+// there, its modeled time so far its duration, never as a finished sync.
+func DeadlineOnSim(t *testing.T, r kubeproxy.Release, mode string) {
+	t.Helper()
+	impl := register(r)
+	sets := []string{"proxier.implementation=" + impl.Name, "proxier.mode=" + mode}
+	s, err := scenarios.Parse("deadline.yaml", []byte(deadlineScenario), sets)
+	require.NoError(t, err)
+	whole := runScenario(t, s, impl, simBackend)
+	require.Len(t, whole.Syncs, 1)
+	first := whole.Syncs[0]
+	require.Empty(t, first.Error)
+	wait := whole.Steps[2].Start
+	deadline := first.Start.Add(time.Duration(first.Seconds * float64(time.Second) / 2)).Sub(wait).Round(time.Millisecond)
+	s, err = scenarios.Parse("deadline.yaml", []byte(deadlineScenario), append(sets, "timeline[2].waitSynced.timeout="+deadline.String()))
+	require.NoError(t, err)
+	spec, err := s.BackendSpec()
+	require.NoError(t, err)
+	b, err := backend.NewSim(spec)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
+	f, err := scenarios.Run(context.Background(), s, scenarios.RunOptions{Backend: b})
+	require.ErrorContains(t, err, fmt.Sprintf("not synced after %s of modeled time", deadline))
+	end := f.Steps[2].End
+	require.Equal(t, deadline, end.Sub(f.Steps[2].Start), "the wait lasts until its deadline")
+	require.Len(t, f.Syncs, 1)
+	cut := f.Syncs[0]
+	require.True(t, cut.Stopped, "%+v", cut)
+	require.Contains(t, cut.Error, "unfinished")
+	require.Empty(t, cut.Programmed)
+	require.Equal(t, end, cut.Start.Add(time.Duration(cut.Seconds*float64(time.Second))), "cut at the deadline")
+	require.Less(t, cut.Seconds, first.Seconds)
+}

@@ -46,3 +46,11 @@ func TestNFTablesOnKernel(t *testing.T) {
 func TestSwitchToNFTablesOnSim(t *testing.T) {
 	kubeproxytest.SwitchToNFTablesOnSim(t, release)
 }
+
+// TestDeadlineOnSim: v1.37.1's first sync, in each mode, cut by
+// waitSynced's deadline is recorded as stopped there, not as finished.
+func TestDeadlineOnSim(t *testing.T) {
+	for _, mode := range []string{"ipvs", "nftables"} {
+		t.Run(mode, func(t *testing.T) { kubeproxytest.DeadlineOnSim(t, release, mode) })
+	}
+}
