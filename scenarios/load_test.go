@@ -433,6 +433,17 @@ func TestWarnsBeyondMaxElem(t *testing.T) {
 	require.Contains(t, w, "KUBE-CLUSTER-IP needs 66000 entries (one per service port), more than an ipset holds by default (maxelem 65536)")
 	require.Contains(t, w, "Real kube-proxy creates its sets with that default")
 	require.Contains(t, w, "not an error in the scenario")
+
+	// nftables mode keeps no ipset: no warning, unless the run switches
+	// to IPVS mode.
+	big := []string{"cluster.services=33000", "cluster.portsPerService=2", "cluster.types={nodePort: 0}", "cluster.podCIDRs=[10.128.0.0/10]",
+		"proxier.implementation=kube-proxy@v1.37.1", "proxier.mode=nftables"}
+	s, err = Parse("x.yaml", []byte(base), big)
+	require.NoError(t, err)
+	require.Empty(t, s.Warnings())
+	s, err = Parse("x.yaml", []byte(base), append(big, "timeline[1]={startProxier: {mode: ipvs}}"))
+	require.NoError(t, err)
+	require.Len(t, s.Warnings(), 1)
 }
 
 // TestDataplaneSection: the ipset strategy is the dataplane section's, with

@@ -471,8 +471,18 @@ func (s *Scenario) modeledClock() bool {
 // (one per service port with a ClusterIP of the family) than an ipset holds
 // by default. kube-proxy creates its sets with that default, so this is a
 // finding about kube-proxy on such a cluster, not an error in the scenario:
-// the run shows what happens (every sync fails with "set is full").
+// the run shows what happens (every sync fails with "set is full"). Only
+// IPVS mode keeps ipsets: a run that never runs it gets no warning.
 func (s *Scenario) warnSetSizes() {
+	ipvs := s.Proxier.Defaults().Mode == proxier.ModeIPVS
+	walkSteps(s.Timeline, "timeline", func(st *Step, _ string) {
+		for _, a := range []*StartProxier{st.StartProxier, (*StartProxier)(st.RestartProxier)} {
+			ipvs = ipvs || a != nil && a.Mode == proxier.ModeIPVS
+		}
+	})
+	if !ipvs {
+		return
+	}
 	entries := map[dataplane.Family]int{}
 	for _, svc := range s.set.Services {
 		for _, ip := range svc.Spec.ClusterIPs {
