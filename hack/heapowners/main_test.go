@@ -25,6 +25,11 @@ Type: inuse_space
     2MB   k8s.io/api/discovery/v1.(*EndpointSliceList).DeepCopyObject
              k8s.io/client-go/testing.(*tracker).List
 -----------+-------------------------------------------------------
+     bytes:  4kB
+    3MB   k8s.io/kubernetes/pkg/proxy.(*EndpointsChangeTracker).EndpointSliceUpdate
+             k8s.io/kubernetes/pkg/proxy/config.(*EndpointSliceConfig).handleAddEndpointSlice
+             k8s.io/client-go/tools/cache.(*processorListener).run.func1
+-----------+-------------------------------------------------------
      bytes:  64B
          0   runtime.malg
              runtime.newproc1
@@ -41,8 +46,9 @@ func TestBucket(t *testing.T) {
 	require.Equal(t, map[string]float64{
 		"proxier (parsed objects, desired state, kernel view)": 1.5e6, // a proxier handler under an informer: the proxier's
 		"fake clientset: object tracker (the API's objects)":   512e3,
-		"informer caches": 2e6, // the tracker's List copies are what the informer keeps
-		other:             64,
+		"informer caches":                          2e6, // the tracker's List copies are what the informer keeps
+		"kube-proxy release (its proxier's state)": 3e6, // a release's handler under an informer: the release's
+		other: 64,
 	}, by)
 }
 
