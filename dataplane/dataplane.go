@@ -155,11 +155,16 @@ type Set struct {
 	Comment string // kube-proxy's set comment, informational
 	// PortRange is the range of a bitmap:port set; kube-proxy uses 0-65535.
 	PortFrom, PortTo uint16
-	MaxElem          int // 0 means the kernel default (65536)
+	MaxElem          int // 0 means the kernel default (DefaultMaxElem)
 	// Entries are the set's members in canonical form, read back by Sets;
 	// ignored by CreateSet.
 	Entries []string
 }
+
+// DefaultMaxElem is the kernel's default maxelem of a hash set, and the
+// size of every set kube-proxy creates (no flag changes it: kubernetes
+// #129389).
+const DefaultMaxElem = 65536
 
 // SetChange is one set's part of a batch: entries to add and delete.
 // Add of a present entry and Del of an absent one are not errors inside a

@@ -42,7 +42,7 @@ func (c *ipsetCLI) CreateSet(s dataplane.Set) error {
 	} else {
 		maxElem := s.MaxElem
 		if maxElem <= 0 {
-			maxElem = ipsetDefaultMaxElem
+			maxElem = dataplane.DefaultMaxElem
 		}
 		args = append(args, "family", familyName(setFamily(s)),
 			"hashsize", strconv.Itoa(ipsetDefaultHashSize), "maxelem", strconv.Itoa(maxElem))

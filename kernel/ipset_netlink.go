@@ -47,7 +47,6 @@ const (
 	nfprotoIPv4          = 2      // NFPROTO_IPV4
 	nfprotoIPv6          = 10     // NFPROTO_IPV6
 	ipsetDefaultHashSize = 1024   // kube-proxy's hashsize
-	ipsetDefaultMaxElem  = 65536  // the kernel's and kube-proxy's default maxelem
 )
 
 func newIPSetNetlink() (*ipsetNetlink, error) {
@@ -303,7 +302,7 @@ func (n *ipsetNetlink) CreateSet(s dataplane.Set) error {
 	} else {
 		maxElem := s.MaxElem
 		if maxElem <= 0 {
-			maxElem = ipsetDefaultMaxElem
+			maxElem = dataplane.DefaultMaxElem
 		}
 		data.AddRtAttr(nl.IPSET_ATTR_HASHSIZE|unix.NLA_F_NET_BYTEORDER, be32(ipsetDefaultHashSize))
 		data.AddRtAttr(nl.IPSET_ATTR_MAXELEM|unix.NLA_F_NET_BYTEORDER, be32(uint32(maxElem)))

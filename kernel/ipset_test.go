@@ -145,7 +145,7 @@ func TestIPSetStrategies(t *testing.T) {
 						require.Equal(t, [2]uint16{tc.set.PortFrom, tc.set.PortTo}, [2]uint16{found.PortFrom, found.PortTo})
 					} else {
 						require.Equal(t, tc.set.Family, found.Family)
-						require.Equal(t, ipsetDefaultMaxElem, found.MaxElem)
+						require.Equal(t, dataplane.DefaultMaxElem, found.MaxElem)
 					}
 
 					require.NoError(t, ips.Apply([]dataplane.SetChange{{Set: tc.set.Name, Del: tc.want[:1]}}))

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/results"
 )
 
 // ---------------------------------------------------------------------------
@@ -428,10 +429,15 @@ func (s *syncRun) ipsetEntries() {
 		}
 		sort.Strings(add)
 		sort.Strings(del)
+		add = fit(id, add, len(p.kernel.entries[id])-len(del))
+		if len(add) == 0 && len(del) == 0 {
+			continue
+		}
 		batch = append(batch, dataplane.SetChange{Set: SetName(setInfos[id].name, p.family), Add: add, Del: del})
 		done = append(done, applied{id, add, del})
 	}
 	s.work(dataplane.Work{Entries: compared})
+	defer s.unfit()
 	if len(batch) == 0 {
 		return
 	}
@@ -447,6 +453,47 @@ func (s *syncRun) ipsetEntries() {
 		}
 		for _, e := range d.del {
 			delete(p.kernel.entries[d.id], e)
+		}
+	}
+}
+
+// fit returns the entries of add (sorted) that a set holding n entries has
+// room for, set id's type allowing. kube-proxy creates every hash set with
+// the default maxelem and, when one is full, logs each entry that does not
+// fit and goes on: the sync completes without them (v1.37's IPVS proxier;
+// kubernetes #129389). They are not sent, so they cost no kernel time
+// here, where each of kube-proxy's attempts costs one. A bitmap:port set
+// holds every port and is never full.
+func fit(id setID, add []string, n int) []string {
+	if setInfos[id].typ == dataplane.BitmapPort {
+		return add
+	}
+	return add[:min(len(add), max(0, dataplane.DefaultMaxElem-n))]
+}
+
+// unfit records, for each full set, the entries the proxier wants in it
+// that it does not hold (results.Sync.Unfit): what fit left out, this
+// sync or an earlier one, which a partial sync does not try again.
+func (s *syncRun) unfit() {
+	p := s.p
+	for i := range setInfos {
+		id := setID(i)
+		if len(p.kernel.entries[id]) < dataplane.DefaultMaxElem || setInfos[id].typ == dataplane.BitmapPort {
+			continue
+		}
+		var u results.Unfit
+		for e := range p.entryRef[id] {
+			if _, ok := p.kernel.entries[id][e]; !ok {
+				if u.Entries++; u.First == "" || e < u.First {
+					u.First = e
+				}
+			}
+		}
+		if u.Entries > 0 {
+			if s.rec.Unfit == nil {
+				s.rec.Unfit = map[string]results.Unfit{}
+			}
+			s.rec.Unfit[SetName(setInfos[id].name, p.family)] = u
 		}
 	}
 }

@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -152,6 +153,7 @@ func Figures(files ...*File) []Figure {
 		Figure{Name: "failed-syncs", Label: "failed syncs", Unit: UnitSyncs, Basis: countedBasis, Class: Exact, HigherIsWorse: true,
 			Value: func(f *File) float64 { return float64(f.Summary.FailedSyncs) }, Line: failedSyncsLine},
 		Figure{Name: "slowest-sync", Label: "slowest sync", Unit: UnitSeconds, Basis: durationBasis, Line: slowestLine},
+		Figure{Name: "unfit", Label: "ipsets full", RunOnly: true, Line: unfitLine},
 		// A run that failed (it did not just stop at Ctrl-C) is worse than
 		// one that did not, whatever its other figures; the summary says
 		// why on its own line.
@@ -383,6 +385,32 @@ func failedSyncsLine(f *File) (Line, bool) {
 		note += fmt.Sprintf(" (%d different errors)", len(errs))
 	}
 	return Line{fmt.Sprint(f.Summary.FailedSyncs), Counted, note}, true
+}
+
+// unfitLine says what the last sync of each family that ran to its end
+// could not add to a full ipset (Sync.Unfit): entries kube-proxy does not
+// program, whose services' traffic its rules then treat otherwise.
+func unfitLine(f *File) (Line, bool) {
+	last := map[string]*Sync{}
+	for i := range f.Syncs {
+		if s := &f.Syncs[i]; !s.Stopped {
+			last[string(s.Family)] = s
+		}
+	}
+	total := 0
+	var parts []string
+	for _, fam := range slices.Sorted(maps.Keys(last)) {
+		s := last[fam]
+		for _, set := range slices.Sorted(maps.Keys(s.Unfit)) {
+			u := s.Unfit[set]
+			total += u.Entries
+			parts = append(parts, fmt.Sprintf("%s %d (the lowest %s)", set, u.Entries, u.First))
+		}
+	}
+	if total == 0 {
+		return Line{}, false
+	}
+	return Line{fmt.Sprint(total), Counted, fmt.Sprintf("entries the last sync did not program, their sets full (maxelem %d): %s", dataplane.DefaultMaxElem, strings.Join(parts, ", "))}, true
 }
 
 func slowestLine(f *File) (Line, bool) {

@@ -160,11 +160,21 @@ type Sync struct {
 	// carried a trigger time: network programming latency, as kube-proxy's
 	// metric defines it (change made -> this sync finished).
 	Programmed []Programmed `json:"programmed,omitempty"`
-	Error      string       `json:"error,omitempty"`
+	// Unfit is, per ipset, what the sync wanted in a set that was full
+	// (dataplane.DefaultMaxElem): kube-proxy logs each entry that does not
+	// fit and goes on, so the sync completes without them.
+	Unfit map[string]Unfit `json:"unfit,omitempty"`
+	Error string           `json:"error,omitempty"`
 	// Stopped is set when the sync ended because its proxier was stopped
 	// (a restart killed it, or the run ended): cut short, not failed; Error
 	// says where it stopped.
 	Stopped bool `json:"stopped,omitempty"`
+}
+
+// Unfit is what a sync could not add to a full ipset.
+type Unfit struct {
+	Entries int    `json:"entries"`
+	First   string `json:"first"` // the first entry that did not fit, in the order they were added
 }
 
 // Finished reports whether the sync ran to its end without an error: only

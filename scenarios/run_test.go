@@ -6,8 +6,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -647,4 +649,45 @@ timeline:
 	require.Less(t, len(sy.Error), 300, sy.Error)
 	require.Regexp(t, `the proxier was stopped: operation canceled \(and \d+ more operations the stop cut short\)$`, sy.Error)
 	require.Positive(t, sy.Ops.Writes(), "what it did before the deadline is counted")
+}
+
+// TestFullIPSetLeavesEntriesOut: past an ipset's maxelem kpsim's proxier
+// does as kube-proxy does: the sync completes without the entries that do
+// not fit (the highest, in its sorted order), the run succeeds, and the
+// sync record and the summary count them, set by set.
+func TestFullIPSetLeavesEntriesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("65,540 services: seconds of wall time")
+	}
+	const over = 4
+	const scenario = `
+name: full-ipset
+description: a cluster past KUBE-CLUSTER-IP's maxelem
+seed: 1
+backend: sim
+sim: {profile: host, timeScale: 0}
+cluster: {services: 65540, portsPerService: 1, endpointsPerService: 1, nodes: 3, namespaces: 100, types: {nodePort: 0}}
+timeline:
+  - createCluster
+  - startProxier
+  - waitSynced: {timeout: 10m}
+`
+	var held []string
+	f := runScenario(t, "full-ipset.yaml", []byte(scenario), nil, func(x *run) {
+		var err error
+		held, err = x.dp.IPSet.Entries("KUBE-CLUSTER-IP")
+		require.NoError(t, err)
+	})
+	require.Empty(t, f.Error)
+	require.Len(t, held, dataplane.DefaultMaxElem)
+	first := f.Syncs[0]
+	require.Empty(t, first.Error)
+	cluster := first.Unfit["KUBE-CLUSTER-IP"]
+	require.Equal(t, over, cluster.Entries, "%+v", first.Unfit)
+	require.Equal(t, over, first.Unfit["KUBE-IPVS-IPS"].Entries, "%+v", first.Unfit)
+	slices.Sort(held)
+	require.Less(t, held[len(held)-1], cluster.First, "the entries left out are the highest")
+	var summary strings.Builder
+	require.NoError(t, results.PrintSummary(&summary, f))
+	require.Regexp(t, fmt.Sprintf(`ipsets full +%d \(counted\): .*KUBE-CLUSTER-IP %d \(the lowest %s\)`, 2*over, over, regexp.QuoteMeta(cluster.First)), summary.String())
 }

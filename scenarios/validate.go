@@ -471,7 +471,7 @@ func (s *Scenario) modeledClock() bool {
 // (one per service port with a ClusterIP of the family) than an ipset holds
 // by default. kube-proxy creates its sets with that default, so this is a
 // finding about kube-proxy on such a cluster, not an error in the scenario:
-// the run shows what happens (every sync fails with "set is full"). Only
+// the run shows what happens (the entries past it are not programmed). Only
 // IPVS mode keeps ipsets: a run that never runs it gets no warning.
 func (s *Scenario) warnSetSizes() {
 	ipvs := s.Proxier.Defaults().Mode == proxier.ModeIPVS
@@ -502,12 +502,12 @@ func (s *Scenario) warnSetSizes() {
 		if f == s.Proxier.Families[0] {
 			n += added // generated services take the first family (dual-stack ones both: a lower bound)
 		}
-		if n > sim.DefaultMaxElem {
+		if n > dataplane.DefaultMaxElem {
 			s.warnings = append(s.warnings, fmt.Sprintf(
 				"cluster: %s needs %d entries (one per service port), more than an ipset holds by default (maxelem %d). "+
-					"Real kube-proxy creates its sets with that default, so on this cluster every sync fails with \"set is full\", "+
-					"and so will this run: a finding about kube-proxy, not an error in the scenario",
-				proxier.SetName("KUBE-CLUSTER-IP", f), n, sim.DefaultMaxElem))
+					"Real kube-proxy creates its sets with that default, so on this cluster it logs each entry past it (\"set is full\") and goes on without them, "+
+					"and so will this run (its summary's \"ipsets full\" line counts them): a finding about kube-proxy, not an error in the scenario",
+				proxier.SetName("KUBE-CLUSTER-IP", f), n, dataplane.DefaultMaxElem))
 		}
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 )
 
-// DefaultMaxElem is the kernel's default maxelem for hash sets.
-const DefaultMaxElem = 65536
 
 // maxSetName is IPSET_MAXNAMELEN (32) less the terminating NUL.
 const maxSetName = 31
@@ -50,7 +48,7 @@ func (k *Kernel) CreateSet(s dataplane.Set) error {
 			return errorf(syscall.EINVAL, "ipset create %s: negative maxelem %d", s.Name, s.MaxElem)
 		}
 		if s.MaxElem == 0 {
-			s.MaxElem = DefaultMaxElem
+			s.MaxElem = dataplane.DefaultMaxElem
 		}
 		s.PortFrom, s.PortTo = 0, 0
 	case dataplane.BitmapPort:

@@ -200,7 +200,7 @@ func TestIPSetKernelDetails(t *testing.T) {
 	sets, err := k.Sets()
 	require.NoError(t, err)
 	require.Equal(t, []dataplane.Set{
-		{Name: "IPS", Type: dataplane.HashIP, Family: dataplane.IPv4, MaxElem: sim.DefaultMaxElem, Entries: []string{}},
+		{Name: "IPS", Type: dataplane.HashIP, Family: dataplane.IPv4, MaxElem: dataplane.DefaultMaxElem, Entries: []string{}},
 		{Name: "PORTS", Type: dataplane.BitmapPort, PortFrom: 30000, PortTo: 32767, Entries: []string{}},
 	}, sets, "family and maxelem defaulted, a backwards range swapped, sorted by name")
 

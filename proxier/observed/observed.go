@@ -136,7 +136,8 @@ type Family struct {
 	kmu     sync.Mutex
 	counter *dataplane.Counter
 	mirror  dataplane.Dataplane
-	opErr   error // the first failed operation since the last sync began
+	opErr   error                    // the first failed operation since the last sync began
+	unfit   map[string]results.Unfit // entries a full ipset refused since then
 
 	// what the handlers passed on since the last sync began (g.mu)
 	changed  bool
@@ -205,6 +206,21 @@ func (f *Family) Result(op string, err error) error {
 	return err
 }
 
+// Unfit notes an entry the release could not add to ipset set because the
+// set was full: the release logs it and goes on (results.Sync.Unfit).
+func (f *Family) Unfit(set, entry string) {
+	f.kmu.Lock()
+	defer f.kmu.Unlock()
+	if f.unfit == nil {
+		f.unfit = map[string]results.Unfit{}
+	}
+	u := f.unfit[set]
+	if u.Entries++; u.First == "" || entry < u.First {
+		u.First = entry
+	}
+	f.unfit[set] = u
+}
+
 func (f *Family) failed(err error) {
 	f.kmu.Lock()
 	defer f.kmu.Unlock()
@@ -245,7 +261,7 @@ func (f *Family) Sync(run func() error) error {
 	g.mu.Unlock()
 	ports, endpoints := g.known(f.family, nil)
 	f.kmu.Lock()
-	f.opErr = nil
+	f.opErr, f.unfit = nil, nil
 	f.kmu.Unlock()
 
 	start := g.now()
@@ -305,6 +321,7 @@ func (f *Family) Sync(run func() error) error {
 	f.kmu.Lock()
 	ops := f.counter.Ops()
 	opErr := f.opErr
+	rec.Unfit = f.unfit
 	f.kmu.Unlock()
 	// Operations between syncs (graceful termination) count with the next.
 	rec.Ops, f.lastOps = ops.Sub(f.lastOps), ops

@@ -1,8 +1,11 @@
 package kubeproxy
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"strings"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
@@ -140,7 +143,17 @@ func (c countedIPSet) AddEntry(entry string, set *utilipset.IPSet, ignoreExistEr
 	}); err != nil {
 		return err
 	}
-	return c.f.Result(op, c.Interface.AddEntry(entry, set, ignoreExistErr))
+	err := c.Interface.AddEntry(entry, set, ignoreExistErr)
+	if setFull(err) {
+		c.f.Unfit(set.Name, entry)
+	}
+	return c.f.Result(op, err)
+}
+
+// setFull reports whether err is an ipset add refused because the set is
+// full: ENOSPC from the in-memory kernel, ipset's own words from the tool.
+func setFull(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "set is full") || strings.Contains(err.Error(), "Hash is full"))
 }
 
 func (c countedIPSet) DelEntry(entry string, set string) error {

@@ -54,3 +54,9 @@ func TestDeadlineOnSim(t *testing.T) {
 		t.Run(mode, func(t *testing.T) { kubeproxytest.DeadlineOnSim(t, release, mode) })
 	}
 }
+
+// TestFullIPSetOnSim: v1.37.1 past its ipsets' maxelem syncs without the
+// entries that do not fit, and the records count them.
+func TestFullIPSetOnSim(t *testing.T) {
+	kubeproxytest.FullIPSetOnSim(t, release)
+}
