@@ -11,7 +11,6 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 )
 
-
 // maxSetName is IPSET_MAXNAMELEN (32) less the terminating NUL.
 const maxSetName = 31
 
