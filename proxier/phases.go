@@ -2,8 +2,10 @@ package proxier
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"net/netip"
 	"slices"
@@ -461,14 +463,32 @@ func (s *syncRun) ipsetEntries() {
 // room for, set id's type allowing. kube-proxy creates every hash set with
 // the default maxelem and, when one is full, logs each entry that does not
 // fit and goes on: the sync completes without them (v1.37's IPVS proxier;
-// kubernetes #129389). They are not sent, so they cost no kernel time
-// here, where each of kube-proxy's attempts costs one. A bitmap:port set
-// holds every port and is never full.
+// kubernetes #129389). Which ones depends on the order it adds them, each
+// set's own Go map order: a different draw in each set, so a service can
+// keep its address in KUBE-IPVS-IPS and lose its KUBE-CLUSTER-IP entry,
+// and KUBE-IPVS-FILTER then rejects its new connections. fit draws the
+// same way, by a hash of the set and the entry, so that a seed repeats;
+// the sorted order would leave out the same highest addresses of every
+// set and break no traffic (measured: 0 of 200 probed services broken at
+// 70,000 services, v1.37.1 14). The entries left out are not sent, so
+// they cost no kernel time here, where each of kube-proxy's attempts
+// costs one. A bitmap:port set holds every port and is never full.
 func fit(id setID, add []string, n int) []string {
-	if setInfos[id].typ == dataplane.BitmapPort {
+	room := max(0, dataplane.DefaultMaxElem-n)
+	if setInfos[id].typ == dataplane.BitmapPort || len(add) <= room {
 		return add
 	}
-	return add[:min(len(add), max(0, dataplane.DefaultMaxElem-n))]
+	draw := func(e string) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(setInfos[id].name))
+		h.Write([]byte(e))
+		return h.Sum64()
+	}
+	kept := slices.Clone(add)
+	slices.SortFunc(kept, func(a, b string) int { return cmp.Compare(draw(a), draw(b)) })
+	kept = kept[:room]
+	slices.Sort(kept)
+	return kept
 }
 
 // unfit records, for each full set, the entries the proxier wants in it

@@ -703,26 +703,20 @@ func DeadlineOnSim(t *testing.T, r kubeproxy.Release, mode string) {
 	require.Less(t, cut.Seconds, first.Seconds)
 }
 
-// FullIPSetOnSim runs release r in IPVS mode on a cluster 4 service ports
-// past its ipsets' maxelem: as on a node, it logs each entry that does not
-// fit and goes on, its syncs complete, and their records count what it
-// left out of KUBE-CLUSTER-IP and KUBE-IPVS-IPS, as kpsim's proxier's do.
+// FullIPSetOnSim runs release r in IPVS mode on the shipped ipset-limit,
+// 4 service ports past its ipsets' maxelem: as on a node, it logs each
+// entry that does not fit and goes on, its syncs complete, and their
+// records count what it left out of KUBE-CLUSTER-IP and KUBE-IPVS-IPS, as
+// kpsim's proxier's do.
 func FullIPSetOnSim(t *testing.T, r kubeproxy.Release) {
 	t.Helper()
 	const over = 4
-	const scenario = `
-name: full-ipset
-description: a cluster past KUBE-CLUSTER-IP's maxelem
-seed: 1
-backend: sim
-sim: {profile: host, timeScale: 0}
-cluster: {services: 65540, portsPerService: 1, endpointsPerService: 1, nodes: 3, namespaces: 100, types: {nodePort: 0}}
-timeline:
-  - createCluster
-  - startProxier
-  - waitSynced: {timeout: 30m}
-`
-	f := runOnSim(t, "full-ipset.yaml", scenario, register(r))
+	impl := register(r)
+	file, data, err := scenarios.Read("ipset-limit")
+	require.NoError(t, err)
+	s, err := scenarios.Parse(file, data, []string{"proxier.implementation=" + impl.Name, fmt.Sprintf("cluster.services=%d", dataplane.DefaultMaxElem+over)})
+	require.NoError(t, err)
+	f := runScenario(t, s, impl, simBackend)
 	require.Empty(t, f.Error)
 	first := f.Syncs[0]
 	require.Empty(t, first.Error)
