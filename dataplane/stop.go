@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"sigs.k8s.io/knftables"
 )
@@ -56,6 +57,13 @@ type StoppableIPSet interface {
 // stopped; every proxier kpsim runs says it so.
 func StoppedError(op string) error {
 	return fmt.Errorf("%s: the proxier was stopped: %w", op, syscall.ECANCELED)
+}
+
+// CutShort is the error of a sync the run stopped on the modeled clock
+// after elapsed of modeled time, whose remaining operations took none: it
+// did not finish, whatever it did after.
+func CutShort(elapsed time.Duration) string {
+	return fmt.Sprintf("unfinished: the run stopped it after %s of modeled time", elapsed.Round(time.Microsecond))
 }
 
 // Stopped reports whether err says the proxier was stopped mid-sync: the

@@ -35,6 +35,7 @@ type Proxier struct {
 	dp      dataplane.Dataplane // counted
 	counter *dataplane.Counter
 	clock   clock.WithTicker
+	killed  <-chan struct{} // closed when the run stops the proxier (Run's ctx)
 	runner  *runner
 
 	excludeCIDRs []netip.Prefix

@@ -35,6 +35,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplan
 		if err != nil {
 			return fmt.Errorf("new %s proxier: %w", f, err)
 		}
+		p.killed = ctx.Done()
 		proxiers = append(proxiers, p)
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -113,11 +113,16 @@ func (p *Proxier) sync(trigger string) (results.Sync, time.Time) {
 
 	s.rec.Services, s.rec.Endpoints = p.numPorts, p.numEndpoints
 	finish := s.rec.Start.Add(time.Duration(s.rec.Seconds * float64(time.Second)))
-	if m := p.dp.Model; m != nil && m.Clocked() {
+	modeled := p.dp.Model != nil && p.dp.Model.Clocked()
+	if modeled {
 		finish = p.clock.Now() // exact: the clock moved by every phase
 	}
 	var again time.Time
-	if err := joinErrors(s.errs); err != nil {
+	if err := joinErrors(s.errs); err == nil && modeled && p.wasKilled() {
+		// On the modeled clock a sync the run stopped is cut at that
+		// instant, whatever it did after in no modeled time.
+		s.rec.Error, s.rec.Stopped = dataplane.CutShort(finish.Sub(s.rec.Start)), true
+	} else if err != nil {
 		s.rec.Error = err.Error()
 		s.rec.Stopped = dataplane.Stopped(err)
 		// The model may be wrong about what the failed operations left
@@ -201,4 +206,14 @@ func joinErrors(errs []error) error {
 		out = append(out, stopped)
 	}
 	return errors.Join(out...)
+}
+
+// wasKilled reports whether the run has stopped the proxier.
+func (p *Proxier) wasKilled() bool {
+	select {
+	case <-p.killed:
+		return true
+	default:
+		return false
+	}
 }

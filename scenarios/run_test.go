@@ -650,6 +650,20 @@ timeline:
 	require.Less(t, len(sy.Error), 300, sy.Error)
 	require.Regexp(t, `the proxier was stopped: operation canceled \(and \d+ more operations the stop cut short\)$`, sy.Error)
 	require.Positive(t, sy.Ops.Writes(), "what it did before the deadline is counted")
+
+	// With time to finish, the first sync does; the next one, begun at
+	// the instant the run ends, is cut there, not recorded as a sync of no
+	// modeled time.
+	s, err = Parse("deadline.yaml", []byte(scenario), []string{"timeline[2].waitSynced.timeout=5m"})
+	require.NoError(t, err)
+	f, err = s.run(context.Background(), RunOptions{Backend: simBackend(t, s)}, nil)
+	require.NoError(t, err)
+	require.Len(t, f.Syncs, 2)
+	require.True(t, f.Syncs[0].Finished())
+	last := f.Syncs[1]
+	require.True(t, last.Stopped)
+	require.Equal(t, dataplane.CutShort(0), last.Error)
+	require.Equal(t, f.Steps[2].End, last.Start)
 }
 
 // TestFullIPSetLeavesEntriesOut: past an ipset's maxelem kpsim's proxier

@@ -298,7 +298,7 @@ func (f *Family) Sync(run func() error) error {
 	if cut {
 		rec.Seconds = g.now().Sub(start).Seconds()
 		rec.Stopped = true
-		rec.Error = fmt.Sprintf("unfinished: the run stopped it after %s of modeled time", time.Duration(rec.Seconds*float64(time.Second)).Round(time.Microsecond))
+		rec.Error = dataplane.CutShort(g.now().Sub(start))
 	} else if g.Modeled() {
 		// The release's own work (dataplane.Work of what it knew: in a
 		// partial sync it derives the services that changed and passes
