@@ -478,15 +478,22 @@ func fit(id setID, add []string, n int) []string {
 	if setInfos[id].typ == dataplane.BitmapPort || len(add) <= room {
 		return add
 	}
-	draw := func(e string) uint64 {
+	type drawn struct {
+		key   uint64
+		entry string
+	}
+	draws := make([]drawn, len(add))
+	for i, e := range add {
 		h := fnv.New64a()
 		h.Write([]byte(setInfos[id].name))
 		h.Write([]byte(e))
-		return h.Sum64()
+		draws[i] = drawn{h.Sum64(), e}
 	}
-	kept := slices.Clone(add)
-	slices.SortFunc(kept, func(a, b string) int { return cmp.Compare(draw(a), draw(b)) })
-	kept = kept[:room]
+	slices.SortFunc(draws, func(a, b drawn) int { return cmp.Compare(a.key, b.key) })
+	kept := make([]string, room)
+	for i := range kept {
+		kept[i] = draws[i].entry
+	}
 	slices.Sort(kept)
 	return kept
 }

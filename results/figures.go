@@ -387,7 +387,7 @@ func failedSyncsLine(f *File) (Line, bool) {
 	return Line{fmt.Sprint(f.Summary.FailedSyncs), Counted, note}, true
 }
 
-// unfitLine says what the last sync of each family that ran to its end
+// unfitLine says what the last sync of each family that was not stopped
 // could not add to a full ipset (Sync.Unfit): entries kube-proxy does not
 // program, whose services' traffic its rules then treat otherwise.
 func unfitLine(f *File) (Line, bool) {
