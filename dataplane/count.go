@@ -30,7 +30,7 @@ type Churn struct {
 	readded Ops
 	// dests are the real servers known to be in each virtual server: a
 	// service delete takes them with it, and re-creating them is wasted too.
-	dests map[ServiceKey]map[netip.AddrPort]struct{}
+	dests map[ServiceKey]Dests
 }
 
 // churnKey identifies a kernel object by value, so that counting costs no
@@ -46,7 +46,7 @@ type churnKey struct {
 
 // NewChurn returns an empty Churn.
 func NewChurn() *Churn {
-	return &Churn{deleted: make(map[churnKey]struct{}), dests: make(map[ServiceKey]map[netip.AddrPort]struct{})}
+	return &Churn{deleted: make(map[churnKey]struct{}), dests: make(map[ServiceKey]Dests)}
 }
 
 // Readded returns, per add operation, how many additions re-created something
@@ -77,11 +77,8 @@ func (c *Churn) addSeen(k churnKey) {
 	}
 	if k.op == OpIPVSDestinationAdd {
 		m := c.dests[k.svc]
-		if m == nil {
-			m = map[netip.AddrPort]struct{}{}
-			c.dests[k.svc] = m
-		}
-		m[k.dst] = struct{}{}
+		m.Set(k.dst, 0)
+		c.dests[k.svc] = m
 	}
 	c.mu.Unlock()
 }
@@ -91,9 +88,9 @@ func (c *Churn) destsSeen(svc ServiceKey, rs []RealServer) {
 	if c == nil {
 		return
 	}
-	m := make(map[netip.AddrPort]struct{}, len(rs))
+	var m Dests
 	for _, r := range rs {
-		m[r.AddrPort()] = struct{}{}
+		m.Set(r.AddrPort(), 0)
 	}
 	c.mu.Lock()
 	c.dests[svc] = m
@@ -107,7 +104,10 @@ func (c *Churn) destDeleted(svc ServiceKey, d netip.AddrPort) {
 	}
 	c.mu.Lock()
 	c.deleted[churnKey{op: OpIPVSDestinationAdd, svc: svc, dst: d}] = struct{}{}
-	delete(c.dests[svc], d)
+	if m, ok := c.dests[svc]; ok {
+		m.Delete(d)
+		c.dests[svc] = m
+	}
 	c.mu.Unlock()
 }
 
@@ -119,7 +119,8 @@ func (c *Churn) serviceDeleted(svc ServiceKey) {
 	}
 	c.mu.Lock()
 	c.deleted[churnKey{op: OpIPVSServiceAdd, svc: svc}] = struct{}{}
-	for d := range c.dests[svc] {
+	m := c.dests[svc]
+	for d := range m.All() {
 		c.deleted[churnKey{op: OpIPVSDestinationAdd, svc: svc, dst: d}] = struct{}{}
 	}
 	delete(c.dests, svc)

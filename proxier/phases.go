@@ -249,11 +249,11 @@ func (s *syncRun) readIPVS() error {
 		if _, wanted := p.claims[vs.ServiceKey]; !wanted && p.excluded(vs.Address) {
 			continue // not ours to manage
 		}
-		kv := &kernelVS{vs: vs, dests: make(map[netip.AddrPort]int, len(vs.Destinations))}
+		kv := &kernelVS{vs: vs}
 		kv.vs.Flags &^= dataplane.FlagHashed
 		kv.vs.Destinations = nil
 		for _, d := range vs.Destinations {
-			kv.dests[d.AddrPort()] = d.Weight
+			kv.dests.Set(d.AddrPort(), d.Weight)
 		}
 		m[vs.ServiceKey] = kv
 		s.work(dataplane.Work{Ports: 1, Endpoints: len(vs.Destinations)})
@@ -263,7 +263,7 @@ func (s *syncRun) readIPVS() error {
 		kv := m[k.vs]
 		if kv == nil {
 			delete(p.draining, k)
-		} else if w, ok := kv.dests[k.dest]; !ok || w != 0 {
+		} else if w, ok := kv.dests.Get(k.dest); !ok || w != 0 {
 			delete(p.draining, k)
 		}
 	}
@@ -282,7 +282,7 @@ func (s *syncRun) reconcileVS(k dataplane.ServiceKey) {
 	have := p.kernel.vs[k]
 	w := dataplane.Work{Ports: 1, Endpoints: len(want.dests)}
 	if have != nil {
-		w.Endpoints += len(have.dests)
+		w.Endpoints += have.dests.Len()
 	}
 	s.work(w)
 	if !wanted {
@@ -300,7 +300,7 @@ func (s *syncRun) reconcileVS(k dataplane.ServiceKey) {
 			s.fail(fmt.Errorf("ipvs add service %s: %w", k, err))
 			return
 		}
-		have = &kernelVS{vs: want.vs, dests: make(map[netip.AddrPort]int, len(want.dests))}
+		have = &kernelVS{vs: want.vs}
 		p.kernel.vs[k] = have
 	} else if !sameVS(have.vs, want.vs) {
 		if err := p.dp.IPVS.UpdateService(want.vs); err != nil {
@@ -312,7 +312,7 @@ func (s *syncRun) reconcileVS(k dataplane.ServiceKey) {
 	wantSet := make(map[netip.AddrPort]bool, len(want.dests))
 	for _, d := range want.dests {
 		wantSet[d] = true
-		w, ok := have.dests[d]
+		w, ok := have.dests.Get(d)
 		switch {
 		case !ok:
 			if err := p.dp.IPVS.AddDestination(k, dataplane.RealServer{Address: d.Addr(), Port: d.Port(), Weight: 1}); err != nil {
@@ -326,14 +326,14 @@ func (s *syncRun) reconcileVS(k dataplane.ServiceKey) {
 				continue
 			}
 		}
-		have.dests[d] = 1
+		have.dests.Set(d, 1)
 		delete(p.draining, drainKey{k, d})
 	}
 	if !s.fullPicture {
 		return // never remove what may belong to something not yet seen
 	}
 	var gone []netip.AddrPort
-	for d, w := range have.dests {
+	for d, w := range have.dests.All() {
 		if !wantSet[d] {
 			if _, ok := p.draining[drainKey{k, d}]; ok && w == 0 {
 				continue
@@ -371,16 +371,16 @@ func (s *syncRun) removeDests(k dataplane.ServiceKey, have *kernelVS, gone []net
 				s.fail(fmt.Errorf("ipvs delete destination %s -> %s: %w", k, d, err))
 				continue
 			}
-			delete(have.dests, d)
+			have.dests.Delete(d)
 			delete(p.draining, drainKey{k, d})
 			continue
 		}
-		if have.dests[d] != 0 {
+		if w, _ := have.dests.Get(d); w != 0 {
 			if err := p.dp.IPVS.UpdateDestination(k, rs); err != nil {
 				s.fail(fmt.Errorf("ipvs update destination %s -> %s weight 0: %w", k, d, err))
 				continue
 			}
-			have.dests[d] = 0
+			have.dests.Set(d, 0)
 		}
 		p.draining[drainKey{k, d}] = p.clock.Now().Add(p.cfg.GracefulTerminationRetry)
 	}
@@ -638,7 +638,7 @@ func (s *syncRun) gracefulTermination() {
 			if !present[d] {
 				delete(p.draining, dk)
 				if kv := p.kernel.vs[k]; kv != nil {
-					delete(kv.dests, d)
+					kv.dests.Delete(d)
 				}
 				continue
 			}
@@ -652,7 +652,7 @@ func (s *syncRun) gracefulTermination() {
 			}
 			delete(p.draining, dk)
 			if kv := p.kernel.vs[k]; kv != nil {
-				delete(kv.dests, d)
+				kv.dests.Delete(d)
 			}
 		}
 	}

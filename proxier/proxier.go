@@ -117,7 +117,7 @@ type kernelModel struct {
 
 type kernelVS struct {
 	vs    dataplane.VirtualServer
-	dests map[netip.AddrPort]int // weight
+	dests dataplane.Dests // weights
 }
 
 // New creates a proxier for one family. dp is wrapped once with

@@ -24,11 +24,17 @@ const (
 )
 
 // ipAlloc hands out addresses of one CIDR in order, skipping those in use.
+// Every address below next was handed out or skipped, so used holds only
+// those taken out of order (reserved, or asked for by place): at 300,000
+// endpoints a set of every address handed out was 19 MB held for the run.
 type ipAlloc struct {
 	prefix netip.Prefix
 	next   netip.Addr
 	used   map[netip.Addr]bool
 }
+
+// taken reports whether ip was handed out or reserved.
+func (a *ipAlloc) taken(ip netip.Addr) bool { return ip.Less(a.next) || a.used[ip] }
 
 func newIPAlloc(p netip.Prefix) *ipAlloc {
 	return &ipAlloc{prefix: p, next: p.Addr().Next(), used: map[netip.Addr]bool{}}
@@ -37,13 +43,13 @@ func newIPAlloc(p netip.Prefix) *ipAlloc {
 func (a *ipAlloc) take() (netip.Addr, error) {
 	for ; a.next.IsValid() && a.prefix.Contains(a.next); a.next = a.next.Next() {
 		if a.used[a.next] {
+			delete(a.used, a.next) // below next from now on
 			continue
 		}
 		if a.next.Is4() && !a.prefix.Contains(a.next.Next()) {
 			break // the IPv4 broadcast address
 		}
 		ip := a.next
-		a.used[ip] = true
 		a.next = a.next.Next()
 		return ip, nil
 	}
@@ -323,7 +329,7 @@ func (g *generator) wellKnown(ns, name string, nth, eps int, labels map[string]s
 	for i := 0; i < nth; i++ {
 		ip = ip.Next()
 	}
-	if !al.prefix.Contains(ip) || al.used[ip] {
+	if !al.prefix.Contains(ip) || al.taken(ip) {
 		return nil, nil, fmt.Errorf("cluster.serviceCIDRs: no room for %s/%s at %s", ns, name, ip)
 	}
 	al.used[ip] = true

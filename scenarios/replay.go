@@ -12,9 +12,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kpsim/kpsim/dataplane"
@@ -23,11 +23,12 @@ import (
 )
 
 // clearActionsEvery bounds the fake clientset's action log, which otherwise
-// keeps every request of the run.
+// keeps every request of the run (the proxier's: the replay writes to the
+// API store directly).
 const clearActionsEvery = 2000
 
 // liveService is what the replay keeps of a live service it wrote. The
-// objects themselves are held by the API (the fake's tracker) and read back
+// objects themselves are held by the API (apiStore) and read back
 // from it when a step needs them (currentService, currentSlices): a record
 // of its own would hold the whole cluster once more for the whole run.
 type liveService struct {
@@ -39,7 +40,7 @@ type liveService struct {
 	known []expectation
 }
 
-// The resources the tracker keeps Services and EndpointSlices under.
+// The resources the API keeps Services and EndpointSlices under.
 var (
 	services       = v1.SchemeGroupVersion.WithResource("services")
 	endpointSlices = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
@@ -54,6 +55,7 @@ type expectation struct{ ports, endpoints int }
 // come from the timeline goroutine; probes read the serving sets concurrently.
 type replay struct {
 	client *fake.Clientset
+	api    *apiStore
 	hub    *watchHub
 	gen    *generator
 	fams   []dataplane.Family
@@ -78,7 +80,6 @@ type replay struct {
 }
 
 func newReplay(s *Scenario, now func() time.Time) *replay {
-	raiseWatchChanSize(max(watchChanSize, s.watchEvents()))
 	// NewSimpleClientset, not NewClientset: the latter applies objects
 	// through managed fields and is some forty times slower per write.
 	cs := fake.NewSimpleClientset() //nolint:staticcheck // see above
@@ -95,8 +96,8 @@ func newReplay(s *Scenario, now func() time.Time) *replay {
 	for _, f := range s.Proxier.Families {
 		r.fams = append(r.fams, dataplane.Family(f))
 	}
-	r.hub.install(cs)
-	installListOrder(cs, s.Seed)
+	r.api = newAPIStore(s.Seed, r.hub)
+	r.api.install(cs)
 	return r
 }
 
@@ -148,9 +149,9 @@ func (r *replay) stamp(eps *discoveryv1.EndpointSlice) {
 }
 
 // createNodes creates the nodes of the set (the proxier reads its own node's addresses and labels).
-func (r *replay) createNodes(ctx context.Context, set *objects.Set) error {
+func (r *replay) createNodes(set *objects.Set) error {
 	for _, n := range set.Nodes {
-		if _, err := r.client.CoreV1().Nodes().Create(ctx, n.DeepCopy(), metav1.CreateOptions{}); err != nil {
+		if err := r.api.write(nodes, n, watch.Added); err != nil {
 			return fmt.Errorf("create node %s: %w", n.Name, err)
 		}
 		r.wrote(kindNode, 1)
@@ -160,17 +161,17 @@ func (r *replay) createNodes(ctx context.Context, set *objects.Set) error {
 
 // createService creates a service and then its slices. It stamps the slices
 // in place, not copies: they are the scenario's generated cluster, which a
-// scenario runs once, or new ones, and the fake's tracker keeps a copy of
+// scenario runs once, or new ones, and the API store keeps a copy of
 // its own.
-func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*discoveryv1.EndpointSlice) error {
-	if _, err := r.client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+func (r *replay) createService(svc *v1.Service, eps []*discoveryv1.EndpointSlice) error {
+	if err := r.api.write(services, svc, watch.Added); err != nil {
 		return fmt.Errorf("create service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	r.wrote(kindService, 1)
 	ls := &liveService{namespace: svc.Namespace, name: svc.Name}
 	for _, s := range eps {
 		r.stamp(s)
-		if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		if err := r.api.write(endpointSlices, s, watch.Added); err != nil {
 			return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		r.wrote(kindSlice, 1)
@@ -188,9 +189,9 @@ func (r *replay) createService(ctx context.Context, svc *v1.Service, eps []*disc
 // createOrphan creates a slice that belong to no service of the set (an
 // export may hold them); they are written but not modelled. Like
 // createService, it stamps the set's own object.
-func (r *replay) createOrphan(ctx context.Context, s *discoveryv1.EndpointSlice) error {
+func (r *replay) createOrphan(s *discoveryv1.EndpointSlice) error {
 	r.stamp(s)
-	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+	if err := r.api.write(endpointSlices, s, watch.Added); err != nil {
 		return fmt.Errorf("create endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	r.wrote(kindSlice, 1)
@@ -199,10 +200,10 @@ func (r *replay) createOrphan(ctx context.Context, s *discoveryv1.EndpointSlice)
 
 // updateSlice writes a changed slice of a live service svc: current holds
 // the service's slices as the API has them (currentSlices), slice i changed.
-func (r *replay) updateSlice(ctx context.Context, svcKey string, svc *v1.Service, current []*discoveryv1.EndpointSlice, i int) error {
+func (r *replay) updateSlice(svcKey string, svc *v1.Service, current []*discoveryv1.EndpointSlice, i int) error {
 	s := current[i]
 	r.stamp(s)
-	if _, err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+	if err := r.api.write(endpointSlices, s, watch.Modified); err != nil {
 		return fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	r.wrote(kindSlice, 0)
@@ -229,11 +230,12 @@ func (r *replay) currentSlices(ls *liveService) ([]*discoveryv1.EndpointSlice, e
 	return out, nil
 }
 
-// apiGet reads an object from the fake's tracker directly: the replay's own
-// read, neither an API request of the proxier's nor an action to record.
+// apiGet reads a copy of an object from the API store directly: the
+// replay's own read, neither an API request of the proxier's nor an action
+// to record.
 func apiGet[T runtime.Object](r *replay, gvr schema.GroupVersionResource, ns, name string) (T, error) {
 	var zero T
-	o, err := r.client.Tracker().Get(gvr, ns, name)
+	o, err := r.api.get(gvr, ns, name)
 	if err != nil {
 		return zero, fmt.Errorf("read %s %s/%s: %w", gvr.Resource, ns, name, err)
 	}
@@ -245,7 +247,7 @@ func apiGet[T runtime.Object](r *replay, gvr schema.GroupVersionResource, ns, na
 }
 
 // deleteService deletes a service, then its slices (the garbage collector's order).
-func (r *replay) deleteService(ctx context.Context, k string) error {
+func (r *replay) deleteService(k string) error {
 	r.mu.Lock()
 	ls := r.services[k]
 	delete(r.services, k)
@@ -255,12 +257,12 @@ func (r *replay) deleteService(ctx context.Context, k string) error {
 	if ls == nil {
 		return fmt.Errorf("delete service %s: not live", k)
 	}
-	if err := r.client.CoreV1().Services(ls.namespace).Delete(ctx, ls.name, metav1.DeleteOptions{}); err != nil {
+	if err := r.api.remove(services, ls.namespace, ls.name); err != nil {
 		return fmt.Errorf("delete service %s: %w", k, err)
 	}
 	r.wrote(kindService, -1)
 	for _, name := range ls.slices {
-		if err := r.client.DiscoveryV1().EndpointSlices(ls.namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := r.api.remove(endpointSlices, ls.namespace, name); err != nil {
 			return fmt.Errorf("delete endpointslice %s/%s: %w", ls.namespace, name, err)
 		}
 		r.wrote(kindSlice, -1)
@@ -337,7 +339,7 @@ func (r *replay) servingFor(svcKey string) backend.Serving {
 	r.mu.Unlock()
 	if ls != nil {
 		// Live already: what the API holds now. A live service's slices are
-		// in the tracker; were one not, none of it would serve.
+		// in the API store; were one not, none of it would serve.
 		eps, _ := r.currentSlices(ls)
 		r.mu.Lock()
 		r.serving[svcKey] = servingOf(eps)
@@ -478,7 +480,7 @@ func (r *replay) roll(ctx context.Context, k string) error {
 			return fmt.Errorf("churn %s: %w", k, err)
 		}
 		s.Endpoints = append(s.Endpoints, ep)
-		if err := r.updateSlice(ctx, k, svc, current, i); err != nil {
+		if err := r.updateSlice(k, svc, current, i); err != nil {
 			return err
 		}
 	}

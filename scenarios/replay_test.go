@@ -98,7 +98,7 @@ func TestReplayServingForProbedServices(t *testing.T) {
 	before, after, unprobed := keyOf(0), keyOf(1), keyOf(2)
 	servingBefore := r.servingFor(before)
 	for _, svc := range s.set.Services {
-		require.NoError(t, r.createService(ctx, svc, bySvc[key(svc.Namespace, svc.Name)]))
+		require.NoError(t, r.createService(svc, bySvc[key(svc.Namespace, svc.Name)]))
 	}
 	servingAfter := r.servingFor(after)
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
@@ -276,7 +277,7 @@ func (x *run) pace(rate float64, d time.Duration, n int, action func(i int) erro
 // rate services per second, 0: at once), and slices of no service.
 //
 // The set lets go of its services and slices as they go to the API: from
-// then on the API (the fake's tracker) holds them and the replay reads them
+// then on the API (apiStore) holds them and the replay reads them
 // back from there. Kept, they would be the whole cluster held once more for
 // the whole run, for nothing: a Scenario runs once, and Prepare and the
 // probes' targets have seen them.
@@ -285,14 +286,14 @@ func (x *run) createCluster(rate float64) error {
 	bySvc, orphans := clusterSlices(set)
 	svcs := set.Services
 	set.Services, set.EndpointSlices = nil, nil
-	nodes := func() error { return x.r.createNodes(x.ctx, set) }
+	nodes := func() error { return x.r.createNodes(set) }
 	service := func(i int) error {
 		svc := svcs[i]
-		return x.r.createService(x.ctx, svc, bySvc[key(svc.Namespace, svc.Name)])
+		return x.r.createService(svc, bySvc[key(svc.Namespace, svc.Name)])
 	}
 	rest := func() error {
 		for _, s := range orphans {
-			if err := x.r.createOrphan(x.ctx, s); err != nil {
+			if err := x.r.createOrphan(s); err != nil {
 				return err
 			}
 		}
@@ -358,9 +359,17 @@ func (x *run) startProxier(st *StartProxier) error {
 	x.prox = pr
 	x.mu.Unlock()
 	idx := x.generation
+	// Informers stream their initial list, as on a node, unless its
+	// handlers are held back: then they list, in the seed's order, so that
+	// a seed holds back the same objects (a stream's initial events reach
+	// the handlers in the order of the reflector's map).
+	var client kubernetes.Interface = streamingClient{x.r.client}
+	if pr.hold != nil {
+		client = x.r.client
+	}
 	go func() {
 		defer close(pr.done)
-		err := x.impl.Run(ctx, x.r.client, dp, x.cfg, opts)
+		err := x.impl.Run(ctx, client, dp, x.cfg, opts)
 		if ctx.Err() != nil {
 			return // stopped by the run
 		}

@@ -50,15 +50,3 @@ func TestSegmentsOfARun(t *testing.T) {
 		require.Equal(t, 1, sy.Proxier, "the restart's syncs are the new generation's")
 	}
 }
-
-// TestWatchChannelsHoldTheCluster: a watch's first burst can be every
-// object of a kind, so a cluster larger than the default channel raises it
-// (the fake clientset panics on a full channel); a small one leaves it.
-func TestWatchChannelsHoldTheCluster(t *testing.T) {
-	small, err := Parse("x.yaml", []byte(base), nil)
-	require.NoError(t, err)
-	require.Less(t, small.watchEvents(), watchChanSize)
-	big, err := Parse("x.yaml", []byte(base+"  - addServices: {count: 200000}\n"), []string{"cluster.types.nodePort=0"})
-	require.NoError(t, err)
-	require.Greater(t, big.watchEvents(), 200000*3, "each added service, its slice in each family")
-}

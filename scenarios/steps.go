@@ -427,7 +427,7 @@ func (a *AddServices) run(x *run) error {
 		if err != nil {
 			return err
 		}
-		return x.r.createService(x.ctx, svc, eps)
+		return x.r.createService(svc, eps)
 	})
 }
 
@@ -442,7 +442,7 @@ func (a *DeleteServices) run(x *run) error {
 	if err != nil {
 		return err
 	}
-	return x.pace(a.Rate, 0, len(keys), func(i int) error { return x.r.deleteService(x.ctx, keys[i]) })
+	return x.pace(a.Rate, 0, len(keys), func(i int) error { return x.r.deleteService(keys[i]) })
 }
 
 // APIFault changes how the fake API delivers watch events from now on.

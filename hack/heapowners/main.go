@@ -39,12 +39,12 @@ var owners = []owner{
 	// endpoints maps, what it wrote last): 78-119 MB at 44,000 services in
 	// nftables mode, which fell under "other" before.
 	{"kube-proxy release (its proxier's state)", regexp.MustCompile(`k8s\.io/kubernetes/pkg/proxy`)},
-	{"fake clientset: watch channels", regexp.MustCompile(`watch\.NewRaceFreeFake`)},
-	// The informers' stores hold the objects of their initial list (the
-	// tracker's List copies them, the reflector allocates each item anew)
-	// and what the watches delivered.
-	{"informer caches", regexp.MustCompile(`client-go/testing\.\(\*tracker\)\.List|client-go/tools/cache|reflect\.New`)},
-	{"fake clientset: object tracker (the API's objects)", regexp.MustCompile(`client-go/testing\.\(\*tracker\)`)},
+	// The informers' stores hold what their lists and watches handed them:
+	// each listed item anew (the reflector's copy of its top level), the
+	// contents shared with the API store.
+	{"informer caches", regexp.MustCompile(`client-go/tools/cache|reflect\.New`)},
+	{"API store (the cluster's objects, held once)", regexp.MustCompile(`scenarios\.\(\*apiStore\)`)},
+	{"fake clientset: object tracker (kinds the API store does not keep)", regexp.MustCompile(`client-go/testing\.\(\*tracker\)`)},
 	{"fake clientset: action log", regexp.MustCompile(`client-go/testing\.(\w+ActionImpl\.DeepCopy|\(\*Fake\)\.Invokes|New\w+Action)`)},
 	{"replay: watch relay queues", regexp.MustCompile(`scenarios\.\(\*delayedWatch\)`)},
 	{"replay: its record of what it wrote", regexp.MustCompile(`scenarios\.\(\*replay\)`)},
