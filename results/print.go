@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -200,8 +201,14 @@ func FormatSeconds(s float64) string {
 		return fmt.Sprintf("%.0fµs", s*1e6)
 	case s < 1:
 		return fmt.Sprintf("%.3gms", s*1e3)
-	default:
+	case s < 999.5:
 		return fmt.Sprintf("%.3gs", s)
+	case s < 3599.5:
+		m := int(math.Round(s))
+		return fmt.Sprintf("%dm%02ds", m/60, m%60)
+	default:
+		m := int(math.Round(s / 60))
+		return fmt.Sprintf("%dh%02dm", m/60, m%60)
 	}
 }
 

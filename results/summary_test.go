@@ -330,3 +330,15 @@ func TestSummarySaysOneInTheSingular(t *testing.T) {
 		})
 	}
 }
+
+// TestFormatSeconds: a duration in the unit a person would use, never in
+// exponent notation (a 100,000-service first sync in nftables mode was
+// printed "2.57e+03s").
+func TestFormatSeconds(t *testing.T) {
+	for s, want := range map[float64]string{
+		0: "0", 4e-7: "400ns", 0.00025: "250µs", 0.0123: "12.3ms", 1.5: "1.5s", 999.4: "999s",
+		999.6: "16m40s", 2570: "42m50s", 3599.4: "59m59s", 3599.6: "1h00m", 3860: "1h04m", 36000: "10h00m",
+	} {
+		require.Equal(t, want, results.FormatSeconds(s), "%g s", s)
+	}
+}
