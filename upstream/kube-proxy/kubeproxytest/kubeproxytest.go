@@ -652,6 +652,44 @@ func SwitchToNFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 	return f
 }
 
+// IssueShapesOnSim runs the shipped scenarios that give two kubernetes
+// issues' clusters (nft-one-endpoint-44k: #139513, nft-endpoint-heavy-5k:
+// #135639) with release r in nftables mode on the in-memory kernel, reduced
+// to a few hundred services: each runs to its end, every sync finishes, and
+// a service of one endpoint is written without a map where one of 50 has
+// one (v1.37.1's writeServiceToEndpointDNATs).
+func IssueShapesOnSim(t *testing.T, r kubeproxy.Release) {
+	t.Helper()
+	impl := register(r)
+	for _, tc := range []struct {
+		name     string
+		services int
+		maps     bool // each service's DNAT rule carries a map
+	}{{"nft-one-endpoint-44k", 300, false}, {"nft-endpoint-heavy-5k", 60, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := scenarios.Load(tc.name, []string{fmt.Sprintf("cluster.services=%d", tc.services), "timeline[4].churnEndpoints.duration=1s"})
+			require.NoError(t, err)
+			f := runScenario(t, s, impl, simBackend)
+			require.Empty(t, f.Error)
+			generations := map[int]bool{}
+			for _, sy := range f.Syncs {
+				require.Empty(t, sy.Error, "%+v", sy)
+				require.False(t, sy.Stopped, "%+v", sy)
+				generations[sy.Proxier] = true
+			}
+			require.Len(t, generations, 2, "the restart's generation synced")
+			first := f.Syncs[0]
+			require.Positive(t, first.Ops[dataplane.OpNFTTransaction])
+			require.GreaterOrEqual(t, first.Services, tc.services)
+			if tc.maps {
+				require.GreaterOrEqual(t, first.Ops[dataplane.OpNFTMapRule], int64(tc.services), "a map a service")
+			} else {
+				require.Less(t, first.Ops[dataplane.OpNFTMapRule], int64(tc.services/10), "one endpoint, no map")
+			}
+		})
+	}
+}
+
 // deadlineScenario is a first sync and nothing else, its wait's deadline
 // set by the test.
 const deadlineScenario = `

@@ -60,3 +60,9 @@ func TestDeadlineOnSim(t *testing.T) {
 func TestFullIPSetOnSim(t *testing.T) {
 	kubeproxytest.FullIPSetOnSim(t, release)
 }
+
+// TestIssueShapesOnSim: v1.37.1 in nftables mode runs the shipped clusters
+// of kubernetes #139513 and #135639, reduced, to their end.
+func TestIssueShapesOnSim(t *testing.T) {
+	kubeproxytest.IssueShapesOnSim(t, release)
+}
