@@ -264,7 +264,7 @@ func (f *Family) Sync(run func() error) error {
 	f.opErr, f.unfit = nil, nil
 	f.kmu.Unlock()
 
-	start, wallStart := g.now(), time.Now()
+	start := g.now()
 	runErr := run()
 
 	after, err := f.readMetrics()
@@ -297,10 +297,6 @@ func (f *Family) Sync(run func() error) error {
 	cut := g.Modeled() && g.ctx.Err() != nil
 	if cut {
 		rec.Seconds = g.now().Sub(start).Seconds()
-		// Its histogram's figure is not to be trusted: the release's clock
-		// follows the run's, which left the modeled clock when the run
-		// stopped (a sync cut at the run's end recorded -6,421 s).
-		rec.Wall = time.Since(wallStart).Seconds()
 		rec.Stopped = true
 		rec.Error = dataplane.CutShort(g.now().Sub(start))
 	} else if g.Modeled() {

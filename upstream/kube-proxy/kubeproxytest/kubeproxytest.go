@@ -739,7 +739,7 @@ func DeadlineOnSim(t *testing.T, r kubeproxy.Release, mode string) {
 	require.Empty(t, cut.Programmed)
 	require.Equal(t, end, cut.Start.Add(time.Duration(cut.Seconds*float64(time.Second))), "cut at the deadline")
 	require.Less(t, cut.Seconds, first.Seconds)
-	require.GreaterOrEqual(t, cut.Wall, 0.0, "its measured wall time (the release's histogram, read once the run's clock had stopped, gave minus the run's modeled length)")
+	require.GreaterOrEqual(t, cut.Wall, 0.0, "its measured wall time (measured once the run had ended, it was minus the run's modeled length)")
 }
 
 // FullIPSetOnSim runs release r in IPVS mode on the shipped ipset-limit,

@@ -47,6 +47,14 @@ const remembered = 256
 func Use(c clock.PassiveClock) (release func()) {
 	mu.Lock()
 	defer mu.Unlock()
+	if users == 0 {
+		// A new run: the last one's instants are not this one's. They are
+		// forgotten here, not when the last one ended: a sync the end cut
+		// short still measures itself after it (forgotten then, its
+		// histogram took the run's modeled length off its wall time).
+		clear(wallAt)
+		order = order[:0]
+	}
 	run = c
 	users++
 	var once sync.Once
@@ -56,8 +64,6 @@ func Use(c clock.PassiveClock) (release func()) {
 			defer mu.Unlock()
 			if users--; users == 0 {
 				run = nil
-				clear(wallAt)
-				order = order[:0]
 			}
 		})
 	}

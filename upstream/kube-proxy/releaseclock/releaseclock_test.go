@@ -26,4 +26,11 @@ func TestReleaseClock(t *testing.T) {
 	require.Equal(t, modeled.Now(), Now(), "one generation still uses it")
 	again()
 	require.WithinDuration(t, time.Now(), Now(), time.Minute, "every generation done: the wall clock")
+	m := Measured(start)
+	require.True(t, m >= 0 && m < time.Minute, "a sync the run's end cut short still measures wall time from its start: %s", m)
+
+	next := Use(testingclock.NewFakeClock(start)) // a new run, whose clock hands out the same instant
+	defer next()
+	require.Equal(t, start, Now())
+	require.Less(t, Measured(start), time.Second, "timed from the new run's reading, not the last run's")
 }
