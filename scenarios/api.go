@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,10 +81,8 @@ type apiEvent struct {
 var apiKinds = map[schema.GroupVersionResource]schema.GroupVersionKind{
 	services:       services.GroupVersion().WithKind("Service"),
 	endpointSlices: endpointSlices.GroupVersion().WithKind("EndpointSlice"),
-	nodes:          v1.SchemeGroupVersion.WithKind("Node"),
+	nodes:          nodes.GroupVersion().WithKind("Node"),
 }
-
-var nodes = v1.SchemeGroupVersion.WithResource("nodes")
 
 // streamingClient is the fake clientset as a proxier's informers see it
 // when they may stream their initial list through the watch, as kube-proxy's

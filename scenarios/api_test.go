@@ -107,12 +107,8 @@ func TestAPIWatchBehindTheLogExpires(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("s%d", n-1), next(t, w).Object.(*v1.Service).Name)
 	w.Stop()
 
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	inf := factory.Core().V1().Services().Informer()
-	stop := make(chan struct{})
-	defer close(stop)
-	factory.Start(stop)
-	require.True(t, cache.WaitForCacheSync(stop, inf.HasSynced))
+	inf, stop := syncedServices(t, cs)
+	defer stop()
 	require.Len(t, inf.GetStore().List(), n)
 }
 
@@ -215,20 +211,10 @@ func TestAPIListsInPages(t *testing.T) {
 	require.True(t, apierrors.IsResourceExpired(err), "%v", err)
 
 	cs.ClearActions()
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	inf := factory.Core().V1().Services().Informer()
-	stop := make(chan struct{})
-	defer close(stop)
-	factory.Start(stop)
-	require.True(t, cache.WaitForCacheSync(stop, inf.HasSynced))
+	inf, stop := syncedServices(t, cs)
+	defer stop()
 	require.Len(t, inf.GetStore().List(), n+1)
-	lists := 0
-	for _, a := range cs.Actions() {
-		if a.GetVerb() == "list" {
-			lists++
-		}
-	}
-	require.Equal(t, 3, lists, "the informer's list, in pages of 500")
+	require.Equal(t, 3, listCalls(cs), "the informer's list, in pages of 500")
 }
 
 // TestAPIStreamsTheInitialList: an informer on streamingClient gets its
@@ -264,23 +250,14 @@ func TestAPIStreamsTheInitialList(t *testing.T) {
 		if streams {
 			client = streamingClient{cs}
 		}
-		factory := informers.NewSharedInformerFactory(client, 0)
-		inf := factory.Core().V1().Services().Informer()
-		stop := make(chan struct{})
-		factory.Start(stop)
-		require.True(t, cache.WaitForCacheSync(stop, inf.HasSynced))
+		inf, stop := syncedServices(t, client)
 		cached, ok, err := inf.GetStore().GetByKey("default/s1")
 		require.NoError(t, err)
 		require.True(t, ok)
 		api.mu.Lock()
 		stored := api.objs[services]["default/s1"]
 		api.mu.Unlock()
-		lists := 0
-		for _, a := range cs.Actions() {
-			if a.GetVerb() == "list" {
-				lists++
-			}
-		}
+		lists := listCalls(cs)
 		if streams {
 			require.Same(t, stored, cached, "the store's own object")
 			require.Zero(t, lists)
@@ -288,7 +265,32 @@ func TestAPIStreamsTheInitialList(t *testing.T) {
 			require.NotSame(t, stored, cached)
 			require.Equal(t, 2, lists, "two pages of 500")
 		}
-		close(stop)
+		stop()
+	}
+}
+
+// syncedServices starts a Service informer on client and waits for its
+// first sync; stop ends it.
+func syncedServices(t *testing.T, client kubernetes.Interface) (inf cache.SharedIndexInformer, stop func()) {
+	t.Helper()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	inf = factory.Core().V1().Services().Informer()
+	done := make(chan struct{})
+	factory.Start(done)
+	require.True(t, cache.WaitForCacheSync(done, inf.HasSynced))
+	return inf, func() {
+		close(done)
 		factory.Shutdown()
 	}
+}
+
+// listCalls counts the list requests the fake clientset recorded.
+func listCalls(cs *fake.Clientset) int {
+	n := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" {
+			n++
+		}
+	}
+	return n
 }

@@ -40,10 +40,11 @@ type liveService struct {
 	known []expectation
 }
 
-// The resources the API keeps Services and EndpointSlices under.
+// The resources the API keeps Services, EndpointSlices and Nodes under.
 var (
 	services       = v1.SchemeGroupVersion.WithResource("services")
 	endpointSlices = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+	nodes          = v1.SchemeGroupVersion.WithResource("nodes")
 )
 
 // expectation is what a fully synced proxier of one family knows: its
