@@ -358,7 +358,8 @@ func listRank(seed int64, k string) uint64 {
 //     then a bookmark marking the end of the initial events;
 //   - from a resource version: the logged events after it (one older than
 //     the log is Expired);
-//   - from none, or "0": every current object added, as an API server does.
+//   - from none, or "0": every current object added (in the seed's order),
+//     as an API server does.
 //
 // Then every new event.
 func (s *apiStore) watch(gvr schema.GroupVersionResource, ns string, opts metav1.ListOptions) (*delayedWatch, error) {
@@ -370,10 +371,8 @@ func (s *apiStore) watch(gvr schema.GroupVersionResource, ns string, opts metav1
 	var backlog []watch.Event
 	switch from := opts.ResourceVersion; from {
 	case "", "0":
-		for k, o := range s.objs[gvr] {
-			if ns == "" || inNamespace(k, ns) {
-				backlog = append(backlog, watch.Event{Type: watch.Added, Object: o})
-			}
+		for _, o := range s.snapshotLocked(gvr, ns).items {
+			backlog = append(backlog, watch.Event{Type: watch.Added, Object: o})
 		}
 	default:
 		rv, err := strconv.ParseInt(from, 10, 64)
