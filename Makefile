@@ -112,15 +112,34 @@ sweep: sweep-plan
 	if [ $$failed -gt 0 ]; then echo "make sweep: $$failed cells failed: see $(SWEEP_OUT)/report.html"; exit 1; fi
 
 # kpsim binaries whose proxier implementations include a kube-proxy
-# release's own IPVS proxier: bin/kpsim-kube-proxy-v1.37 runs
+# release's own proxiers: bin/kpsim-kube-proxy-v1.37 runs
 # proxier.implementation=kube-proxy@v1.37.1 (the release its nested module,
 # upstream/kube-proxy-v1.37, pins). A cold build of k8s.io/kubernetes takes
 # about 4 minutes and 3.4 GB of Go build cache per release; Go's build cache
 # ($$(go env GOCACHE)) keeps them, so a rebuild only links.
 # KUBE_PROXY_BIN puts them elsewhere (make test-kernel: into the VM's tree).
-KUBE_PROXY_RELEASES   ?= v1.30 v1.34 v1.37
-KUBE_PROXY_TAGS_v1.30 := kpsim_k8s_before_1_33
-KUBE_PROXY_BIN        ?= bin
+#
+# Any other release is one command: make kube-proxy RELEASE=v1.36.3 writes
+# its module (upstream/kube-proxy/cmd/releasemodule: the release's staging
+# modules pinned from its own go.mod) under RELEASE_MODULES and builds
+# bin/kpsim-kube-proxy-v1.36.3; KUBERNETES=/path/to/kubernetes builds that
+# checkout instead (a local patch: bin/kpsim-kube-proxy-v1.36.3-local).
+# make kube-proxy-test RELEASE=... runs the generated module's test.
+KUBE_PROXY_RELEASES ?= v1.30 v1.34 v1.37
+KUBE_PROXY_BIN      ?= bin
+RELEASE_MODULES      = $(abspath $(or $(KPSIM_RELEASE_MODULES),$(HOME)/.cache/kpsim/release-modules))
+ifdef RELEASE
+KUBE_PROXY_BUILDS := $(RELEASE)$(if $(KUBERNETES),-local)
+else
+KUBE_PROXY_BUILDS := $(KUBE_PROXY_RELEASES)
+endif
+# $(call release-dir,NAME): a checked-in release module, or a written one.
+release-dir = $(if $(wildcard upstream/kube-proxy-$(1)/go.mod),upstream/kube-proxy-$(1),$(RELEASE_MODULES)/$(1))
+release-module = $(if $(wildcard upstream/kube-proxy-$(1)/go.mod),true,\
+	(cd upstream/kube-proxy && $(GO) run ./cmd/releasemodule -o $(RELEASE_MODULES)/$(1) $(if $(KUBERNETES),-kubernetes '$(KUBERNETES)') $(patsubst %-local,%,$(1))))
+# The build tags that choose the adapter's files for the release
+# (upstream/kube-proxy/adapter*.go), as releasemodule says.
+release-tags = $$(cd $(CURDIR)/upstream/kube-proxy && $(GO) run ./cmd/releasemodule -tags $(patsubst %-local,%,$(1)))
 # A release is built with its own reads of the time on the run's clock
 # (upstream/kube-proxy/releaseclock): clockoverlay writes, for the
 # k8s.io/kubernetes the module builds with, a copy (links, and rewritten
@@ -132,19 +151,19 @@ CLOCK_OVERLAY = $(abspath $(or $(KPSIM_CLOCK_OVERLAY),$(HOME)/.cache/kpsim/clock
 clock-overlay = $(GO) run github.com/kpsim/kpsim/upstream/kube-proxy/cmd/clockoverlay -o $(CLOCK_OVERLAY)/$(1)
 clock-flags = -modfile=$(CLOCK_OVERLAY)/$(1)/go.mod
 clock-ldflags = -X github.com/kpsim/kpsim/upstream/kube-proxy.replacedBy=$$(cat $(CLOCK_OVERLAY)/$(1)/replaced)
-kube-proxy: $(KUBE_PROXY_RELEASES:%=$(KUBE_PROXY_BIN)/kpsim-kube-proxy-%)
+kube-proxy: $(KUBE_PROXY_BUILDS:%=$(KUBE_PROXY_BIN)/kpsim-kube-proxy-%)
 $(KUBE_PROXY_BIN)/kpsim-kube-proxy-%: FORCE
-	cd upstream/kube-proxy-$* && $(call clock-overlay,$*) && \
-		$(GO) build $(call clock-flags,$*) -tags '$(KUBE_PROXY_TAGS_$*)' -ldflags "$(LDFLAGS) $(call clock-ldflags,$*)" -o $(abspath $@) ./cmd/kpsim
+	$(call release-module,$*) && tags="$(call release-tags,$*)" && cd $(call release-dir,$*) && $(call clock-overlay,$*) && \
+		$(GO) build $(call clock-flags,$*) -tags "$$tags" -ldflags "$(LDFLAGS) $(call clock-ldflags,$*)" -o $(abspath $@) ./cmd/kpsim
 
 # Vets every release module and the code they share (compiled against each
 # release), and runs their tests: each release on upstream's fakes through a
 # restart whose handlers lag.
-kube-proxy-test: $(KUBE_PROXY_RELEASES:%=kube-proxy-test-%)
+kube-proxy-test: $(KUBE_PROXY_BUILDS:%=kube-proxy-test-%)
 kube-proxy-test-%: FORCE
-	cd upstream/kube-proxy-$* && $(call clock-overlay,$*) && \
-		$(GO) vet $(call clock-flags,$*) -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && \
-		$(GO) test $(call clock-flags,$*) -tags '$(KUBE_PROXY_TAGS_$*)' ./... github.com/kpsim/kpsim/upstream/kube-proxy/...
+	$(call release-module,$*) && tags="$(call release-tags,$*)" && cd $(call release-dir,$*) && $(call clock-overlay,$*) && \
+		$(GO) vet $(call clock-flags,$*) -tags "$$tags" ./... github.com/kpsim/kpsim/upstream/kube-proxy/... && \
+		$(GO) test $(call clock-flags,$*) -tags "$$tags" ./... github.com/kpsim/kpsim/upstream/kube-proxy/...
 
 # The sim against this machine's own kernel for kube-proxy v1.37.1 in nftables mode (no VM:
 # nf_tables and nft, as root): calibrates, then runs upstream/e2e/testdata/nftables-agreement.yaml

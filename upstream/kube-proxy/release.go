@@ -23,7 +23,6 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/ipvs"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
-	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	"k8s.io/utils/clock"
 
@@ -97,15 +96,6 @@ func modelRunner(p any, f *observed.Family) error {
 		return nil
 	}
 	return observed.SetField(p, "syncRunner.clock", clock.Clock(rc))
-}
-
-// LocalDetector is kube-proxy's local traffic detector for kpsim's
-// configuration: by the family's cluster CIDR, if any.
-func (p Params) LocalDetector() proxyutil.LocalTrafficDetector {
-	if cidr := p.ClusterCIDR(); cidr != "" {
-		return proxyutil.NewDetectLocalByCIDR(cidr)
-	}
-	return proxyutil.NewNoOpLocalDetector()
 }
 
 // simConntrack is the in-memory kernel's conntrack table as the release's

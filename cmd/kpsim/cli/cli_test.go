@@ -81,12 +81,16 @@ func TestVersionCommand(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, 0, run([]string{"version"}, &out, &errb), errb.String())
 	b := buildInfo()
-	require.Equal(t, "kpsim "+b.Version+"\ncommit "+b.Commit+"\ngo "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n", out.String())
+	require.Equal(t, "kpsim "+b.Version+"\ncommit "+b.Commit+"\ngo "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\nproxiers kpsim\n", out.String())
 
 	out.Reset()
 	require.Equal(t, 0, run([]string{"version", "--json"}, &out, &errb), errb.String())
-	var v struct{ Version, Commit, Go string }
+	var v struct {
+		Version, Commit, Go string
+		Proxiers            []string
+	}
 	require.NoError(t, json.Unmarshal(out.Bytes(), &v))
+	require.Equal(t, []string{"kpsim"}, v.Proxiers)
 	require.Equal(t, b.Version, v.Version)
 	require.Equal(t, b.Commit, v.Commit)
 	require.True(t, strings.HasPrefix(v.Go, runtime.Version()))

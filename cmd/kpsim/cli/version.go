@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/scenarios"
 )
 
 // Set by Main from its main package, which the Makefile stamps:
@@ -26,7 +27,9 @@ func newVersionCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "version [--json]",
 		Short: "print kpsim's version, commit and Go version",
-		Long: `Print the version and commit kpsim was built from and the Go toolchain that built it.
+		Long: `Print the version and commit kpsim was built from, the Go toolchain that built it,
+and the proxier implementations the binary holds (kpsim, and in a binary built
+with a kube-proxy release, kube-proxy@VERSION: what proxier.implementation takes).
 'make build' stamps the version (git describe) and commit; a plain 'go build' in a
 checkout falls back to the commit Go records, and elsewhere to "dev" and "unknown".
 Results files record the same version and commit.`,
@@ -41,10 +44,12 @@ Results files record the same version and commit.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(struct {
 					results.Build
-					Go string `json:"go"`
-				}{b, goVersion})
+					Go       string   `json:"go"`
+					Proxiers []string `json:"proxiers"`
+				}{b, goVersion, scenarios.Implementations()})
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kpsim %s\ncommit %s\ngo %s\n", b.Version, b.Commit, goVersion)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kpsim %s\ncommit %s\ngo %s\nproxiers %s\n", b.Version, b.Commit, goVersion,
+				strings.Join(scenarios.Implementations(), ", "))
 			return err
 		},
 	}

@@ -17,14 +17,11 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sysctltest "k8s.io/component-helpers/node/util/sysctl/testing"
 	"k8s.io/kubernetes/pkg/proxy"
-	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/ipvs"
 	ipsettest "k8s.io/kubernetes/pkg/proxy/ipvs/ipset/testing"
 	netlinktest "k8s.io/kubernetes/pkg/proxy/ipvs/testing"
@@ -113,7 +110,7 @@ func (n *Node) start(set *objects.Set) error {
 	}
 	n.nodeIPs = release.NodeIPs(node)
 	n.topology, n.restart = map[string]string{}, false
-	kcfg := Configuration(n.cfg)
+	kcfg := release.Configuration(n.cfg)
 	var providers []proxy.Provider
 	for _, f := range n.families {
 		fam := v1.IPFamily(f)
@@ -143,23 +140,6 @@ func (n *Node) start(set *objects.Set) error {
 	n.provider.OnServiceSynced()
 	n.provider.OnEndpointSlicesSynced() // the first syncProxyRules
 	return nil
-}
-
-// Configuration is kube-proxy's configuration for kpsim's settings, with
-// kube-proxy's defaults elsewhere: what parity runs on upstream's fakes and
-// the kpsim binary of this module (cmd/kpsim) on the real kernel.
-func Configuration(c proxier.Config) *kubeproxyconfig.KubeProxyConfiguration {
-	bit := int32(14) // kube-proxy's default --iptables-masquerade-bit
-	return &kubeproxyconfig.KubeProxyConfiguration{
-		Mode:              kubeproxyconfig.ProxyModeIPVS,
-		IPTables:          kubeproxyconfig.KubeProxyIPTablesConfiguration{MasqueradeBit: &bit},
-		IPVS:              kubeproxyconfig.KubeProxyIPVSConfiguration{Scheduler: c.Scheduler, ExcludeCIDRs: c.ExcludeCIDRs, StrictARP: c.StrictARP},
-		Linux:             kubeproxyconfig.KubeProxyLinuxConfiguration{MasqueradeAll: c.MasqueradeAll},
-		NodePortAddresses: c.NodePortAddresses,
-		SyncPeriod:        metav1.Duration{Duration: c.SyncPeriod},
-		MinSyncPeriod:     metav1.Duration{Duration: c.MinSyncPeriod},
-		ConfigSyncPeriod:  metav1.Duration{Duration: 15 * time.Minute},
-	}
 }
 
 // First starts kube-proxy on the set and returns what it programmed.
