@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -91,10 +92,33 @@ var matches = map[string]*module{
 	"tcp":       portModule(map[string]int{"--tcp-flags": 2, "--syn": 0, "--tcp-option": 1}, "--tcp-option", "--tcp-flags", "--syn"),
 	"udp":       portModule(nil),
 	"sctp":      portModule(map[string]int{"--chunk-types": 2}, "--chunk-types"),
+	"recent": {args: map[string]int{"--set": 0, "--rcheck": 0, "--update": 0, "--remove": 0, "--seconds": 1, "--reap": 0, "--hitcount": 1,
+		"--rttl": 0, "--name": 1, "--mask": 1, "--rsource": 0, "--rdest": 0},
+		order: []string{"--set", "--rcheck", "--update", "--remove", "--seconds", "--reap", "--hitcount", "--rttl", "--name", "--mask", "--rsource", "--rdest"}},
+	"statistic": {args: map[string]int{"--mode": 1, "--probability": 1, "--every": 1, "--packet": 1},
+		order: []string{"--mode", "--probability", "--every", "--packet"}, canonical: canonicalStatistic},
 	// The ipvs match prints the protocol by number and leaves a host
 	// address's prefix length out.
 	"ipvs": {args: map[string]int{"--ipvs": 0, "--vproto": 1, "--vaddr": 1, "--vport": 1, "--vdir": 1, "--vmethod": 1, "--vportctl": 1},
 		order: []string{"--ipvs", "--vproto", "--vaddr", "--vport", "--vportctl", "--vdir", "--vmethod"}, canonical: canonicalIPVS},
+}
+
+// canonicalStatistic prints --probability as the kernel keeps it: a 31-bit
+// fraction (xt_statistic), printed back with 11 decimals (0.3333333333
+// reads 0.33333333349).
+func canonicalStatistic(_ Family, opts []option) []option {
+	for i, o := range opts {
+		if o.name != "--probability" || len(o.args) != 1 {
+			continue
+		}
+		p, err := strconv.ParseFloat(o.args[0], 64)
+		if err != nil || p < 0 || p > 1 {
+			continue
+		}
+		kept := math.Round(p * 0x80000000)
+		opts[i].args = []string{strconv.FormatFloat(kept/0x80000000, 'f', 11, 64)}
+	}
+	return opts
 }
 
 var targetModules = map[string]*module{

@@ -109,6 +109,17 @@ var iptablesModeChains = []struct {
 	{tableFilter, []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY"}, nil},
 }
 
+// iptablesModeChain says whether iptables mode has a chain of that name in
+// that table.
+func iptablesModeChain(table, name string) bool {
+	for _, t := range iptablesModeChains {
+		if t.name == table && slices.Contains(t.chains, name) {
+			return true
+		}
+	}
+	return false
+}
+
 // cleanupIPTablesMode is one family's part of iptables mode's cleanup; keep
 // takes each command's error.
 func cleanupIPTablesMode(ipt iptCommands, keep func(error)) {
@@ -185,9 +196,12 @@ func (c iptCommands) change(table, chain, command string) error {
 // node, one line per kind: virtual servers, the kube-ipvs0 link and its
 // addresses, kube-proxy's ipsets (IPv4 and IPv6 names) and iptables
 // chains of either family; nil when nothing is. A node switched to
-// nftables mode is expected to keep some (see CleanupIPVSMode): a
-// leftover is a finding to report.
-func IPVSModeLeftovers(dp dataplane.Dataplane) ([]string, error) {
+// nftables mode is expected to keep some (see CleanupIPVSMode), one
+// switched to iptables mode all (kube-proxy cleans nothing of IPVS mode's
+// up as it starts there): a leftover is a finding to report. now is the
+// mode the node runs in: a chain iptables mode writes under the same name
+// (KUBE-SERVICES, KUBE-MARK-MASQ, ...) is its own there, not a leftover.
+func IPVSModeLeftovers(dp dataplane.Dataplane, now Mode) ([]string, error) {
 	var out []string
 	svcs, err := dp.IPVS.Services()
 	if err != nil {
@@ -230,7 +244,7 @@ func IPVSModeLeftovers(dp dataplane.Dataplane) ([]string, error) {
 			}
 			for _, l := range strings.Split(string(saved), "\n") {
 				name, _, _ := strings.Cut(strings.TrimPrefix(l, ":"), " ")
-				if strings.HasPrefix(l, ":") && slices.Contains(t.chains, name) {
+				if strings.HasPrefix(l, ":") && slices.Contains(t.chains, name) && !(now == ModeIPTables && iptablesModeChain(t.name, name)) {
 					chains = append(chains, t.name+"/"+name)
 				}
 			}

@@ -25,7 +25,7 @@ func TestCleanupIPVSMode(t *testing.T) {
 		p.OnEndpointSliceAdd(slice("default", "web", "web-v6", 8080, v1.ProtocolTCP, ep{ip: "fd00:1::1"}))
 		e.sync(p)
 	}
-	before, err := IPVSModeLeftovers(e.dp)
+	before, err := IPVSModeLeftovers(e.dp, ModeNFTables)
 	require.NoError(t, err)
 	require.Len(t, before, 6, "%q", before) // servers, the link in each family, ipsets, each family's chains
 	require.NoError(t, e.dp.IPTables.Restore(dataplane.IPv4, []byte("*filter\n:SOMEONE-ELSE - [0:0]\n-A INPUT -j SOMEONE-ELSE\nCOMMIT\n")))
@@ -42,7 +42,7 @@ func TestCleanupIPVSMode(t *testing.T) {
 	require.Equal(t, int64(2*(12+2+1+9+11+11)), e.k.Ops()[dataplane.OpIPTablesSave]-ops[dataplane.OpIPTablesSave])
 	require.ErrorContains(t, err, "remove iptables mode's nat chains (IPv4): iptables-restore IPv4: line 5: -X KUBE-MARK-MASQ: chain is referenced from")
 	require.ErrorContains(t, err, "remove iptables mode's filter chains (IPv4)")
-	left, err := IPVSModeLeftovers(e.dp)
+	left, err := IPVSModeLeftovers(e.dp, ModeNFTables)
 	require.NoError(t, err)
 	require.Equal(t, []string{"17 ipsets (KUBE-6-CLUSTER-IP, KUBE-6-EXTERNAL-IP, KUBE-6-EXTERNAL-IP-LOCAL, KUBE-6-HEALTH-CHECK-NODE-PORT, " +
 		"KUBE-6-IPVS-IPS, KUBE-6-LOAD-BALANCER, KUBE-6-LOAD-BALANCER-FW, KUBE-6-LOAD-BALANCER-LOCAL, KUBE-6-LOAD-BALANCER-SOURCE-CID, " +

@@ -41,9 +41,9 @@ type Config struct {
 	// "kube-proxy@v1.37.1", which runs in a kpsim binary built from a nested
 	// module under upstream/ (the scenarios package has the registry).
 	Implementation string `json:"implementation" yaml:"implementation"`
-	// Mode is kube-proxy's proxy mode: ModeIPVS, or ModeNFTables for a
-	// release that has nftables mode as GA (v1.33 and later). kpsim's own
-	// proxier is an IPVS proxier.
+	// Mode is kube-proxy's proxy mode: ModeIPVS, or ModeNFTables or
+	// ModeIPTables for a release from v1.33 on (nftables mode GA). kpsim's
+	// own proxier is an IPVS proxier.
 	Mode Mode `json:"mode" yaml:"mode"`
 	// NodeName is the node the proxier plays; a scenario names it in
 	// cluster.node, so it is not part of the proxier section.
@@ -120,24 +120,27 @@ type Mode string
 const (
 	ModeIPVS     Mode = "ipvs"
 	ModeNFTables Mode = "nftables"
+	ModeIPTables Mode = "iptables"
 )
 
 // nftablesSince is the first minor release of 1.x whose nftables mode is
-// GA (before it, alpha and beta behind a feature gate): the first kpsim runs.
+// GA (before it, alpha and beta behind a feature gate): the first kpsim runs
+// in nftables mode, and in iptables mode (kpsim's adapter for a release
+// before it calls its IPVS constructor only).
 const nftablesSince = 33
 
 // HasNFTablesMode reports whether implementation impl runs in nftables
-// mode: a release from v1.33 on.
+// mode, and in iptables mode: a release from v1.33 on.
 func HasNFTablesMode(impl string) bool {
 	return impl != ImplementationKpsim && releaseMinor(impl) >= nftablesSince
 }
 
 // Priced names what a cost profile prices the proxier's own work under
-// (sim.Profile.Releases): its implementation, with " nftables" in nftables
-// mode, whose sync is other code than IPVS mode's.
+// (sim.Profile.Releases): its implementation, with " nftables" or
+// " iptables" in those modes, whose syncs are other code than IPVS mode's.
 func (cfg Config) Priced() string {
-	if cfg.Mode == ModeNFTables {
-		return cfg.Implementation + " " + string(ModeNFTables)
+	if cfg.Mode != ModeIPVS && cfg.Mode != "" {
+		return cfg.Implementation + " " + string(cfg.Mode)
 	}
 	return cfg.Implementation
 }
@@ -249,12 +252,14 @@ func (cfg Config) Validate() error {
 		bad("implementation", "%q is not %s or kube-proxy@VERSION (a release, e.g. kube-proxy@v1.37.1)", cfg.Implementation, ImplementationKpsim)
 	}
 	switch {
-	case cfg.Mode != ModeIPVS && cfg.Mode != ModeNFTables:
-		bad("mode", "%q is not %s or %s", cfg.Mode, ModeIPVS, ModeNFTables)
-	case cfg.Mode == ModeNFTables && cfg.Implementation == ImplementationKpsim:
-		bad("mode", "kpsim's own proxier is an IPVS proxier; nftables mode runs a kube-proxy release (implementation: kube-proxy@v1.37.1)")
+	case cfg.Mode != ModeIPVS && cfg.Mode != ModeNFTables && cfg.Mode != ModeIPTables:
+		bad("mode", "%q is not %s, %s or %s", cfg.Mode, ModeIPVS, ModeNFTables, ModeIPTables)
+	case cfg.Mode != ModeIPVS && cfg.Implementation == ImplementationKpsim:
+		bad("mode", "kpsim's own proxier is an IPVS proxier; %s mode runs a kube-proxy release (implementation: kube-proxy@v1.37.1)", cfg.Mode)
 	case cfg.Mode == ModeNFTables && !HasNFTablesMode(cfg.Implementation):
 		bad("mode", "%s has nftables mode only behind a feature gate (GA in v1.%d): kpsim runs nftables mode from kube-proxy v1.%d", cfg.Implementation, nftablesSince, nftablesSince)
+	case cfg.Mode == ModeIPTables && !HasNFTablesMode(cfg.Implementation):
+		bad("mode", "kpsim runs iptables mode from kube-proxy v1.%d (%s runs in IPVS mode)", nftablesSince, cfg.Implementation)
 	}
 	if cfg.NodeName == "" {
 		bad("nodeName", "must not be empty")

@@ -81,8 +81,9 @@ func TestConfigImplementation(t *testing.T) {
 	}
 }
 
-// TestConfigMode: IPVS mode unless nftables is asked for, which only a
-// release with nftables mode GA (v1.33 on) runs; kpsim's proxier is IPVS.
+// TestConfigMode: IPVS mode unless nftables or iptables mode is asked
+// for, which only a release with nftables mode GA (v1.33 on) runs; kpsim's
+// proxier is IPVS.
 func TestConfigMode(t *testing.T) {
 	require.Equal(t, ModeIPVS, Config{}.Defaults().Mode)
 	for _, tc := range []struct {
@@ -95,7 +96,11 @@ func TestConfigMode(t *testing.T) {
 		{"kube-proxy@v1.30.3", ModeIPVS, ""},
 		{"kube-proxy@v1.30.3", ModeNFTables, "kube-proxy@v1.30.3 has nftables mode only behind a feature gate (GA in v1.33): kpsim runs nftables mode from kube-proxy v1.33"},
 		{"kpsim", ModeNFTables, "kpsim's own proxier is an IPVS proxier; nftables mode runs a kube-proxy release (implementation: kube-proxy@v1.37.1)"},
-		{"kube-proxy@v1.37.1", "iptables", `"iptables" is not ipvs or nftables`},
+		{"kube-proxy@v1.37.1", ModeIPTables, ""},
+		{"kube-proxy@v1.34.3", ModeIPTables, ""},
+		{"kube-proxy@v1.30.3", ModeIPTables, "kpsim runs iptables mode from kube-proxy v1.33 (kube-proxy@v1.30.3 runs in IPVS mode)"},
+		{"kpsim", ModeIPTables, "kpsim's own proxier is an IPVS proxier; iptables mode runs a kube-proxy release (implementation: kube-proxy@v1.37.1)"},
+		{"kube-proxy@v1.37.1", "userspace", `"userspace" is not ipvs, nftables or iptables`},
 	} {
 		err := Config{Implementation: tc.impl, Mode: tc.mode}.Defaults().Validate()
 		if tc.msg == "" {

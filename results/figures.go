@@ -204,7 +204,7 @@ func Figures(files ...*File) []Figure {
 	add(true,
 		Figure{Name: "histograms", Label: "histograms", Line: histogramsLine, RunOnly: true},
 		Figure{Name: "leftovers", Label: "left behind", RunOnly: true, Line: func(f *File) (Line, bool) {
-			return Line{Text: strings.Join(f.Leftovers, "; ") + " (after the switch to nftables mode)", Basis: f.Basis}, len(f.Leftovers) > 0
+			return Line{Text: strings.Join(f.Leftovers, "; ") + " (after the switch from IPVS mode)", Basis: f.Basis}, len(f.Leftovers) > 0
 		}},
 		Figure{Name: "process/cpu", Label: "process", Unit: UnitSeconds, Basis: measuredBasis, Class: Timing, HigherIsWorse: true, RunOnly: true,
 			Value: func(f *File) float64 { return f.Totals.CPUSeconds },

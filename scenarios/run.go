@@ -331,7 +331,7 @@ func (x *run) startProxier(st *StartProxier) error {
 	if st.Mode != "" {
 		x.cfg.Mode = st.Mode // this generation's and the next ones'
 	}
-	x.switched = x.switched || x.ranIPVS && x.cfg.Mode == proxier.ModeNFTables
+	x.switched = x.switched || x.ranIPVS && x.cfg.Mode != proxier.ModeIPVS
 	x.ranIPVS = x.ranIPVS || x.cfg.Mode == proxier.ModeIPVS
 	ctx, cancel := context.WithCancel(x.ctx)
 	dp, kill := dataplane.Stoppable(x.dp)
@@ -564,7 +564,7 @@ func (x *run) finish(f *results.File, reg *prometheus.Registry) {
 		f.Probes = x.probes.results()
 	}
 	if x.switched {
-		left, err := proxier.IPVSModeLeftovers(x.dp)
+		left, err := proxier.IPVSModeLeftovers(x.dp, x.cfg.Mode)
 		switch {
 		case err != nil:
 			left = []string{"not listed: " + err.Error()}

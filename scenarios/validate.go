@@ -431,6 +431,7 @@ func expandSteps(steps []Step, fn func(*Step)) {
 var modeOps = map[proxier.Mode][]dataplane.Op{
 	proxier.ModeIPVS:     {dataplane.OpIPVSServiceAdd, dataplane.OpIPVSList, dataplane.OpIPTablesRestore},
 	proxier.ModeNFTables: {dataplane.OpNFTTransaction, dataplane.OpNFTCommand},
+	proxier.ModeIPTables: {dataplane.OpIPTablesRestore},
 }
 
 func opNames(ops []dataplane.Op) string {

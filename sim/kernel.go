@@ -64,6 +64,7 @@ type Kernel struct {
 	flows    map[flowKey]netip.AddrPort
 	nft      map[nftKey]*nftState
 	nftNext  map[netip.AddrPort]int // the next numgen choice a probe of a service address takes
+	iptNext  map[*chain]int         // the next statistic choice a probe takes in an iptables chain
 }
 
 var _ interface {
@@ -123,6 +124,7 @@ func New(o Options) (*Kernel, error) {
 		flows:   make(map[flowKey]netip.AddrPort),
 		nft:     make(map[nftKey]*nftState),
 		nftNext: make(map[netip.AddrPort]int),
+		iptNext: make(map[*chain]int),
 	}
 	k.links["lo"].addrs[netip.MustParseAddr("127.0.0.1")] = netip.MustParsePrefix("127.0.0.1/8")
 	k.links["lo"].addrs[netip.MustParseAddr("::1")] = netip.MustParsePrefix("::1/128")

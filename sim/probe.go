@@ -61,7 +61,9 @@ const (
 // Before all of this, the nftables tables of dst's family (kube-proxy's in
 // nftables mode) see the connection, as their hooks (prerouting or output,
 // at dstnat priority) come before the local delivery IPVS takes it at: see
-// probeNFT. Where they decide nothing, the model above applies.
+// probeNFT. Then the iptables nat table's PREROUTING or OUTPUT chain
+// (kube-proxy's in iptables mode), at the same priority: see
+// probeIPTables. Where they decide nothing, the model above applies.
 //
 // Probe is a model, not a kernel operation: it is neither counted nor charged.
 // Its cost is a walk over the few rules reachable from INPUT (compiled when
@@ -110,6 +112,9 @@ func (k *Kernel) probe(client, dst netip.AddrPort, proto dataplane.Protocol, ser
 		reply, tracked = k.flows[key]
 	}
 	if ok, outcome, decided := k.probeNFT(key, tracked, reply, serves, fromNode); decided {
+		return ok, outcome
+	}
+	if ok, outcome, decided := k.probeIPTables(key, tracked, reply, serves, fromNode); decided {
 		return ok, outcome
 	}
 	if !k.bound(dst.Addr()) {
@@ -192,7 +197,55 @@ type packet struct {
 	proto       string // lower case, as -p and ipset entries spell it
 	established bool   // conntrack state ESTABLISHED rather than NEW
 	mark        uint32
-	buf         [128]byte
+	// serves says whether an endpoint answers, for a statistic choice
+	// (choose); nil where the walk decides no destination.
+	serves func(netip.AddrPort) bool
+	buf    [128]byte
+}
+
+// probeIPTables is the probe model's iptables-mode part. A new connection
+// walks the nat table's PREROUTING chain (OUTPUT for the node's own); a
+// DNAT there sends it to the endpoint it names (see choose for kube-proxy's
+// statistic rules), through the filter table's FORWARD chain (the node's:
+// OUTPUT), where a DROP or REJECT ends it: "rejected". An endpoint that
+// does not serve is "no-destination". A UDP datagram of a tracked flow
+// follows the flow (or is "stale-conntrack" if its endpoint no longer
+// serves), and a new one is remembered. Without a DNAT, an address not
+// bound on the node is routed on: the same filter chain may reject it (the
+// REJECT kube-proxy writes for a service with no endpoints); otherwise the
+// rest of the model decides.
+func (k *Kernel) probeIPTables(key flowKey, tracked bool, reply netip.AddrPort, serves func(netip.AddrPort) bool, fromNode bool) (ok bool, outcome string, decided bool) {
+	nat, filter := "PREROUTING", "FORWARD"
+	if fromNode {
+		nat, filter = "OUTPUT", "OUTPUT"
+	}
+	pkt := packet{src: key.client, dst: key.origDst, proto: key.proto.SetProto(), serves: serves}
+	if k.walkHook(&pkt, "nat", nat) != "DNAT" {
+		if k.bound(key.origDst.Addr()) {
+			return false, "", false
+		}
+		pkt = packet{src: key.client, dst: key.origDst, proto: key.proto.SetProto(), established: tracked}
+		if v := k.ruleVerdict(&pkt, "filter", filter); v == "DROP" || v == "REJECT" {
+			return false, ProbeRejected, true
+		}
+		return false, "", false
+	}
+	if tracked {
+		if serves(reply) {
+			return true, ProbeOK, true
+		}
+		return false, ProbeStaleConntrack, true
+	}
+	if v := k.ruleVerdict(&pkt, "filter", filter); v == "DROP" || v == "REJECT" {
+		return false, ProbeRejected, true
+	}
+	if !serves(pkt.dst) {
+		return false, ProbeNoDestination, true
+	}
+	if key.proto == dataplane.UDP {
+		k.flows[key] = pkt.dst
+	}
+	return true, ProbeOK, true
 }
 
 func (p *packet) addr(src bool) netip.Addr {
@@ -227,8 +280,15 @@ func (p *packet) port(src bool) uint16 {
 //   - -m mark [!] --mark VALUE[/MASK]: the packet's mark.
 //   - -m addrtype [!] --src-type|--dst-type LOCAL: whether the address is
 //     bound on the node (kube-ipvs0's included).
+//   - -m tcp|udp|sctp [!] --dport PORT: the destination port.
+//   - -m statistic --mode random --probability P: a statistic choice (see
+//     choose), not a draw.
+//   - -m recent: --set always matches (the model keeps no list); a rule
+//     with --rcheck never does, so ClientIP affinity in iptables mode is
+//     not modeled (each connection is chosen afresh).
 //
-// and these targets: ACCEPT, DROP, REJECT, MASQUERADE (which end the walk),
+// and these targets: ACCEPT, DROP, REJECT, MASQUERADE, DNAT
+// --to-destination ADDR:PORT (which end the walk),
 // RETURN, MARK (--set-xmark, --set-mark, --or-mark, --xor-mark: the packet's
 // mark changes and the walk goes on), a user chain by -j (a jump) or -g (a
 // goto: its end returns to the caller's caller), and no target at all (a
@@ -240,6 +300,8 @@ type probeRule struct {
 	skip    bool
 	target  string
 	goTo    bool
+	random  bool           // -m statistic --mode random
+	dnat    netip.AddrPort // DNAT's --to-destination
 	matches []probeMatch
 	// MARK's effect: mark = mark&^clear ^ flip.
 	clear, flip uint32
@@ -254,6 +316,7 @@ const (
 	matchAddr
 	matchMark
 	matchLocal
+	matchPort
 )
 
 type probeMatch struct {
@@ -268,12 +331,13 @@ type probeMatch struct {
 	// Addr: the prefix the source (src[0]) or destination must be in; Local:
 	// which address must be bound locally (src[0]).
 	prefix netip.Prefix
-	// Mark: mark&mask == value.
+	// Mark: mark&mask == value; Port: the destination port is value.
 	value, mask uint32
 }
 
 // probeModules are the match modules whose options the model understands.
-var probeModules = map[string]bool{"comment": true, "set": true, "conntrack": true, "mark": true, "addrtype": true}
+var probeModules = map[string]bool{"comment": true, "set": true, "conntrack": true, "mark": true, "addrtype": true,
+	"tcp": true, "udp": true, "sctp": true, "statistic": true, "recent": true}
 
 // parseMark reads VALUE[/MASK] in iptables' number syntax; the mask
 // defaults to all ones.
@@ -362,6 +426,20 @@ func compileProbeRule(spec []string) probeRule {
 			v, mask, ok := parseMark(arg())
 			r.skip = r.skip || !ok
 			r.matches = append(r.matches, probeMatch{kind: matchMark, negate: negate, value: v, mask: mask})
+		case "--dport", "--destination-port":
+			port, err := strconv.ParseUint(arg(), 10, 16)
+			r.skip = r.skip || err != nil
+			r.matches = append(r.matches, probeMatch{kind: matchPort, negate: negate, value: uint32(port)})
+		case "--mode":
+			r.skip = r.skip || arg() != "random"
+		case "--probability":
+			arg()
+			r.random = true
+		case "--name", "--mask", "--seconds":
+			arg()
+		case "--set", "--rsource", "--reap":
+		case "--rcheck":
+			r.skip = true
 		case "--src-type", "--dst-type":
 			m := probeMatch{kind: matchLocal, negate: negate}
 			m.src[0] = opt == "--src-type"
@@ -373,6 +451,8 @@ func compileProbeRule(spec []string) probeRule {
 			case "ACCEPT", "DROP", "REJECT", "RETURN", "MASQUERADE":
 			case "MARK":
 				r.compileMark(spec[i+1:])
+			case "DNAT":
+				r.compileDNAT(spec[i+1:])
 			default:
 				r.skip = r.skip || targets[r.target] // an extension target, not a chain
 			}
@@ -383,6 +463,17 @@ func compileProbeRule(spec []string) probeRule {
 		negate = false
 	}
 	return r
+}
+
+// compileDNAT reads the DNAT target's --to-destination ADDR:PORT, the one
+// form kube-proxy writes.
+func (r *probeRule) compileDNAT(opts []string) {
+	if len(opts) < 2 || opts[0] != "--to-destination" {
+		r.skip = true
+		return
+	}
+	to, err := netip.ParseAddrPort(opts[1])
+	r.dnat, r.skip = to, r.skip || err != nil
 }
 
 // compileMark reads the MARK target's options.
@@ -441,24 +532,87 @@ func (k *Kernel) walk(t *table, c *chain, p *packet, depth int) (verdict string,
 		if r.skip || r.target == "" || !k.matchAll(r.matches, p) {
 			continue
 		}
-		switch r.target {
-		case "ACCEPT", "DROP", "REJECT", "MASQUERADE":
-			return r.target, true
-		case "RETURN":
-			return "", false
-		case "MARK":
-			p.mark = p.mark&^r.clear ^ r.flip
-			continue
+		if r.random {
+			return k.choose(t, c, i, p, depth)
 		}
-		sub, ok := t.chains[r.target]
-		if !ok || sub.builtin || depth >= len(t.chains) {
-			continue
-		}
-		if verdict, done := k.walk(t, sub, p, depth+1); done || r.goTo {
+		if verdict, done, next := k.jump(t, r, p, depth); !next {
 			return verdict, done
 		}
 	}
 	return "", false
+}
+
+// jump takes rule r's target for p: a verdict that ends the walk (done), a
+// RETURN, or next: the walk goes on with the chain's next rule.
+func (k *Kernel) jump(t *table, r *probeRule, p *packet, depth int) (verdict string, done, next bool) {
+	switch r.target {
+	case "ACCEPT", "DROP", "REJECT", "MASQUERADE":
+		return r.target, true, false
+	case "DNAT":
+		p.dst = r.dnat
+		return r.target, true, false
+	case "RETURN":
+		return "", false, false
+	case "MARK":
+		p.mark = p.mark&^r.clear ^ r.flip
+		return "", false, true
+	}
+	sub, ok := t.chains[r.target]
+	if !ok || sub.builtin || depth >= len(t.chains) {
+		return "", false, true
+	}
+	if verdict, done := k.walk(t, sub, p, depth+1); done || r.goTo {
+		return verdict, done, false
+	}
+	return "", false, true
+}
+
+// choose stands for the statistic rules kube-proxy's iptables mode spreads
+// a service's new connections with (-m statistic --mode random, each taking
+// its share of what the ones before left, the rule after them the rest):
+// from the rule at i on, the rules that match, up to and including the
+// first that is not random, are taken in turn, round robin per chain as
+// IPVS's rr takes destinations, and the first whose walk DNATs to an
+// endpoint that serves decides (a client that retries). If none does, the
+// first decides, so "no-destination" means no retry could succeed. The
+// walk ends at the choice.
+func (k *Kernel) choose(t *table, c *chain, i int, p *packet, depth int) (verdict string, done bool) {
+	var picks []*probeRule
+	for j := i; j < len(c.rules); j++ {
+		r := &c.rules[j].probe
+		if r.skip || r.target == "" || !k.matchAll(r.matches, p) {
+			continue
+		}
+		picks = append(picks, r)
+		if !r.random {
+			break
+		}
+	}
+	first := k.iptNext[c] % len(picks)
+	k.iptNext[c] = (first + 1) % len(picks)
+	var fallback packet
+	for n := range picks {
+		q := *p
+		v, d, _ := k.jump(t, picks[(first+n)%len(picks)], &q, depth)
+		if v == "DNAT" && (p.serves == nil || p.serves(q.dst)) {
+			k.iptNext[c] = (first + n + 1) % len(picks)
+			*p = q
+			return v, d
+		}
+		if n == 0 {
+			fallback, verdict, done = q, v, d
+		}
+	}
+	*p = fallback
+	return verdict, done
+}
+
+// ruleVerdict walks one built-in chain of a table and returns the verdict
+// a rule gave, "" where none did (the chain's policy is not taken).
+func (k *Kernel) ruleVerdict(p *packet, table, chain string) string {
+	t := k.tables[dataplane.FamilyOf(p.dst.Addr())][table]
+	verdict, _ := k.walk(t, t.chains[chain], p, 0)
+	return verdict
 }
 
 func (k *Kernel) matchAll(ms []probeMatch, p *packet) bool {
@@ -478,6 +632,8 @@ func (k *Kernel) matchAll(ms []probeMatch, p *packet) bool {
 			hit = p.mark&m.mask == m.value
 		case matchLocal:
 			hit = k.bound(p.addr(m.src[0]))
+		case matchPort:
+			hit = uint32(p.dst.Port()) == m.value
 		}
 		if hit == m.negate {
 			return false

@@ -99,6 +99,19 @@ var SaveForms = []SaveForm{
 	{Family: dataplane.IPv4, Table: "nat", In: `-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
 		Saved: `-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`},
 
+	// iptables mode's: the statistic match keeps a 31-bit fraction, recent
+	// prints its options in its own order, DNAT's are kept.
+	{Family: dataplane.IPv4, Table: "nat", In: `-m comment --comment "x" -m statistic --mode random --probability 0.3333333333 -j RETURN`,
+		Saved: `-m comment --comment x -m statistic --mode random --probability 0.33333333349 -j RETURN`},
+	{Family: dataplane.IPv4, Table: "nat", In: `-m statistic --mode random --probability 0.5000000000 -j RETURN`,
+		Saved: `-m statistic --mode random --probability 0.50000000000 -j RETURN`},
+	{Family: dataplane.IPv4, Table: "nat", In: `-m tcp -p tcp -j DNAT --to-destination 10.244.1.204:8080`,
+		Saved: `-p tcp -m tcp -j DNAT --to-destination 10.244.1.204:8080`},
+	{Family: dataplane.IPv4, Table: "nat", In: `-m recent --set --name KUBE-SEP-X --mask 255.255.255.255 --rsource -m tcp -p tcp -j DNAT --to-destination 10.0.0.1:80`,
+		Saved: `-p tcp -m recent --set --name KUBE-SEP-X --mask 255.255.255.255 --rsource -m tcp -j DNAT --to-destination 10.0.0.1:80`},
+	{Family: dataplane.IPv4, Table: "nat", In: `-m recent --name KUBE-SEP-X --mask 255.255.255.255 --rsource --rcheck --seconds 10800 --reap -j RETURN`,
+		Saved: `-m recent --rcheck --seconds 10800 --reap --name KUBE-SEP-X --mask 255.255.255.255 --rsource -j RETURN`},
+
 	// The ipvs match prints the protocol by number, the address without a
 	// host's prefix length, in its own option order.
 	{Family: dataplane.IPv4, In: `-s 198.51.100.2 -m ipvs --vaddr 198.51.100.2 --vproto tcp --vport 80 -j DROP`,

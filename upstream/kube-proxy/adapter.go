@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
+	"k8s.io/kubernetes/pkg/proxy/iptables"
 	"k8s.io/kubernetes/pkg/proxy/ipvs"
 	"k8s.io/kubernetes/pkg/proxy/nftables"
 
@@ -20,9 +21,9 @@ import (
 // by the build tags cmd/releasemodule prints for a release); this one is
 // 1.37 on, whose constructors take the KubeProxyConfiguration.
 
-// Built is the release this binary is compiled with, in IPVS and nftables
-// mode.
-var Built = Release{NewProxier: newIPVSProxier, NewNFTablesProxier: newNFTablesProxier}
+// Built is the release this binary is compiled with, in IPVS, nftables and
+// iptables mode.
+var Built = Release{NewProxier: newIPVSProxier, NewNFTablesProxier: newNFTablesProxier, NewIPTablesProxier: newIPTablesProxier}
 
 // newIPVSProxier is ipvs.NewProxier as cmd/kube-proxy calls it, on
 // Configuration (no health server).
@@ -39,6 +40,16 @@ func newNFTablesProxier(ctx context.Context, p Params) (proxy.Provider, error) {
 	cfg.Mode = kubeproxyconfig.ProxyModeNFTables
 	cfg.NFTables.MasqueradeBit = cfg.IPTables.MasqueradeBit
 	return nftables.NewProxier(ctx, cfg, p.Family, p.LocalDetector(), p.Config.NodeName, p.NodeIP, p.Recorder, nil, false)
+}
+
+// newIPTablesProxier is iptables.NewProxier as cmd/kube-proxy calls it in
+// iptables mode (--proxy-mode=iptables, kube-proxy's default on Linux), on
+// the same configuration, no health server.
+func newIPTablesProxier(ctx context.Context, p Params) (proxy.Provider, error) {
+	cfg := Configuration(p.Config)
+	cfg.Mode = kubeproxyconfig.ProxyModeIPTables
+	cfg.IPTables.LocalhostNodePorts = &localhostNodePorts
+	return iptables.NewProxier(ctx, cfg, p.Family, p.IPTables, p.Sysctl, p.LocalDetector(), p.Config.NodeName, p.NodeIP, p.Recorder, nil, false)
 }
 
 // Configuration is kube-proxy's configuration (IPVS mode) for kpsim's

@@ -1,6 +1,7 @@
 package kubeproxy
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"net/netip"
@@ -211,6 +212,16 @@ func (c countedIPTables) EnsureRule(pos utiliptables.RulePosition, table utilipt
 	}
 	exists, err := c.Interface.EnsureRule(pos, table, chain, args...)
 	return exists, c.f.Result(op, err)
+}
+
+// SaveInto is one iptables-save (iptables mode's full sync reads its nat
+// table's chains back).
+func (c countedIPTables) SaveInto(table utiliptables.Table, buffer *bytes.Buffer) error {
+	const op = "iptables-save"
+	if err := c.f.Record(op, func(dp dataplane.Dataplane) { _, _ = dp.IPTables.Save(c.family, string(table)) }); err != nil {
+		return err
+	}
+	return c.f.Result(op, c.Interface.SaveInto(table, buffer))
 }
 
 func (c countedIPTables) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {

@@ -68,6 +68,10 @@ type Release struct {
 	// generation then replaces, see nftablesProxier); nil for a release
 	// kpsim does not run in nftables mode (proxier.Config refuses it).
 	NewNFTablesProxier func(ctx context.Context, p Params) (proxy.Provider, error)
+	// NewIPTablesProxier calls the release's iptables.NewProxier for one
+	// family, as cmd/kube-proxy does in iptables mode (p's IPTables and
+	// Sysctl used); nil for a release kpsim does not run in iptables mode.
+	NewIPTablesProxier func(ctx context.Context, p Params) (proxy.Provider, error)
 }
 
 // Params are one family's proxier's arguments.
@@ -250,6 +254,9 @@ type Kernel struct {
 	// kube-proxy's: it reports whether it met errors, which kube-proxy
 	// logs and ignores. Nil: nothing is cleaned up.
 	CleanupIPVSMode func(ctx context.Context) (failed bool)
+	// CleanupNFTablesMode removes nftables mode's tables, as kube-proxy
+	// does as it starts in iptables mode; the same contract.
+	CleanupNFTablesMode func(ctx context.Context) (failed bool)
 	// Close undoes what making the kernel did, when the generation ends; nil for nothing.
 	Close func()
 }
@@ -264,7 +271,8 @@ func RealKernel() (Kernel, error) {
 	if err != nil {
 		return Kernel{}, err
 	}
-	k := Kernel{IPSet: newIPSet(), IPTables: newIPTables, Sysctl: utilsysctl.New(), CleanupIPVSMode: releaseCleanupIPVSMode, Close: undo}
+	k := Kernel{IPSet: newIPSet(), IPTables: newIPTables, Sysctl: utilsysctl.New(),
+		CleanupIPVSMode: releaseCleanupIPVSMode, CleanupNFTablesMode: releaseCleanupNFTablesMode, Close: undo}
 	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
 		k.IPVS = utilipvs.New()
 	}
@@ -311,10 +319,20 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 		defer releaseclock.Use(opts.Clock)()
 	}
 
-	if cfg.Mode == proxier.ModeNFTables && k.CleanupIPVSMode != nil {
+	// cmd/kube-proxy's platformCleanup as it starts: nftables mode removes
+	// what iptables and IPVS mode left, iptables mode what nftables mode
+	// left (and nothing of IPVS mode's, which stays), IPVS mode the same.
+	// kpsim runs the cleanup of nftables mode's only when entering iptables
+	// mode: IPVS mode's runs are the harness's oldest, and their operations
+	// per sync stay as they were.
+	cleanup, what := k.CleanupIPVSMode, "IPVS mode"
+	if cfg.Mode == proxier.ModeIPTables {
+		cleanup, what = k.CleanupNFTablesMode, "nftables mode"
+	}
+	if cfg.Mode != proxier.ModeIPVS && cleanup != nil {
 		g.Family(cfg.Families[0]).Startup(func() {
-			if k.CleanupIPVSMode(ctx) {
-				klog.FromContext(ctx).Info("kube-proxy's cleanup of IPVS mode met errors; ignored, as kube-proxy does")
+			if cleanup(ctx) {
+				klog.FromContext(ctx).Info("kube-proxy's cleanup of " + what + " met errors; ignored, as kube-proxy does")
 			}
 		})
 	}
@@ -338,9 +356,12 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 			Recorder: &events.FakeRecorder{},
 		}
 		var p proxy.Provider
-		if cfg.Mode == proxier.ModeNFTables {
+		switch cfg.Mode {
+		case proxier.ModeNFTables:
 			p, err = r.nftablesProxier(ctx, k, params, fam)
-		} else {
+		case proxier.ModeIPTables:
+			p, err = r.iptablesProxier(ctx, k, params)
+		default:
 			p, err = r.ipvsProxier(ctx, k, params, fam)
 		}
 		if err != nil {

@@ -4,8 +4,13 @@ package kubeproxy
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -23,6 +28,8 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/ipvs"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
+	"k8s.io/kubernetes/pkg/proxy/nftables"
+	"k8s.io/kubernetes/pkg/proxy/util/nfacct"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	"k8s.io/utils/clock"
 
@@ -39,14 +46,14 @@ const labelledMetrics = true
 
 // registerReleaseMetrics registers the release's metrics for mode.
 // kube-proxy registers once per process, for its one mode; a kpsim run
-// may switch to nftables mode, and a calibration runs both, so the
-// nftables mode's sync histograms, the partial one kpsim reads (observed:
+// may switch to nftables or iptables mode, and a calibration runs several,
+// so those modes' sync histograms, the partial one kpsim reads (observed:
 // which syncs were partial), are registered after IPVS mode's too.
 func registerReleaseMetrics(mode proxier.Mode) {
 	metrics.RegisterMetrics(kubeproxyconfig.ProxyMode(mode))
-	if mode == proxier.ModeNFTables {
+	if mode != proxier.ModeIPVS {
 		for _, m := range []k8smetrics.Registerable{metrics.SyncFullProxyRulesLatency, metrics.SyncPartialProxyRulesLatency} {
-			_ = legacyregistry.Register(m) // already registered if nftables mode was the first
+			_ = legacyregistry.Register(m) // already registered if this mode was the first
 		}
 	}
 }
@@ -176,4 +183,69 @@ func (s simFlows) ClearEntries(ipFamily uint8, filters ...netlink.CustomConntrac
 func releaseCleanupIPVSMode(ctx context.Context) (failed bool) {
 	failed = iptables.CleanupLeftovers(ctx)
 	return ipvs.CleanupLeftovers(ctx) || failed
+}
+
+// releaseCleanupNFTablesMode is what the release's cmd/kube-proxy runs as
+// it starts in iptables mode (platformCleanup): nftables mode's cleanup,
+// which deletes its tables.
+func releaseCleanupNFTablesMode(ctx context.Context) (failed bool) {
+	return nftables.CleanupLeftovers(ctx)
+}
+
+// adoptIPTablesMode gives a release's iptables proxier the in-memory
+// kernel's nfacct (simNFAcct) for its own client, which would make its
+// counters in the host's network namespace. It reports whether p is one.
+func adoptIPTablesMode(p any) (bool, error) {
+	if _, ok := p.(*iptables.Proxier); !ok {
+		return false, nil
+	}
+	return true, observed.WrapField(p, "nfacct", func(nfacct.Interface) nfacct.Interface { return &simNFAcct{} })
+}
+
+// simNFAcct stands for the kernel's nfacct on the in-memory kernel: a
+// counter exists once made, and counts nothing (probes are not packets).
+// With it the proxier writes the rules that count into its counters (the
+// localhost NodePorts', the INVALID drop's), as on a node with nfacct.
+type simNFAcct struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (n *simNFAcct) Ensure(name string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.names == nil {
+		n.names = map[string]bool{}
+	}
+	n.names[name] = true
+	return nil
+}
+
+func (n *simNFAcct) Add(name string) error {
+	n.mu.Lock()
+	exists := n.names[name]
+	n.mu.Unlock()
+	if exists {
+		return fmt.Errorf("nfacct %s: %w", name, fs.ErrExist)
+	}
+	return n.Ensure(name)
+}
+
+func (n *simNFAcct) Get(name string) (*nfacct.Counter, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.names[name] {
+		return nil, fmt.Errorf("nfacct %s: %w", name, fs.ErrNotExist)
+	}
+	return &nfacct.Counter{Name: name}, nil
+}
+
+func (n *simNFAcct) List() ([]*nfacct.Counter, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]*nfacct.Counter, 0, len(n.names))
+	for _, name := range slices.Sorted(maps.Keys(n.names)) {
+		out = append(out, &nfacct.Counter{Name: name})
+	}
+	return out, nil
 }

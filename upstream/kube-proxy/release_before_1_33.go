@@ -103,3 +103,10 @@ func simConntrack(dataplane.Dataplane) conntrack.Interface { return conntrack.Ne
 // releaseCleanupIPVSMode: kpsim runs 1.30 in IPVS mode only, where
 // kube-proxy cleans nothing of IPVS mode up.
 func releaseCleanupIPVSMode(context.Context) bool { return false }
+
+// releaseCleanupNFTablesMode: kpsim runs releases before 1.33 in IPVS mode
+// only.
+func releaseCleanupNFTablesMode(context.Context) bool { return false }
+
+// adoptIPTablesMode: kpsim runs releases before 1.33 in IPVS mode only.
+func adoptIPTablesMode(any) (bool, error) { return false, nil }

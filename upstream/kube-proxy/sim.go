@@ -1,6 +1,7 @@
 package kubeproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -21,6 +23,7 @@ import (
 	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
+	"sigs.k8s.io/knftables"
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
@@ -57,13 +60,22 @@ func SimKernel(dp dataplane.Dataplane) Kernel {
 		CleanupIPVSMode: func(context.Context) bool {
 			return proxier.CleanupIPVSMode(dp) != nil
 		},
+		CleanupNFTablesMode: func(ctx context.Context) bool { return cleanupNFTablesMode(ctx, dp) },
 		Adopt: func(p any, f v1.IPFamily) error {
 			links := simLinks{dp: dp, family: dataplane.Family(f)}
 			var netlink error // an nftables proxier has no netlink handle
 			if _, ok := p.(*ipvs.Proxier); ok {
 				netlink = observed.WrapField(p, "netlinkHandle", func(ipvs.NetLinkHandle) ipvs.NetLinkHandle { return links })
 			}
-			return errors.Join(netlink,
+			iptablesMode, nfacct := adoptIPTablesMode(p)
+			if iptablesMode {
+				// What its monitor makes first, in its own goroutine
+				// (simIPTables.Monitor says why the sim makes them here).
+				for _, table := range []string{"mangle", "nat", "filter"} {
+					nfacct = errors.Join(nfacct, dp.IPTables.Restore(dataplane.Family(f), fmt.Appendf(nil, "*%s\n:%s - [0:0]\nCOMMIT\n", table, canaryChain)))
+				}
+			}
+			return errors.Join(netlink, nfacct,
 				observed.WrapField(p, "networkInterfacer", func(proxyutil.NetworkInterfacer) proxyutil.NetworkInterfacer { return links }),
 				observed.WrapField(p, "conntrack", func(conntrack.Interface) conntrack.Interface { return simConntrack(dp) }),
 				observed.WrapField(p, "serviceHealthServer", func(healthcheck.ServiceHealthServer) healthcheck.ServiceHealthServer {
@@ -83,6 +95,27 @@ func nodeKernel(dp dataplane.Dataplane) (Kernel, error) {
 	}
 	return RealKernel()
 }
+
+// cleanupNFTablesMode is nftables mode's cleanup (its CleanupLeftovers) on
+// the in-memory kernel: one transaction per family that deletes the table.
+func cleanupNFTablesMode(ctx context.Context, dp dataplane.Dataplane) (failed bool) {
+	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+		nft, err := dp.NFTables.Table(dataplane.NFTablesFamily(f), dataplane.NFTablesTable)
+		if err != nil {
+			continue // as knftables.New failing: nothing to clean
+		}
+		tx := nft.NewTransaction()
+		tx.Delete(&knftables.Table{})
+		if err := nft.Run(ctx, tx); err != nil && !knftables.IsNotFound(err) {
+			failed = true
+		}
+	}
+	return failed
+}
+
+// canaryChain is the chain iptables mode's monitor makes in the mangle, nat
+// and filter tables (pkg/proxy/iptables's kubeProxyCanaryChain).
+const canaryChain = "KUBE-PROXY-CANARY"
 
 type simIPVS struct {
 	utilipvs.Interface
@@ -254,6 +287,22 @@ func (t simIPTables) Protocol() utiliptables.Protocol {
 // HasRandomFully: releases before 1.37 ask whether iptables has
 // --random-fully, which every iptables kpsim runs with has (1.6.2 and later).
 func (t simIPTables) HasRandomFully() bool { return true }
+
+// SaveInto is iptables-save of one table (iptables mode reads its nat
+// table's chains back on a full sync).
+func (t simIPTables) SaveInto(table utiliptables.Table, buffer *bytes.Buffer) error {
+	b, err := t.dp.IPTables.Save(t.family, string(table))
+	buffer.Write(b)
+	return err
+}
+
+// Monitor does nothing: iptables mode's monitor makes a canary chain in
+// each table, then polls, on wall time and outside any sync, for a flush of
+// the tables by someone else, which the in-memory kernel never has. The
+// chains it would make are made as the proxier is adopted (SimKernel), at
+// a point of the run that does not depend on a goroutine's timing.
+func (t simIPTables) Monitor(utiliptables.Chain, []utiliptables.Table, func(), time.Duration, <-chan struct{}) {
+}
 
 func (t simIPTables) RestoreAll(data []byte, _ utiliptables.FlushFlag, _ utiliptables.RestoreCountersFlag) error {
 	return t.dp.IPTables.Restore(t.family, data)

@@ -472,6 +472,52 @@ func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 	return f
 }
 
+// iptablesOnSim is nftablesOnSim in iptables mode.
+var iptablesOnSim = strings.NewReplacer("mode: nftables", "mode: iptables", "kube-proxy-nftables-sim", "kube-proxy-iptables-sim",
+	"nftables mode", "iptables mode").Replace(nftablesOnSim)
+
+// IPTablesOnSim runs release r in iptables mode on the in-memory kernel
+// (its own iptables proxier writing through iptables-restore into the
+// kernel's tables) and checks what its code did there: every sync is one
+// restore (and the jumps it ensures one command at a time), priced, with
+// nothing of IPVS or nftables mode's; the nat table holds a service chain
+// per service port with endpoints; probes to ClusterIPs and NodePorts
+// reach endpoints through its DNAT rules alone, through churn, a restart
+// and deletions.
+func IPTablesOnSim(t *testing.T, r kubeproxy.Release) {
+	t.Helper()
+	impl := registerOnKernel(r)
+	s, err := scenarios.Parse("iptables-sim.yaml", []byte(iptablesOnSim), []string{"proxier.implementation=" + impl.Name})
+	require.NoError(t, err)
+	f, st := runScenarioState(t, s, impl, simBackend)
+	var first [2]*results.Sync
+	for i := range f.Syncs {
+		s := &f.Syncs[i]
+		t.Logf("proxier %d %s #%d %s at %v: %d services, %.1fms modeled (%.1fms kernel), %v %s", s.Proxier, s.Family, s.Seq, s.Trigger,
+			s.Start.Sub(f.Start), s.Services, s.Seconds*1e3, s.KernelSeconds*1e3, s.Ops, s.Error)
+		require.Empty(t, s.Error)
+		require.Equal(t, int64(1), s.Ops[dataplane.OpIPTablesRestore], "a sync is one iptables-restore: %v", s.Ops)
+		require.Zero(t, s.Ops[dataplane.OpIPVSServiceAdd]+s.Ops[dataplane.OpIPSetAdd]+s.Ops[dataplane.OpAddressBind]+s.Ops[dataplane.OpNFTTransaction], "%v", s.Ops)
+		if first[s.Proxier] == nil {
+			first[s.Proxier] = s
+		}
+	}
+	require.NotNil(t, first[1], "no sync after the restart")
+	for _, s := range first {
+		require.Greater(t, s.Ops[dataplane.OpIPTablesRestoreBytes], int64(200*s.Services), "a full sync writes chains and rules per service port: %v", s.Ops)
+		require.Positive(t, s.KernelSeconds, "the restore is priced by the profile")
+	}
+	svcChains := 0
+	for _, line := range st.IPTables[dataplane.IPv4].NAT {
+		if strings.HasPrefix(line, ":KUBE-SVC-") {
+			svcChains++
+		}
+	}
+	require.Equal(t, 290, svcChains, "a chain per service port with endpoints: 300 less the 10 deleted")
+	require.Positive(t, f.Probes.Attempts, "probes ran")
+	require.Empty(t, f.Probes.Failures, "nothing broke")
+}
+
 // nftablesOverHours is two hours of a node in nftables mode: services
 // deleted early on, then only the periodic syncs.
 const nftablesOverHours = `name: nftables-over-hours

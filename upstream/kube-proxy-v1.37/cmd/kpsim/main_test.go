@@ -29,6 +29,11 @@ func TestNFTablesOnSim(t *testing.T) {
 	kubeproxytest.NFTablesOnSim(t, kubeproxy.Built)
 }
 
+// TestIPTablesOnSim: v1.37.1 in iptables mode on the in-memory kernel.
+func TestIPTablesOnSim(t *testing.T) {
+	kubeproxytest.IPTablesOnSim(t, kubeproxy.Built)
+}
+
 // TestNFTablesOnTheModeledClock: v1.37.1 in nftables mode decides by the
 // modeled clock: it deletes the chains it flushed a second later and
 // resyncs in full once an hour of modeled time.
