@@ -11,12 +11,12 @@ import (
 // release of the newest era needs none.
 func TestTags(t *testing.T) {
 	for name, want := range map[string][]string{
-		"v1.30.3":  {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34", "kpsim_k8s_before_1_33", "kpsim_k8s_before_1_31"},
-		"v1.33.6":  {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34"},
-		"v1.34.3":  {"kpsim_k8s_before_1_37"},
-		"v1.36":    {"kpsim_k8s_before_1_37"},
-		"v1.37.2":  nil,
-		"v1.38.0":  nil,
+		"v1.30.3": {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34", "kpsim_k8s_before_1_33", "kpsim_k8s_before_1_31"},
+		"v1.33.6": {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34"},
+		"v1.34.3": {"kpsim_k8s_before_1_37"},
+		"v1.36":   {"kpsim_k8s_before_1_37"},
+		"v1.37.2": nil,
+		"v1.38.0": nil,
 	} {
 		r, err := parseRelease(name)
 		require.NoError(t, err, name)
