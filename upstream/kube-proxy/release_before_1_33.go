@@ -4,24 +4,20 @@ package kubeproxy
 
 import (
 	"context"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/kubernetes/pkg/proxy"
 	"k8s.io/kubernetes/pkg/proxy/config"
 	"k8s.io/kubernetes/pkg/proxy/conntrack"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
-	"k8s.io/utils/clock"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/observed"
 )
 
 // What kube-proxy 1.30 has where later releases differ (release.go).
@@ -55,44 +51,6 @@ func runConfigs(ctx context.Context, svcs coreinformers.ServiceInformer, slices 
 	nc := config.NewNodeConfig(nodes, configSyncPeriod)
 	nc.RegisterEventHandler(p)
 	go nc.Run(ctx.Done())
-}
-
-// burstSyncs is the burst 1.30's IPVS proxier gives its runner's limiter.
-const burstSyncs = 2
-
-// modelRunner puts the release's sync runner (pkg/util/async, one timer
-// and a token-bucket limiter on the real clock, made by its constructor)
-// on the modeled clock when the generation runs there: its timer becomes
-// an observed.RunnerClock timer, its limiter the same token bucket on that
-// clock, and it has a request when its run or retry channel holds one (its
-// one select takes both along with the timer).
-func modelRunner(p any, f *observed.Family) error {
-	run, err := observed.Field(p, "syncRunner.run")
-	if err != nil {
-		return err
-	}
-	retry, err := observed.Field(p, "syncRunner.retry")
-	if err != nil {
-		return err
-	}
-	minInterval, err := observed.Field(p, "syncRunner.minInterval")
-	if err != nil {
-		return err
-	}
-	rc := f.RunnerClock(func(clock.Timer) bool { return run.Len() > 0 || retry.Len() > 0 })
-	if rc == nil {
-		return nil
-	}
-	timer := rc.Timer(0)
-	timer.Stop() // as the release's constructor leaves it: consumed, not armed
-	if err := observed.SetField(p, "syncRunner.timer", timer); err != nil {
-		return err
-	}
-	if d := time.Duration(minInterval.Int()); d > 0 {
-		limiter := flowcontrol.NewTokenBucketRateLimiterWithClock(float32(time.Second)/float32(d), burstSyncs, rc)
-		return observed.SetField(p, "syncRunner.limiter", limiter)
-	}
-	return nil
 }
 
 // simConntrack is upstream's fake: 1.30's conntrack utility clears flows
