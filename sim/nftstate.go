@@ -179,8 +179,8 @@ func (s *nftState) index(set string) map[string]int { return s.elements[set] }
 
 // live reports whether a set's element is there at now: an element traffic
 // wrote lives until its set's timeout has passed since it was last written.
-func (s *nftState) live(set, key string, now time.Time) bool {
-	until, ok := s.written[s.table.Sets[set]][key]
+func (s *nftState) live(set string, key []string, now time.Time) bool {
+	until, ok := s.written[s.table.Sets[set]][string(nftJoin(make([]byte, 0, 64), key))]
 	return !ok || now.Before(until)
 }
 
@@ -196,7 +196,7 @@ func (s *nftState) write(set string, key []string, now time.Time) {
 	}
 	k := strings.Join(key, " . ")
 	var undo []func() // traffic's writes are never taken back
-	if _, ok := s.elements[set][k]; !ok || !s.live(set, k, now) {
+	if _, ok := s.elements[set][k]; !ok || !s.live(set, key, now) {
 		_ = s.applyElement("add", &knftables.Element{Table: s.table.Name, Family: s.table.Family, Set: set, Key: key}, &undo)
 	}
 	if fs.Timeout == nil {
