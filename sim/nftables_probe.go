@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"sigs.k8s.io/knftables"
 
@@ -84,12 +85,8 @@ func nftEvaluate(table *knftables.FakeTable, cache nftCache, p nftPath) nftVerdi
 	if table == nil {
 		return nftVerdict{}
 	}
-	e := &nftEval{t: table, p: p, dst: p.dst}
-	if cache != nil {
-		e.bases, e.index, e.live = cache.baseChains, cache.index, cache.live
-	} else {
-		e.bases = func(h knftables.BaseChainHook) []*knftables.FakeChain { return baseChains(table, h) }
-	}
+	e := &nftEval{t: table, cache: cache, p: p, proto: strings.ToLower(string(p.proto)), src: p.src.Addr().String()}
+	e.to(p.dst)
 	if p.fromNode {
 		if e.hook(knftables.OutputHook) && e.hook(knftables.PostroutingHook) && p.local(e.dst.Addr()) {
 			e.hook(knftables.InputHook)
@@ -157,17 +154,30 @@ type nftCache interface {
 	index(set string) map[string]int                           // a set's or map's elements by key
 	// live reports whether a set's element is there at now: not one
 	// traffic wrote whose timeout has passed.
-	live(set string, key string, now time.Time) bool
+	live(set string, key []string, now time.Time) bool
 }
 
 type nftEval struct {
 	t     *knftables.FakeTable
-	bases func(knftables.BaseChainHook) []*knftables.FakeChain
-	index func(set string) map[string]int // nil: scan
-	live  func(set, key string, now time.Time) bool
+	cache nftCache // nil: walk and scan
 	p     nftPath
 	dst   netip.AddrPort // the destination, rewritten by a DNAT
 	v     nftVerdict
+	// The packet's fields as set elements spell them, spelled once per
+	// walk rather than at every rule that reads them.
+	proto, src, daddr, dport string
+}
+
+// to sets the packet's destination.
+func (e *nftEval) to(dst netip.AddrPort) {
+	e.dst, e.daddr, e.dport = dst, dst.Addr().String(), strconv.Itoa(int(dst.Port()))
+}
+
+func (e *nftEval) bases(hook knftables.BaseChainHook) []*knftables.FakeChain {
+	if e.cache != nil {
+		return e.cache.baseChains(hook)
+	}
+	return baseChains(e.t, hook)
 }
 
 // hook runs the base chains on hook; false when one dropped the packet.
@@ -198,8 +208,9 @@ func (e *nftEval) walk(c *knftables.FakeChain, depth int) nftAction {
 // rule evaluates one rule (see nftEvaluate for what it understands).
 func (e *nftEval) rule(text string, depth int) nftAction {
 	t := nftTokenize(text)
+	var buf [4]string // the keys of the rule's selectors, one at a time
 	masq := false
-	for len(t) > 0 {
+	for !t.done() {
 		if t.eat("counter") {
 			if t.eat("name") {
 				t.next()
@@ -216,11 +227,11 @@ func (e *nftEval) rule(text string, depth int) nftAction {
 			if !ok || !t.eat("{") {
 				return nftNext
 			}
-			key, ok := e.selector(&t)
+			key, ok := e.selector(&t, buf[:0])
 			if !ok || key == nil || !t.eat("}") {
 				return nftNext
 			}
-			e.v.updates = append(e.v.updates, nftUpdate{name, key})
+			e.v.updates = append(e.v.updates, nftUpdate{name, slices.Clone(key)})
 			continue
 		}
 		if t.eat("dnat") {
@@ -228,7 +239,8 @@ func (e *nftEval) rule(text string, depth int) nftAction {
 			if !ok {
 				return nftNext
 			}
-			e.dst, e.v.to, e.v.outcome = to, to, "dnat"
+			e.to(to)
+			e.v.to, e.v.outcome = to, "dnat"
 			e.v.masq = e.v.masq || masq
 			return nftAccept
 		}
@@ -236,17 +248,16 @@ func (e *nftEval) rule(text string, depth int) nftAction {
 			e.v.masq = e.v.masq || masq
 			return a
 		}
-		key, ok := e.selector(&t)
+		key, ok := e.selector(&t, buf[:0])
 		if !ok {
 			return nftNext
 		}
 		if t.eat("vmap") {
-			els, ok := e.elements(&t)
-			el := els.find(key)
-			if !ok || el == nil {
+			m, ok := e.lookup(&t, key)
+			if !ok || !m.found {
 				return nftNext // a lookup that misses decides nothing
 			}
-			vt := nftTokenize(strings.Join(el.Value, " "))
+			vt := m.verdict()
 			a, ok := e.verdict(&vt, depth)
 			if !ok {
 				return nftNext
@@ -255,8 +266,8 @@ func (e *nftEval) rule(text string, depth int) nftAction {
 			return a
 		}
 		neg := t.eat("!=")
-		els, ok := e.elements(&t)
-		if !ok || key == nil || (els.find(key) != nil) == neg {
+		m, ok := e.lookup(&t, key)
+		if !ok || key == nil || m.found == neg {
 			return nftNext
 		}
 	}
@@ -308,29 +319,32 @@ func (e *nftEval) dnatTarget(t *nftTokens) (to netip.AddrPort, ok bool) {
 	if !t.eat("addr", ".", "port", "to") {
 		return to, false
 	}
-	key, ok := e.selector(t)
+	var buf [4]string
+	key, ok := e.selector(t, buf[:0])
 	if !ok || !t.eat("map") {
 		return to, false
 	}
-	els, ok := e.elements(t)
-	el := els.find(key)
-	if !ok || el == nil || len(el.Value) != 2 {
+	m, ok := e.lookup(t, key)
+	addr, port, pair := m.pair()
+	if !ok || !m.found || !pair {
 		return to, false
 	}
-	a, err := netip.ParseAddr(el.Value[0])
-	port, perr := strconv.ParseUint(el.Value[1], 10, 16)
+	a, err := netip.ParseAddr(addr)
+	p, perr := strconv.ParseUint(port, 10, 16)
 	if err != nil || perr != nil {
 		return to, false
 	}
-	return netip.AddrPortFrom(a, uint16(port)), true
+	return netip.AddrPortFrom(a, uint16(p)), true
 }
 
 // selector reads a field, or a concatenation of fields joined by ".", and
 // returns the packet's value of each, spelled as kube-proxy spells set
 // elements. ok is false for a field the model does not know; key is nil when
 // the packet has no such field (tcp dport of a UDP packet, ip daddr of an
-// IPv6 one), which no comparison matches, not even !=.
-func (e *nftEval) selector(t *nftTokens) (key []string, ok bool) {
+// IPv6 one), which no comparison matches, not even !=. key is appended to
+// buf.
+func (e *nftEval) selector(t *nftTokens, buf []string) (key []string, ok bool) {
+	key = buf
 	present := true
 	for {
 		v, has, ok := e.field(t)
@@ -350,8 +364,7 @@ func (e *nftEval) selector(t *nftTokens) (key []string, ok bool) {
 }
 
 func (e *nftEval) field(t *nftTokens) (v string, present, ok bool) {
-	proto := strings.ToLower(string(e.p.proto))
-	port := strconv.Itoa(int(e.dst.Port()))
+	proto, port := e.proto, e.dport
 	fibType := func(a netip.Addr) string {
 		if e.p.local(a) {
 			return "local"
@@ -365,13 +378,13 @@ func (e *nftEval) field(t *nftTokens) (v string, present, ok bool) {
 	}
 	switch {
 	case t.eat("ip", "saddr"):
-		return e.p.src.Addr().String(), e.p.src.Addr().Is4(), true
+		return e.src, e.p.src.Addr().Is4(), true
 	case t.eat("ip", "daddr"):
-		return e.dst.Addr().String(), e.dst.Addr().Is4(), true
+		return e.daddr, e.dst.Addr().Is4(), true
 	case t.eat("ip6", "saddr"):
-		return e.p.src.Addr().String(), e.p.src.Addr().Is6(), true
+		return e.src, e.p.src.Addr().Is6(), true
 	case t.eat("ip6", "daddr"):
-		return e.dst.Addr().String(), e.dst.Addr().Is6(), true
+		return e.daddr, e.dst.Addr().Is6(), true
 	case t.eat("meta", "l4proto"):
 		return proto, true, true
 	case t.eat("th", "dport"):
@@ -392,100 +405,124 @@ func (e *nftEval) field(t *nftTokens) (v string, present, ok bool) {
 	return "", false, false
 }
 
-// nftElems are what a field is compared with.
-type nftElems struct {
-	els []*knftables.Element
-	// index finds an element of a named set or map by its key, where the
-	// table keeps one (nftState); exact says every key is an exact value
-	// (no interval flag), so that a key the index lacks is not there.
-	index map[string]int
-	exact bool
-	// live, for a named set, says whether an element is there now.
-	live func(key string) bool
+// nftMatch is the element a field's key found in what it is compared with.
+type nftMatch struct {
+	found bool
+	el    *knftables.Element // found in a named set or map
+	value nftTokens          // found in an anonymous one: the words after its colon
 }
 
-// find returns the first element whose key holds key, or nil.
-func (x nftElems) find(key []string) *knftables.Element {
-	el := x.lookup(key)
-	if el != nil && x.live != nil && !x.live(strings.Join(el.Key, " . ")) {
-		return nil
+// verdict is the words of a verdict map element's value.
+func (m nftMatch) verdict() nftTokens {
+	if m.el != nil {
+		return nftTokenize(strings.Join(m.el.Value, " "))
 	}
-	return el
+	return m.value
 }
 
-func (x nftElems) lookup(key []string) *knftables.Element {
-	if x.index != nil {
-		if i, ok := x.index[strings.Join(key, " . ")]; ok {
-			return x.els[i]
+// pair is a map element's value of two components, `A . B`.
+func (m nftMatch) pair() (a, b string, ok bool) {
+	if m.el != nil {
+		if len(m.el.Value) != 2 {
+			return "", "", false
 		}
-		if x.exact {
-			return nil
-		}
+		return m.el.Value[0], m.el.Value[1], true
 	}
-	return nftFind(x.els, key)
+	v := m.value
+	a, ok = v.next(), v.eat(".")
+	b = v.next()
+	return a, b, ok && v.done()
 }
 
-// elements reads what a field is compared with: a named set or map (@NAME),
+// lookup reads what a field is compared with, a named set or map (@NAME),
 // an anonymous { set } or inline map, or a literal value or comma list (as
-// in ct state established,related). ok is false for an unknown @NAME.
-func (e *nftEval) elements(t *nftTokens) (nftElems, bool) {
+// in ct state established,related), and finds in it the first element
+// whose key holds key. ok is false for an unknown @NAME or an element
+// without a key.
+func (e *nftEval) lookup(t *nftTokens, key []string) (m nftMatch, ok bool) {
 	if name, found := strings.CutPrefix(t.peek(), "@"); found {
 		t.next()
-		var index map[string]int
-		if e.index != nil {
-			index = e.index(name)
-		}
-		var live func(string) bool
-		if e.live != nil {
-			live = func(key string) bool { return e.live(name, key, e.p.now) }
-		}
-		if s := e.t.Sets[name]; s != nil {
-			return nftElems{s.Elements, index, !slices.Contains(s.Flags, knftables.IntervalFlag), live}, true
-		}
-		if m := e.t.Maps[name]; m != nil {
-			return nftElems{m.Elements, index, !slices.Contains(m.Flags, knftables.IntervalFlag), live}, true
-		}
-		return nftElems{}, false
+		el, ok := e.named(name, key)
+		return nftMatch{found: el != nil, el: el}, ok
 	}
-	var els []*knftables.Element
 	braced := t.eat("{")
 	for {
-		el, ok := t.element()
-		if !ok {
-			return nftElems{}, false
+		// An element is `A . B [: V . W]`; it holds key if each of its key's
+		// components holds the packet's.
+		hit, n := !m.found, 0
+		for {
+			if t.done() {
+				return nftMatch{}, false
+			}
+			w := t.next()
+			hit = hit && n < len(key) && nftValueMatch(w, key[n])
+			n++
+			if !t.eat(".") {
+				break
+			}
 		}
-		els = append(els, el)
+		var value nftTokens
+		if t.eat(":") {
+			start, end := t.w, t.w
+			for !t.done() && t.peek() != "," && t.peek() != "}" {
+				end = t.r
+				t.next()
+			}
+			value = nftTokenize(t.s[start:end])
+		}
+		if hit && n == len(key) {
+			m = nftMatch{found: true, value: value}
+		}
 		if !t.eat(",") {
 			break
 		}
 	}
 	if braced && !t.eat("}") {
-		return nftElems{}, false
+		return nftMatch{}, false
 	}
-	return nftElems{els: els}, true
+	return m, true
 }
 
-// element reads `A . B [: V . W]`, split as the Fake splits an element it
-// parses: Key and Value components joined by " . ", a verdict as one string.
-func (t *nftTokens) element() (el *knftables.Element, ok bool) {
-	el = &knftables.Element{}
-	for {
-		if len(*t) == 0 {
-			return nil, false
-		}
-		el.Key = append(el.Key, t.next())
-		if !t.eat(".") {
-			break
-		}
+// named finds the first element of the set or map name whose key holds
+// key, or nil; ok is false when the table has no such set or map.
+func (e *nftEval) named(name string, key []string) (el *knftables.Element, ok bool) {
+	var els []*knftables.Element
+	var flags []knftables.SetFlag
+	if s := e.t.Sets[name]; s != nil {
+		els, flags = s.Elements, s.Flags
+	} else if m := e.t.Maps[name]; m != nil {
+		els, flags = m.Elements, m.Flags
+	} else {
+		return nil, false
 	}
-	if t.eat(":") {
-		var v []string
-		for len(*t) > 0 && t.peek() != "," && t.peek() != "}" {
-			v = append(v, t.next())
-		}
-		el.Value = strings.Split(strings.Join(v, " "), " . ")
+	if e.cache == nil {
+		return nftFind(els, key), true
+	}
+	// The table keeps an index by key; without the interval flag every key
+	// is an exact value, so that a key the index lacks is not there.
+	if index := e.cache.index(name); index == nil {
+		el = nftFind(els, key)
+	} else if i, ok := index[string(nftJoin(make([]byte, 0, 64), key))]; ok {
+		el = els[i]
+	} else if slices.Contains(flags, knftables.IntervalFlag) {
+		el = nftFind(els, key)
+	}
+	if el != nil && !e.cache.live(name, el.Key, e.p.now) {
+		return nil, true
 	}
 	return el, true
+}
+
+// nftJoin appends a key's components joined as nft prints them (A . B),
+// as the index holds them: the lookup m[string(b)] copies nothing.
+func nftJoin(b []byte, key []string) []byte {
+	for i, k := range key {
+		if i > 0 {
+			b = append(b, " . "...)
+		}
+		b = append(b, k...)
+	}
+	return b
 }
 
 // nftFind returns the first element whose key holds key, or nil.
@@ -528,36 +565,59 @@ func nftValueMatch(pattern, v string) bool {
 	return err == nil && prefix.Contains(a)
 }
 
-// nftTokens is a rule's text split into words, with the punctuation of sets
-// and maps ({ } ,) as words of their own.
-type nftTokens []string
+// nftTokens reads a rule's text a word at a time: words are what white
+// space separates, and the punctuation of sets and maps ({ } ,) is a word
+// of its own. A word is a substring of the text, read once, so that
+// reading a rule allocates nothing: a probe reads every rule on its
+// packet's path.
+type nftTokens struct {
+	s    string
+	w, r int // s[w:r] is the next word, empty at the end
+}
 
 func nftTokenize(s string) nftTokens {
-	return strings.Fields(nftPunct.Replace(s))
+	t := nftTokens{s: s}
+	t.scan()
+	return t
 }
 
-var nftPunct = strings.NewReplacer(",", " , ", "{", " { ", "}", " } ")
-
-func (t *nftTokens) peek() string {
-	if len(*t) == 0 {
-		return ""
+// scan finds the word after s[:r].
+func (t *nftTokens) scan() {
+	rest := strings.TrimLeftFunc(t.s[t.r:], unicode.IsSpace)
+	n := strings.IndexFunc(rest, nftBreak)
+	switch {
+	case rest == "":
+		n = 0
+	case n == 0: // punctuation
+		n = 1
+	case n < 0:
+		n = len(rest)
 	}
-	return (*t)[0]
+	t.w = len(t.s) - len(rest)
+	t.r = t.w + n
 }
+
+func nftBreak(r rune) bool { return unicode.IsSpace(r) || r == '{' || r == '}' || r == ',' }
+
+func (t *nftTokens) done() bool { return t.w == t.r }
+
+func (t *nftTokens) peek() string { return t.s[t.w:t.r] }
 
 func (t *nftTokens) next() string {
-	s := t.peek()
-	if len(*t) > 0 {
-		*t = (*t)[1:]
-	}
-	return s
+	w := t.peek()
+	t.scan()
+	return w
 }
 
 // eat consumes words if t starts with them.
 func (t *nftTokens) eat(words ...string) bool {
-	if len(*t) < len(words) || !slices.Equal((*t)[:len(words)], words) {
-		return false
+	u := *t
+	for _, w := range words {
+		if u.peek() != w {
+			return false
+		}
+		u.scan()
 	}
-	*t = (*t)[len(words):]
+	*t = u
 	return true
 }

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -264,4 +266,86 @@ func TestNftNoTable(t *testing.T) {
 		proto: dataplane.TCP,
 	})
 	require.Equal(t, nftVerdict{}, got)
+}
+
+// BenchmarkNFTProbe walks kube-proxy's table (nftKubeProxyDump and 3,000
+// ClusterIP services of one, two or three endpoints, as v1.37 writes them)
+// for a connection from a pod to each service in turn: what every probe of
+// an nftables run costs the harness.
+func BenchmarkNFTProbe(b *testing.B) {
+	const services = 3000
+	var dump strings.Builder
+	dump.WriteString(nftKubeProxyDump)
+	dsts := make([]netip.AddrPort, services)
+	for i := range dsts {
+		ip := netip.AddrFrom4([4]byte{172, 30, byte(1 + i>>8), byte(i)})
+		dsts[i] = netip.AddrPortFrom(ip, 80)
+		chain := fmt.Sprintf("service-%08d-ns/svc%d/tcp/p80", i, i)
+		endpoint := func(j int) string { return fmt.Sprintf("10.%d.%d.%d", 181+j, i>>8, i&255) }
+		fmt.Fprintf(&dump, "add chain ip kube-proxy %s\n", chain)
+		if n := 1 + i%3; n == 1 {
+			fmt.Fprintf(&dump, "add rule ip kube-proxy %s meta l4proto tcp dnat to %s:80\n", chain, endpoint(0))
+		} else {
+			var m []string
+			for j := range n {
+				m = append(m, fmt.Sprintf("%d : %s . 80", j, endpoint(j)))
+			}
+			fmt.Fprintf(&dump, "add rule ip kube-proxy %s meta l4proto tcp dnat ip addr . port to numgen random mod %d map { %s }\n", chain, n, strings.Join(m, " , "))
+		}
+		fmt.Fprintf(&dump, "add element ip kube-proxy cluster-ips { %s }\n", ip)
+		fmt.Fprintf(&dump, "add element ip kube-proxy service-ips { %s . tcp . 80 : goto %s }\n", ip, chain)
+	}
+	s := nftStateFrom(b, dump.String())
+	path := nftPath{src: netip.MustParseAddrPort("10.0.0.5:40000"), proto: dataplane.TCP, local: nftNodeLocal, pick: func(n int) int { return n - 1 }}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		path.dst = dsts[i%services]
+		if v := nftEvaluate(s.table, s, path); v.outcome != "dnat" {
+			b.Fatalf("%v: %+v", path.dst, v)
+		}
+		i++
+	}
+}
+
+// nftStateFrom is the in-memory table a dump describes, written in one
+// transaction.
+func nftStateFrom(tb testing.TB, dump string) *nftState {
+	fake := knftables.NewFake(knftables.IPv4Family, "kube-proxy")
+	require.NoError(tb, fake.ParseDump(dump))
+	s := newNFTState(knftables.IPv4Family, "kube-proxy")
+	tx := s.factory.NewTransaction()
+	tx.Add(&knftables.Table{})
+	for _, c := range fake.Table.Chains {
+		c := c.Chain
+		c.Handle = nil
+		tx.Add(&c)
+	}
+	for _, set := range fake.Table.Sets {
+		set := set.Set
+		set.Handle = nil
+		tx.Add(&set)
+	}
+	for _, m := range fake.Table.Maps {
+		m := m.Map
+		m.Handle = nil
+		tx.Add(&m)
+	}
+	for _, c := range fake.Table.Chains {
+		for _, r := range c.Rules {
+			tx.Add(&knftables.Rule{Chain: c.Name, Rule: r.Rule, Comment: r.Comment})
+		}
+	}
+	for _, set := range fake.Table.Sets {
+		for _, e := range set.Elements {
+			tx.Add(e)
+		}
+	}
+	for _, m := range fake.Table.Maps {
+		for _, e := range m.Elements {
+			tx.Add(e)
+		}
+	}
+	require.NoError(tb, s.run(tx))
+	return s
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
-	"unsafe"
 
 	"sigs.k8s.io/knftables"
 
@@ -78,51 +76,6 @@ func exists(format string, args ...any) error {
 	return &nftError{fmt.Sprintf(format, args...), nftExists}
 }
 
-// nftOp is one command of a transaction.
-type nftOp struct {
-	verb string // add, create, insert, replace, delete, destroy, flush, reset
-	obj  knftables.Object
-}
-
-// nftOps reads a transaction's commands. knftables keeps them unexported
-// (only its own fake reads them); they are read here by reflection, and a
-// knftables whose Transaction differs fails here rather than misapplying.
-func nftOps(tx *knftables.Transaction) ([]nftOp, error) {
-	v := reflect.ValueOf(tx).Elem()
-	field := func(v reflect.Value, name string) (reflect.Value, error) {
-		f := v.FieldByName(name)
-		if !f.IsValid() {
-			return reflect.Value{}, fmt.Errorf("knftables.Transaction has no field %s: not the knftables this kernel knows", name)
-		}
-		return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem(), nil
-	}
-	txErr, err := field(v, "err")
-	if err != nil {
-		return nil, err
-	}
-	if e, _ := txErr.Interface().(error); e != nil {
-		return nil, e // the transaction was invalid as it was built
-	}
-	list, err := field(v, "operations")
-	if err != nil {
-		return nil, err
-	}
-	ops := make([]nftOp, list.Len())
-	for i := range ops {
-		op := list.Index(i)
-		verb, err := field(op, "verb")
-		if err != nil {
-			return nil, err
-		}
-		obj, err := field(op, "obj")
-		if err != nil {
-			return nil, err
-		}
-		ops[i] = nftOp{verb.String(), obj.Interface().(knftables.Object)}
-	}
-	return ops, nil
-}
-
 // run applies tx, entirely or not at all.
 func (s *nftState) run(tx *knftables.Transaction) error {
 	_, err := s.applyAll(tx)
@@ -141,7 +94,7 @@ func (s *nftState) check(tx *knftables.Transaction) error {
 // applyAll applies tx's commands in order and returns how to take them all
 // back; when one fails, those before it are taken back at once.
 func (s *nftState) applyAll(tx *knftables.Transaction) (takeBack func(), err error) {
-	ops, err := nftOps(tx)
+	ops, err := dataplane.NFTCommands(tx)
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +132,8 @@ func (s *nftState) index(set string) map[string]int { return s.elements[set] }
 
 // live reports whether a set's element is there at now: an element traffic
 // wrote lives until its set's timeout has passed since it was last written.
-func (s *nftState) live(set, key string, now time.Time) bool {
-	until, ok := s.written[s.table.Sets[set]][key]
+func (s *nftState) live(set string, key []string, now time.Time) bool {
+	until, ok := s.written[s.table.Sets[set]][string(nftJoin(make([]byte, 0, 64), key))]
 	return !ok || now.Before(until)
 }
 
@@ -196,7 +149,7 @@ func (s *nftState) write(set string, key []string, now time.Time) {
 	}
 	k := strings.Join(key, " . ")
 	var undo []func() // traffic's writes are never taken back
-	if _, ok := s.elements[set][k]; !ok || !s.live(set, k, now) {
+	if _, ok := s.elements[set][k]; !ok || !s.live(set, key, now) {
 		_ = s.applyElement("add", &knftables.Element{Table: s.table.Name, Family: s.table.Family, Set: set, Key: key}, &undo)
 	}
 	if fs.Timeout == nil {
@@ -247,18 +200,18 @@ func existence(verb, kind, name string, present bool) error {
 }
 
 // apply applies one command, recording how to take it back.
-func (s *nftState) apply(op nftOp, undo *[]func()) error {
-	if _, ok := op.obj.(*knftables.Table); ok {
+func (s *nftState) apply(op dataplane.NFTCommand, undo *[]func()) error {
+	if _, ok := op.Obj.(*knftables.Table); ok {
 		return s.applyTable(op, undo)
 	}
 	t := s.table
 	if t == nil {
 		return notFound("no such table")
 	}
-	switch obj := op.obj.(type) {
+	switch obj := op.Obj.(type) {
 	case *knftables.Chain:
 		old := t.Chains[obj.Name]
-		if err := existence(op.verb, "chain", obj.Name, old != nil); err != nil {
+		if err := existence(op.Verb, "chain", obj.Name, old != nil); err != nil {
 			return err
 		}
 		switch create := func() *knftables.FakeChain {
@@ -266,36 +219,36 @@ func (s *nftState) apply(op nftOp, undo *[]func()) error {
 			c.Handle = s.next(undo)
 			return &knftables.FakeChain{Chain: c}
 		}; {
-		case addRemove(op.verb, obj.Name, t.Chains, create, undo):
-		case op.verb == "flush":
+		case addRemove(op.Verb, obj.Name, t.Chains, create, undo):
+		case op.Verb == "flush":
 			rules := old.Rules
 			old.Rules = nil
 			*undo = append(*undo, func() { old.Rules = rules })
 		default:
-			return fmt.Errorf("nft %s chain: not a command", op.verb)
+			return fmt.Errorf("nft %s chain: not a command", op.Verb)
 		}
 	case *knftables.Rule:
-		return s.applyRule(op.verb, obj, undo)
+		return s.applyRule(op.Verb, obj, undo)
 	case *knftables.Set:
-		return applyContainer(s, op.verb, "set", obj.Name, t.Sets, func() *knftables.FakeSet {
+		return applyContainer(s, op.Verb, "set", obj.Name, t.Sets, func() *knftables.FakeSet {
 			c := *obj
 			c.Handle = s.next(undo)
 			return &knftables.FakeSet{Set: c}
 		}, func(c *knftables.FakeSet) *elementsOf { return &elementsOf{set: c} }, undo)
 	case *knftables.Map:
-		return applyContainer(s, op.verb, "map", obj.Name, t.Maps, func() *knftables.FakeMap {
+		return applyContainer(s, op.Verb, "map", obj.Name, t.Maps, func() *knftables.FakeMap {
 			c := *obj
 			c.Handle = s.next(undo)
 			return &knftables.FakeMap{Map: c}
 		}, func(c *knftables.FakeMap) *elementsOf { return &elementsOf{m: c} }, undo)
 	case *knftables.Element:
-		return s.applyElement(op.verb, obj, undo)
+		return s.applyElement(op.Verb, obj, undo)
 	case *knftables.Counter:
 		old := t.Counters[obj.Name]
-		if err := existence(op.verb, "counter", obj.Name, old != nil); err != nil && op.verb != "delete" {
+		if err := existence(op.Verb, "counter", obj.Name, old != nil); err != nil && op.Verb != "delete" {
 			return err
 		}
-		if old == nil && op.verb == "delete" {
+		if old == nil && op.Verb == "delete" {
 			return notFound("no such counter %q", obj.Name)
 		}
 		switch create := func() *knftables.FakeCounter {
@@ -303,13 +256,13 @@ func (s *nftState) apply(op nftOp, undo *[]func()) error {
 			c.Handle = s.next(undo)
 			return &knftables.FakeCounter{Counter: c}
 		}; {
-		case addRemove(op.verb, obj.Name, t.Counters, create, undo):
-		case op.verb == "reset": // counters count nothing here
+		case addRemove(op.Verb, obj.Name, t.Counters, create, undo):
+		case op.Verb == "reset": // counters count nothing here
 		default:
-			return fmt.Errorf("nft %s counter: not a command", op.verb)
+			return fmt.Errorf("nft %s counter: not a command", op.Verb)
 		}
 	default:
-		return fmt.Errorf("nft: %T objects are not modeled", op.obj)
+		return fmt.Errorf("nft: %T objects are not modeled", op.Obj)
 	}
 	return nil
 }
@@ -321,14 +274,14 @@ func (s *nftState) next(undo *[]func()) *int {
 	return knftables.PtrTo(s.handle)
 }
 
-func (s *nftState) applyTable(op nftOp, undo *[]func()) error {
-	obj := op.obj.(*knftables.Table)
+func (s *nftState) applyTable(op dataplane.NFTCommand, undo *[]func()) error {
+	obj := op.Obj.(*knftables.Table)
 	old, oldIndex := s.table, s.elements
-	if err := existence(op.verb, "table", "", old != nil); err != nil {
+	if err := existence(op.Verb, "table", "", old != nil); err != nil {
 		return err
 	}
 	restore := func() { s.table, s.elements = old, oldIndex }
-	switch op.verb {
+	switch op.Verb {
 	case "add", "create":
 		if old != nil {
 			return nil
@@ -341,7 +294,7 @@ func (s *nftState) applyTable(op nftOp, undo *[]func()) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("nft %s table: not a command", op.verb)
+		return fmt.Errorf("nft %s table: not a command", op.Verb)
 	}
 	t := *obj
 	t.Handle = s.next(undo)
