@@ -658,6 +658,55 @@ func NFTablesOnKernel(t *testing.T, r kubeproxy.Release) {
 		k.Services, k.Ops, k.Seconds*1e3, m.Seconds*1e3, m.Seconds/k.Seconds)
 }
 
+// iptablesOnKernel is nftablesOnKernel in iptables mode.
+var iptablesOnKernel = strings.Replace(iptablesOnSim, "  - churnEndpoints: {rate: 20, duration: 2s, share: 0.2}\n", "  - sleep: 1s\n", 1)
+
+// IPTablesOnKernel runs release r in iptables mode on this machine's
+// kernel, in a network namespace of the test's own, with real traffic (TCP
+// probes through a restart and deleted services must all succeed), and
+// the host's network namespace must be as it was. The same scenario on the
+// in-memory kernel must end in the same tables (each chain's rules as a
+// set: the release writes KUBE-SERVICES and KUBE-NODEPORTS in Go map
+// order) after a first sync of the same operations by kind; its modeled
+// duration next to the measured one is logged.
+func IPTablesOnKernel(t *testing.T, r kubeproxy.Release) {
+	t.Helper()
+	hosttools.Require(t, "iptables-restore")
+	if !netns.Isolated() {
+		netnstest.RequireHostTools(t)
+		before := netnstest.HostSnapshot(t)
+		netnstest.Private(t)
+		require.Equal(t, before, netnstest.HostSnapshot(t), "the host's network namespace after the run")
+		return
+	}
+	require.True(t, netnstest.Private(t))
+	impl := registerOnKernel(r)
+	s, err := scenarios.Parse("iptables-kernel.yaml", []byte(iptablesOnKernel), []string{"proxier.implementation=" + impl.Name, "backend=kernel"})
+	require.NoError(t, err)
+	kernelRun, kernelState := runScenarioState(t, s, impl, backend.New)
+	s, err = scenarios.Parse("iptables-sim.yaml", []byte(iptablesOnKernel), []string{"proxier.implementation=" + impl.Name})
+	require.NoError(t, err)
+	simRun, simState := runScenarioState(t, s, impl, simBackend)
+	for _, sy := range kernelRun.Syncs {
+		t.Logf("proxier %d #%d %s at %v: %d services, %.1f ms, %v %s", sy.Proxier, sy.Seq, sy.Trigger, sy.Start.Sub(kernelRun.Start), sy.Services, sy.Seconds*1e3, sy.Ops, sy.Error)
+		if !sy.Stopped {
+			require.Empty(t, sy.Error)
+		}
+	}
+	require.Positive(t, kernelRun.Probes.Attempts, "probes ran")
+	require.Empty(t, kernelRun.Probes.Failures, "real traffic: nothing broke")
+	k, m := kernelRun.Syncs[0], simRun.Syncs[0]
+	require.Equal(t, m.Ops, k.Ops, "the first sync: the same operations on the kernel and the sim")
+	t.Logf("first sync: %d services, %v; measured %.1f ms on this kernel, modeled %.1f ms on the sim (%.2f)",
+		k.Services, k.Ops, k.Seconds*1e3, m.Seconds*1e3, m.Seconds/k.Seconds)
+	for _, f := range s.Proxier.Families {
+		kt, mt := kernelState.IPTables[f], simState.IPTables[f]
+		require.NotEmpty(t, kt.NAT)
+		require.ElementsMatch(t, kt.NAT, mt.NAT, "%s nat: the sim's table is the kernel's", f)
+		require.ElementsMatch(t, kt.Filter, mt.Filter, "%s filter: the sim's table is the kernel's", f)
+	}
+}
+
 // SwitchToNFTablesOnSim runs the shipped migrate-to-nftables scenario,
 // reduced to 500 services, with release r on the in-memory kernel: the
 // restart in nftables mode removes IPVS mode's state as kube-proxy does
