@@ -1,4 +1,4 @@
-//go:build kpsim_k8s_before_1_34 && !kpsim_k8s_before_1_33
+//go:build kpsim_k8s_before_1_34 && !kpsim_k8s_before_1_31
 
 package kubeproxy
 
@@ -15,7 +15,8 @@ import (
 	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
 )
 
-// How cmd/kube-proxy 1.33 starts a proxier (startup.go has 1.34's).
+// How cmd/kube-proxy 1.31 to 1.33 starts a proxier (startup.go has 1.34's,
+// release_before_1_31.go 1.30's).
 
 // runConfigs registers p with the Service, EndpointSlice and Node configs
 // as cmd/kube-proxy does (the proxier itself reads its Node's labels), and

@@ -612,43 +612,68 @@ var nftablesOnKernel = strings.Replace(nftablesOnSim, "  - churnEndpoints: {rate
 // (no IPVS needed), in a network namespace of the test's own, with real
 // traffic: the nftablesOnKernel cluster, whose TCP probes must all succeed
 // through a restart and deleted services, and the host's network namespace
-// (its nftables ruleset included) must be as it was. The same scenario on the in-memory kernel makes a first sync
-// of the same operations by kind; its modeled duration next to the
-// measured one is logged (the profile was not calibrated on this host).
+// (its nftables ruleset included) must be as it was. The same scenario on
+// the in-memory kernel makes a first sync of the same operations by kind
+// (onKernelAndSim).
 func NFTablesOnKernel(t *testing.T, r kubeproxy.Release) {
 	t.Helper()
 	hosttools.Require(t, "nft")
+	ruleset := func() string {
+		out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	kernelRun, _, _, _ := onKernelAndSim(t, r, "nftables", nftablesOnKernel, ruleset)
+	if kernelRun == nil {
+		return
+	}
+	for _, sy := range kernelRun.Syncs {
+		if !sy.Stopped { // a sync the run's end cut short may have made one
+			// One transaction, and one more where chains it flushed over a
+			// second (of wall time) ago are deleted.
+			require.Contains(t, []int64{1, 2}, sy.Ops[dataplane.OpNFTTransaction], "%v", sy.Ops)
+		}
+	}
+}
+
+// onKernelAndSim runs text (a scenario of release r in the given mode) on
+// this machine's kernel, in a network namespace of the test's own, with
+// real traffic, then on the in-memory kernel, and returns both runs and
+// what each kernel held at the end; nil runs where the test ran in the
+// host's namespace, where it checks that the run, moved to a namespace of
+// its own, left the host's as it was (and what host, if not nil, reads).
+// Every sync on the kernel succeeds, every TCP probe too, and the first
+// sync makes the same operations by kind on both; its modeled duration
+// next to the measured one is logged.
+func onKernelAndSim(t *testing.T, r kubeproxy.Release, mode, text string, host func() string) (kernelRun, simRun *results.File, kernelState, simState *state.State) {
+	t.Helper()
 	if !netns.Isolated() {
 		netnstest.RequireHostTools(t)
-		before := netnstest.HostSnapshot(t)
-		ruleset := func() string {
-			out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
-			require.NoError(t, err, "%s", out)
-			return string(out)
+		before, hostBefore := netnstest.HostSnapshot(t), ""
+		if host != nil {
+			hostBefore = host()
 		}
-		rulesBefore := ruleset()
 		netnstest.Private(t)
 		require.Equal(t, before, netnstest.HostSnapshot(t), "the host's network namespace after the run")
-		require.Equal(t, rulesBefore, ruleset(), "the host's nftables ruleset after the run")
-		return
+		if host != nil {
+			require.Equal(t, hostBefore, host(), "the host after the run")
+		}
+		return nil, nil, nil, nil
 	}
 	require.True(t, netnstest.Private(t))
 	impl := registerOnKernel(r)
-	require.NotEqual(t, nftablesOnSim, nftablesOnKernel)
-	s, err := scenarios.Parse("nftables-kernel.yaml", []byte(nftablesOnKernel), []string{"proxier.implementation=" + impl.Name, "backend=kernel"})
+	s, err := scenarios.Parse(mode+"-kernel.yaml", []byte(text), []string{"proxier.implementation=" + impl.Name, "backend=kernel"})
 	require.NoError(t, err)
-	kernelRun := runScenario(t, s, impl, backend.New)
-	simRun := runOnSim(t, "nftables-sim.yaml", nftablesOnKernel, impl)
+	kernelRun, kernelState = runScenarioState(t, s, impl, backend.New)
+	s, err = scenarios.Parse(mode+"-sim.yaml", []byte(text), []string{"proxier.implementation=" + impl.Name})
+	require.NoError(t, err)
+	simRun, simState = runScenarioState(t, s, impl, simBackend)
 	require.Equal(t, results.Measured, kernelRun.Basis)
 	for _, sy := range kernelRun.Syncs {
 		t.Logf("proxier %d #%d %s at %v: %d services, %.1f ms, %v %s", sy.Proxier, sy.Seq, sy.Trigger, sy.Start.Sub(kernelRun.Start), sy.Services, sy.Seconds*1e3, sy.Ops, sy.Error)
-		if sy.Stopped {
-			continue // cut short by the run's end
+		if !sy.Stopped { // cut short by the run's end
+			require.Empty(t, sy.Error)
 		}
-		require.Empty(t, sy.Error)
-		// One transaction, and one more where chains it flushed over a
-		// second (of wall time) ago are deleted.
-		require.Contains(t, []int64{1, 2}, sy.Ops[dataplane.OpNFTTransaction], "%v", sy.Ops)
 	}
 	require.Positive(t, kernelRun.Probes.Attempts, "probes ran")
 	require.Empty(t, kernelRun.Probes.Failures, "real traffic: nothing broke")
@@ -656,6 +681,7 @@ func NFTablesOnKernel(t *testing.T, r kubeproxy.Release) {
 	require.Equal(t, m.Ops, k.Ops, "the first sync: the same operations on the kernel and the sim")
 	t.Logf("first sync: %d services, %v; measured %.1f ms on this kernel, modeled %.1f ms on the sim (%.2f)",
 		k.Services, k.Ops, k.Seconds*1e3, m.Seconds*1e3, m.Seconds/k.Seconds)
+	return kernelRun, simRun, kernelState, simState
 }
 
 // iptablesOnKernel is nftablesOnKernel in iptables mode.
@@ -672,34 +698,11 @@ var iptablesOnKernel = strings.Replace(iptablesOnSim, "  - churnEndpoints: {rate
 func IPTablesOnKernel(t *testing.T, r kubeproxy.Release) {
 	t.Helper()
 	hosttools.Require(t, "iptables-restore")
-	if !netns.Isolated() {
-		netnstest.RequireHostTools(t)
-		before := netnstest.HostSnapshot(t)
-		netnstest.Private(t)
-		require.Equal(t, before, netnstest.HostSnapshot(t), "the host's network namespace after the run")
+	kernelRun, _, kernelState, simState := onKernelAndSim(t, r, "iptables", iptablesOnKernel, nil)
+	if kernelRun == nil {
 		return
 	}
-	require.True(t, netnstest.Private(t))
-	impl := registerOnKernel(r)
-	s, err := scenarios.Parse("iptables-kernel.yaml", []byte(iptablesOnKernel), []string{"proxier.implementation=" + impl.Name, "backend=kernel"})
-	require.NoError(t, err)
-	kernelRun, kernelState := runScenarioState(t, s, impl, backend.New)
-	s, err = scenarios.Parse("iptables-sim.yaml", []byte(iptablesOnKernel), []string{"proxier.implementation=" + impl.Name})
-	require.NoError(t, err)
-	simRun, simState := runScenarioState(t, s, impl, simBackend)
-	for _, sy := range kernelRun.Syncs {
-		t.Logf("proxier %d #%d %s at %v: %d services, %.1f ms, %v %s", sy.Proxier, sy.Seq, sy.Trigger, sy.Start.Sub(kernelRun.Start), sy.Services, sy.Seconds*1e3, sy.Ops, sy.Error)
-		if !sy.Stopped {
-			require.Empty(t, sy.Error)
-		}
-	}
-	require.Positive(t, kernelRun.Probes.Attempts, "probes ran")
-	require.Empty(t, kernelRun.Probes.Failures, "real traffic: nothing broke")
-	k, m := kernelRun.Syncs[0], simRun.Syncs[0]
-	require.Equal(t, m.Ops, k.Ops, "the first sync: the same operations on the kernel and the sim")
-	t.Logf("first sync: %d services, %v; measured %.1f ms on this kernel, modeled %.1f ms on the sim (%.2f)",
-		k.Services, k.Ops, k.Seconds*1e3, m.Seconds*1e3, m.Seconds/k.Seconds)
-	for _, f := range s.Proxier.Families {
+	for _, f := range kernelState.Families {
 		kt, mt := kernelState.IPTables[f], simState.IPTables[f]
 		require.NotEmpty(t, kt.NAT)
 		require.ElementsMatch(t, kt.NAT, mt.NAT, "%s nat: the sim's table is the kernel's", f)

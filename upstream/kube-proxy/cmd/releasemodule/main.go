@@ -85,12 +85,6 @@ func parseRelease(s string) (release, error) {
 	if minor < oldest {
 		return release{}, fmt.Errorf("%s: kpsim runs kube-proxy from v1.%d on", s, oldest)
 	}
-	if minor == 31 || minor == 32 {
-		// Compiling them found their API between 1.30's and 1.33's in ways
-		// the adapter has no files for yet (contexts but an exec, 1.30's
-		// conntrack in 1.31, unlabelled metrics).
-		return release{}, fmt.Errorf("%s: kpsim's adapter has no files for v1.31 and v1.32 yet (v1.30 and v1.33 on build)", s)
-	}
 	return release{name: s, minor: minor, patch: patch}, nil
 }
 
@@ -103,7 +97,8 @@ var eras = []struct {
 	{37, "kpsim_k8s_before_1_37"}, // NewProxier takes the KubeProxyConfiguration
 	{34, "kpsim_k8s_before_1_34"}, // the proxier hears its Node itself; the cleanups take utilities
 	{33, "kpsim_k8s_before_1_33"}, // utilities take an exec; pkg/util/async runs syncs; client-go hands reactors no list options
-	{31, "kpsim_k8s_before_1_31"}, // no context; the local detector in pkg/proxy/util/iptables; 1.31 and 1.32 are refused
+	{32, "kpsim_k8s_before_1_32"}, // conntrack clears by address and port
+	{31, "kpsim_k8s_before_1_31"}, // no context; the local detector in pkg/proxy/util/iptables
 }
 
 func (r release) tags() []string {
@@ -171,7 +166,8 @@ func releaseReplaces(r release, checkout string) (modFile, error) {
 func goModText(r release, f modFile, repo, checkout string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// Written by releasemodule for kube-proxy %s; make kube-proxy RELEASE=%s writes it again.\n\n", r.name, r.name)
-	fmt.Fprintf(&b, "module github.com/kpsim/kpsim/upstream/kube-proxy-release\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", r.name)
+	fmt.Fprintf(&b, "module github.com/kpsim/kpsim/upstream/kube-proxy-release\n\ngo 1.26.0\n\nrequire (\n\tk8s.io/kubernetes %s\n", r.name)
+	b.WriteString("\tgithub.com/kpsim/kpsim v0.0.0\n\tgithub.com/kpsim/kpsim/upstream/kube-proxy v0.0.0\n)\n\nreplace (\n")
 	fmt.Fprintf(&b, "\tgithub.com/kpsim/kpsim => %s\n", repo)
 	fmt.Fprintf(&b, "\tgithub.com/kpsim/kpsim/upstream/kube-proxy => %s\n", filepath.Join(repo, "upstream", "kube-proxy"))
 	if checkout != "" {
@@ -277,11 +273,12 @@ func write(out string, r release, checkout string) error {
 			return err
 		}
 	}
-	// -e: tidy reads every file of package kubeproxy, whatever its build
-	// tags, and the adapters of other eras import packages this release may
-	// not have (the build itself says what is missing).
-	if _, err := goCmd(out, "mod", "tidy", "-e"); err != nil {
-		return fmt.Errorf("go mod tidy in %s: %v", out, err)
+	// The requirements of what the release's build and test import, with its
+	// tags (go list -mod=mod adds them): go mod tidy would read every file of
+	// package kubeproxy, whatever its tags, and raise k8s.io/kubernetes to a
+	// release that has the packages a later era's files import.
+	if _, err := goCmd(out, "list", "-mod=mod", "-tags="+strings.Join(r.tags(), ","), "-deps", "-test", "./..."); err != nil {
+		return fmt.Errorf("in %s: %v", out, err)
 	}
 	fmt.Fprintf(os.Stderr, "releasemodule: kube-proxy %s in %s (build tags: %s)\n", r.name, out, strings.Join(r.tags(), " "))
 	return nil

@@ -11,18 +11,20 @@ import (
 // release of the newest era needs none.
 func TestTags(t *testing.T) {
 	for name, want := range map[string][]string{
-		"v1.30.3": {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34", "kpsim_k8s_before_1_33", "kpsim_k8s_before_1_31"},
-		"v1.33.6": {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34"},
-		"v1.34.3": {"kpsim_k8s_before_1_37"},
-		"v1.36":   {"kpsim_k8s_before_1_37"},
-		"v1.37.2": nil,
-		"v1.38.0": nil,
+		"v1.30.3":  {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34", "kpsim_k8s_before_1_33", "kpsim_k8s_before_1_32", "kpsim_k8s_before_1_31"},
+		"v1.31.14": {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34", "kpsim_k8s_before_1_33", "kpsim_k8s_before_1_32"},
+		"v1.32.13": {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34", "kpsim_k8s_before_1_33"},
+		"v1.33.6":  {"kpsim_k8s_before_1_37", "kpsim_k8s_before_1_34"},
+		"v1.34.3":  {"kpsim_k8s_before_1_37"},
+		"v1.36":    {"kpsim_k8s_before_1_37"},
+		"v1.37.2":  nil,
+		"v1.38.0":  nil,
 	} {
 		r, err := parseRelease(name)
 		require.NoError(t, err, name)
 		require.Equal(t, want, r.tags(), name)
 	}
-	for _, bad := range []string{"1.36.1", "v1.36.1-rc.0", "v2.0.0", "v1.29.9", "v1.31.14", "v1.32.13"} {
+	for _, bad := range []string{"1.36.1", "v1.36.1-rc.0", "v2.0.0", "v1.29.9"} {
 		_, err := parseRelease(bad)
 		require.Error(t, err, bad)
 	}
@@ -31,7 +33,7 @@ func TestTags(t *testing.T) {
 // TestWaitsForHandlers: kubernetes PR #126532 is in 1.31 and reached 1.30
 // in v1.30.5.
 func TestWaitsForHandlers(t *testing.T) {
-	for name, want := range map[string]bool{"v1.30.3": false, "v1.30.4": false, "v1.30.5": true, "v1.30.14": true, "v1.33.6": true, "v1.37.1": true} {
+	for name, want := range map[string]bool{"v1.30.3": false, "v1.30.4": false, "v1.30.5": true, "v1.30.14": true, "v1.31.0": true, "v1.37.1": true} {
 		r, err := parseRelease(name)
 		require.NoError(t, err)
 		require.Equal(t, want, r.waitsForHandlers(), name)
@@ -60,7 +62,7 @@ func TestGoModText(t *testing.T) {
 
 	mod, err := goModText(r, f, "/repo", "")
 	require.NoError(t, err)
-	require.Contains(t, mod, "require k8s.io/kubernetes v1.36.1\n")
+	require.Contains(t, mod, "\tk8s.io/kubernetes v1.36.1\n")
 	require.Contains(t, mod, "\tk8s.io/api => k8s.io/api v0.36.1\n")
 	require.Contains(t, mod, "\tk8s.io/client-go => k8s.io/client-go v0.36.1\n")
 	require.Contains(t, mod, "\tgithub.com/kpsim/kpsim => /repo\n")
