@@ -29,6 +29,12 @@ func TestIPTablesOnSim(t *testing.T) {
 	kubeproxytest.IPTablesOnSim(t, kubeproxy.Built)
 }
 
+// TestIPTablesOnKernel: v1.34.3 in iptables mode on this machine's kernel,
+// with real traffic, in a namespace of its own, against the sim.
+func TestIPTablesOnKernel(t *testing.T) {
+	kubeproxytest.IPTablesOnKernel(t, kubeproxy.Built)
+}
+
 // TestNFTablesOnTheModeledClock: v1.34.3 in nftables mode decides by the
 // modeled clock: it deletes the chains it flushed a second later and
 // resyncs in full once an hour of modeled time.
