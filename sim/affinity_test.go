@@ -83,42 +83,10 @@ func TestIPVSPersistence(t *testing.T) {
 // one transaction.
 func loadDump(t *testing.T, k *sim.Kernel, dump string) knftables.Interface {
 	t.Helper()
-	fake := knftables.NewFake(knftables.IPv4Family, "kube-proxy")
-	require.NoError(t, fake.ParseDump(dump))
 	nft, err := k.Table(knftables.IPv4Family, "kube-proxy")
 	require.NoError(t, err)
 	tx := nft.NewTransaction()
-	tx.Add(&knftables.Table{})
-	for _, c := range fake.Table.Chains {
-		c := c.Chain
-		c.Handle = nil
-		tx.Add(&c)
-	}
-	for _, s := range fake.Table.Sets {
-		s := s.Set
-		s.Handle = nil
-		tx.Add(&s)
-	}
-	for _, m := range fake.Table.Maps {
-		m := m.Map
-		m.Handle = nil
-		tx.Add(&m)
-	}
-	for _, c := range fake.Table.Chains {
-		for _, r := range c.Rules {
-			tx.Add(&knftables.Rule{Chain: c.Name, Rule: r.Rule, Comment: r.Comment})
-		}
-	}
-	for _, s := range fake.Table.Sets {
-		for _, e := range s.Elements {
-			tx.Add(e)
-		}
-	}
-	for _, m := range fake.Table.Maps {
-		for _, e := range m.Elements {
-			tx.Add(e)
-		}
-	}
+	sim.AddDump(t, tx, dump)
 	require.NoError(t, nft.Run(context.Background(), tx))
 	return nft
 }

@@ -311,10 +311,19 @@ func BenchmarkNFTProbe(b *testing.B) {
 // nftStateFrom is the in-memory table a dump describes, written in one
 // transaction.
 func nftStateFrom(tb testing.TB, dump string) *nftState {
-	fake := knftables.NewFake(knftables.IPv4Family, "kube-proxy")
-	require.NoError(tb, fake.ParseDump(dump))
 	s := newNFTState(knftables.IPv4Family, "kube-proxy")
 	tx := s.factory.NewTransaction()
+	addDump(tb, tx, dump)
+	require.NoError(tb, s.run(tx))
+	return s
+}
+
+// addDump adds to tx the table a dump describes: the table, its chains,
+// sets and maps, then their rules and elements.
+func addDump(tb testing.TB, tx *knftables.Transaction, dump string) {
+	tb.Helper()
+	fake := knftables.NewFake(knftables.IPv4Family, "kube-proxy")
+	require.NoError(tb, fake.ParseDump(dump))
 	tx.Add(&knftables.Table{})
 	for _, c := range fake.Table.Chains {
 		c := c.Chain
@@ -346,6 +355,4 @@ func nftStateFrom(tb testing.TB, dump string) *nftState {
 			tx.Add(e)
 		}
 	}
-	require.NoError(tb, s.run(tx))
-	return s
 }

@@ -444,12 +444,7 @@ func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 	t.Helper()
 	impl := registerOnKernel(r)
 	f := runOnSim(t, "nftables-sim.yaml", nftablesOnSim, impl)
-	var first [2]*results.Sync
-	for i := range f.Syncs {
-		s := &f.Syncs[i]
-		t.Logf("proxier %d %s #%d %s at %v: %d services, %.1fms modeled (%.1fms kernel), %v %s", s.Proxier, s.Family, s.Seq, s.Trigger,
-			s.Start.Sub(f.Start), s.Services, s.Seconds*1e3, s.KernelSeconds*1e3, s.Ops, s.Error)
-		require.Empty(t, s.Error)
+	first := firstSyncs(t, f, func(s *results.Sync) {
 		// A sync is one transaction, and a second of its own where it deletes
 		// the chains an earlier sync flushed (a second or more before).
 		require.Contains(t, []int64{1, 2}, s.Ops[dataplane.OpNFTTransaction], "a sync is one transaction, two to delete flushed chains: %v", s.Ops)
@@ -457,11 +452,7 @@ func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 			require.Positive(t, s.Ops[dataplane.OpNFTDeleting], "the second transaction deletes: %v", s.Ops)
 		}
 		require.Zero(t, s.Ops[dataplane.OpIPVSServiceAdd]+s.Ops[dataplane.OpIPSetAdd]+s.Ops[dataplane.OpAddressBind]+s.Ops[dataplane.OpIPTablesRestore], "%v", s.Ops)
-		if first[s.Proxier] == nil {
-			first[s.Proxier] = s
-		}
-	}
-	require.NotNil(t, first[1], "no sync after the restart")
+	})
 	for _, s := range first {
 		require.Greater(t, s.Ops[dataplane.OpNFTCommand], int64(4*s.Services), "a full sync writes chains, rules and elements per service port: %v", s.Ops)
 		require.Positive(t, s.Ops[dataplane.OpNFTListElements], "a full sync reads its maps back: %v", s.Ops)
@@ -470,6 +461,25 @@ func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 	require.Positive(t, f.Probes.Attempts, "probes ran")
 	require.Empty(t, f.Probes.Failures, "nothing broke")
 	return f
+}
+
+// firstSyncs logs every sync of a run of two generations, requires each to
+// have succeeded and to pass check, and returns each generation's first.
+func firstSyncs(t *testing.T, f *results.File, check func(*results.Sync)) [2]*results.Sync {
+	t.Helper()
+	var first [2]*results.Sync
+	for i := range f.Syncs {
+		s := &f.Syncs[i]
+		t.Logf("proxier %d %s #%d %s at %v: %d services, %.1fms modeled (%.1fms kernel), %v %s", s.Proxier, s.Family, s.Seq, s.Trigger,
+			s.Start.Sub(f.Start), s.Services, s.Seconds*1e3, s.KernelSeconds*1e3, s.Ops, s.Error)
+		require.Empty(t, s.Error)
+		check(s)
+		if first[s.Proxier] == nil {
+			first[s.Proxier] = s
+		}
+	}
+	require.NotNil(t, first[1], "no sync after the restart")
+	return first
 }
 
 // iptablesOnSim is nftablesOnSim in iptables mode.
@@ -490,19 +500,10 @@ func IPTablesOnSim(t *testing.T, r kubeproxy.Release) {
 	s, err := scenarios.Parse("iptables-sim.yaml", []byte(iptablesOnSim), []string{"proxier.implementation=" + impl.Name})
 	require.NoError(t, err)
 	f, st := runScenarioState(t, s, impl, simBackend)
-	var first [2]*results.Sync
-	for i := range f.Syncs {
-		s := &f.Syncs[i]
-		t.Logf("proxier %d %s #%d %s at %v: %d services, %.1fms modeled (%.1fms kernel), %v %s", s.Proxier, s.Family, s.Seq, s.Trigger,
-			s.Start.Sub(f.Start), s.Services, s.Seconds*1e3, s.KernelSeconds*1e3, s.Ops, s.Error)
-		require.Empty(t, s.Error)
+	first := firstSyncs(t, f, func(s *results.Sync) {
 		require.Equal(t, int64(1), s.Ops[dataplane.OpIPTablesRestore], "a sync is one iptables-restore: %v", s.Ops)
 		require.Zero(t, s.Ops[dataplane.OpIPVSServiceAdd]+s.Ops[dataplane.OpIPSetAdd]+s.Ops[dataplane.OpAddressBind]+s.Ops[dataplane.OpNFTTransaction], "%v", s.Ops)
-		if first[s.Proxier] == nil {
-			first[s.Proxier] = s
-		}
-	}
-	require.NotNil(t, first[1], "no sync after the restart")
+	})
 	for _, s := range first {
 		require.Greater(t, s.Ops[dataplane.OpIPTablesRestoreBytes], int64(200*s.Services), "a full sync writes chains and rules per service port: %v", s.Ops)
 		require.Positive(t, s.KernelSeconds, "the restore is priced by the profile")
