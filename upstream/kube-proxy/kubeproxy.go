@@ -319,12 +319,11 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 		defer releaseclock.Use(opts.Clock)()
 	}
 
-	// cmd/kube-proxy's platformCleanup as it starts: nftables mode removes
-	// what iptables and IPVS mode left, iptables mode what nftables mode
-	// left (and nothing of IPVS mode's, which stays), IPVS mode the same.
-	// kpsim runs the cleanup of nftables mode's only when entering iptables
-	// mode: IPVS mode's runs are the harness's oldest, and their operations
-	// per sync stay as they were.
+	// cmd/kube-proxy's platformCleanup as it starts: in nftables mode it
+	// removes what iptables and IPVS mode left; in iptables mode (and IPVS
+	// mode) what nftables mode left, and nothing of IPVS mode's, which
+	// stays. kpsim runs no cleanup as IPVS mode starts, so that its runs,
+	// the harness's oldest, keep the operations they always had.
 	cleanup, what := k.CleanupIPVSMode, "IPVS mode"
 	if cfg.Mode == proxier.ModeIPTables {
 		cleanup, what = k.CleanupNFTablesMode, "nftables mode"
