@@ -25,7 +25,7 @@ MODS="ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_lblc ip_vs_lblcr ip_vs_d
  ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip ip_set_hash_ipportnet ip_set_hash_net
  ip_set_hash_netport ip_set_bitmap_port xt_set
  xt_ipvs xt_MASQUERADE xt_mark xt_comment xt_conntrack xt_addrtype xt_physdev xt_statistic xt_nat xt_tcpudp
- xt_multiport xt_REDIRECT
+ xt_multiport xt_REDIRECT xt_recent
  iptable_nat iptable_filter iptable_mangle iptable_raw ip6table_nat ip6table_filter ip6table_mangle ip6table_raw
  ipt_REJECT ip6t_REJECT
  nf_tables nft_compat nft_chain_nat nft_ct nft_nat nft_masq nft_redir nft_reject_ipv4 nft_reject_ipv6
