@@ -8,7 +8,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 KPSIM    := bin/kpsim
 
-.PHONY: all build test scenario test-kernel compare compare-releases parity kube-proxy kube-proxy-test nftables-agreement sweep sweep-plan sweep-cell sweep-merge clean FORCE
+.PHONY: all build test scenario test-kernel compare compare-releases parity kube-proxy kube-proxy-test nftables-agreement iptables-agreement sweep sweep-plan sweep-cell sweep-merge clean FORCE
 all: build
 
 build: $(KPSIM)
@@ -171,7 +171,17 @@ kube-proxy-test-%: FORCE
 # restart) on both and compares tables, operations and times (upstream/e2e
 # TestNFTablesAgreement; its log and results under $(OUT)/nftables-agreement).
 nftables-agreement: $(KUBE_PROXY_BIN)/kpsim-kube-proxy-v1.37
-	mkdir -p '$(OUT)/nftables-agreement'
-	KPSIM_E2E_BIN_DIR='$(abspath $(KUBE_PROXY_BIN))' KPSIM_E2E_OUT='$(abspath $(OUT))/nftables-agreement' \
-		$(GO) test -count=1 -v -timeout 20m -run '^TestNFTablesAgreement$$' ./upstream/e2e/ >'$(OUT)/nftables-agreement/test.log' 2>&1; \
-		s=$$?; grep -E '^(NFTABLES-AGREEMENT|--- |ok|FAIL|PASS)|Error' '$(OUT)/nftables-agreement/test.log'; exit $$s
+	$(call agreement,nftables-agreement,TestNFTablesAgreement,NFTABLES-AGREEMENT)
+
+# The same in iptables mode (iptables in a network namespace, as root): calibrates this kernel's
+# iptables-restore at iptables mode's sizes, then runs nftables-agreement.yaml in iptables mode
+# at 1,000 and 5,000 services on both (upstream/e2e TestIPTablesAgreement).
+iptables-agreement: $(KUBE_PROXY_BIN)/kpsim-kube-proxy-v1.37
+	$(call agreement,iptables-agreement,TestIPTablesAgreement,IPTABLES-AGREEMENT)
+
+# $(call agreement,NAME,TEST,PREFIX): runs upstream/e2e's TEST, its log and results under
+# $(OUT)/NAME, and prints its lines that start with PREFIX.
+agreement = mkdir -p '$(OUT)/$(1)' && \
+	KPSIM_E2E_BIN_DIR='$(abspath $(KUBE_PROXY_BIN))' KPSIM_E2E_OUT='$(abspath $(OUT))/$(1)' \
+		$(GO) test -count=1 -v -timeout 20m -run '^$(2)$$' ./upstream/e2e/ >'$(OUT)/$(1)/test.log' 2>&1; \
+		s=$$?; grep -E '^($(3)|--- |ok|FAIL|PASS)|Error' '$(OUT)/$(1)/test.log'; exit $$s

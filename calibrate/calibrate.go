@@ -6,13 +6,10 @@
 package calibrate
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -46,6 +43,10 @@ type Options struct {
 	Skip map[string]string
 	// NFTVersion is what `nft --version` says, for the source text.
 	NFTVersion string
+	// IPTables names the iptables the kernel backend restores with (its
+	// variant's command and what it says of its version), for the source
+	// text.
+	IPTables string
 	// Log receives one line per measurement; nil discards.
 	Log io.Writer
 	// ProxierServices are the cluster sizes the proxier's own work is
@@ -128,8 +129,8 @@ func Run(open OpenDataplane, opts Options) (*sim.Profile, error) {
 				continue
 			}
 			modes := []proxier.Mode{proxier.ModeIPVS}
-			if proxier.HasNFTablesMode(impl) {
-				modes = append(modes, proxier.ModeNFTables)
+			if proxier.HasNFTablesMode(impl) { // and iptables mode
+				modes = append(modes, proxier.ModeNFTables, proxier.ModeIPTables)
 			}
 			for _, mode := range modes {
 				price, err := FitRelease(impl, mode, opts.ProxierServices, c.where(), c.log)
@@ -566,138 +567,6 @@ func (c *calibration) addresses() error {
 	c.p.ListItem[dataplane.OpAddressList.String()] = max(0, (list-listEmpty)/float64(n))
 	c.notes = append(c.notes, fmt.Sprintf("addresses on %s (%d): bind %s, unbind %s, list %s per call plus %s per address",
 		link, n, dur(bind), dur(unbind), dur(listEmpty), dur(c.p.ListItem[dataplane.OpAddressList.String()])))
-	return nil
-}
-
-// outFilterRules are n rules of the shape kube-proxy adds one of per load
-// balancer port whose source ranges leave the node out, the only rules its
-// ruleset grows by, in chain KUBE-IPVS-OUT-FILTER; without the ipvs match,
-// the same rule matching a comment instead.
-func outFilterRules(n int, ipvsMatch bool) []byte {
-	var b strings.Builder
-	b.WriteString("*filter\n")
-	for i := range n {
-		a := calibrationAddr(19, i)
-		if ipvsMatch {
-			fmt.Fprintf(&b, "-A KUBE-IPVS-OUT-FILTER -s %s -m ipvs --vaddr %s --vproto tcp --vport 80 -j DROP\n", a, a)
-		} else {
-			fmt.Fprintf(&b, "-A KUBE-IPVS-OUT-FILTER -s %s -m comment --comment \"kpsim calibration\" -j DROP\n", a)
-		}
-	}
-	b.WriteString("COMMIT\n")
-	return []byte(b.String())
-}
-
-// iptables prices iptables-restore and iptables-save on the ruleset kpsim's
-// proxier writes for a cluster with NodePort, LoadBalancer and UDP services
-// (nat and filter, set matches, the extensions kube-proxy loads), as it is
-// and with as many KUBE-IPVS-OUT-FILTER rules more as a measurement has
-// entries: a restore a fixed part per call and a part per byte when it
-// creates the chains, and a part per rule it flushes when it replaces
-// them (twice the whole cost on nft in the VM); a save a fixed part and a
-// part per rule.
-func (c *calibration) iptables() error {
-	t := c.dp.IPTables
-	const reps = 10
-	ruleset, sets, err := kubeProxyRuleset()
-	if err != nil {
-		return fmt.Errorf("calibrate iptables: %w", err)
-	}
-	for _, s := range sets {
-		if err := c.dp.IPSet.CreateSet(s); err != nil {
-			return fmt.Errorf("calibrate iptables: %w", err)
-		}
-	}
-	cleanup, err := flushRuleset(ruleset)
-	if err != nil {
-		return fmt.Errorf("calibrate iptables: %w", err)
-	}
-	n := c.opts.Entries
-	probe := []byte("*filter\n:KPSIM-CAL - [0:0]\n-A KPSIM-CAL -m ipvs --vaddr 198.18.0.1 -j RETURN\nCOMMIT\n")
-	ipvsMatch := t.Restore(dataplane.IPv4, probe) == nil
-	if ipvsMatch {
-		if err := t.Restore(dataplane.IPv4, []byte("*filter\n:KPSIM-CAL - [0:0]\n-X KPSIM-CAL\nCOMMIT\n")); err != nil {
-			return fmt.Errorf("calibrate iptables: %w", err)
-		}
-	}
-	grown := append(slices.Clone(ruleset), outFilterRules(n, ipvsMatch)...)
-	// restore times reps restores of payload onto no chains of its (create),
-	// and, with replace, as many onto its own chains.
-	restore := func(what string, payload []byte, replace bool) (float64, float64, error) {
-		var created, replaced time.Duration
-		for range reps {
-			if err := t.Restore(dataplane.IPv4, cleanup); err != nil {
-				return 0, 0, fmt.Errorf("calibrate iptables: clean up: %w", err)
-			}
-			for _, d := range []*time.Duration{&created, &replaced} {
-				if d == &replaced && !replace {
-					break
-				}
-				clk := c.newClock()
-				if err := t.Restore(dataplane.IPv4, payload); err != nil {
-					return 0, 0, fmt.Errorf("calibrate iptables-restore (%s): %w", what, err)
-				}
-				*d += clk()
-			}
-		}
-		cr, rp := created.Seconds()/reps, replaced.Seconds()/reps
-		fmt.Fprintf(c.log, "%-44s n=%-6d %10.1f us each (%d bytes), replacing %10.1f us\n", "iptables-restore ("+what+")", reps, cr*1e6, len(payload), rp*1e6)
-		return cr, rp, nil
-	}
-	save := func() (float64, int, error) {
-		out, err := t.Save(dataplane.IPv4, "filter")
-		if err != nil {
-			return 0, 0, err
-		}
-		rules := bytes.Count(out, []byte("\n-A "))
-		d, err := c.each(fmt.Sprintf("iptables-save filter (%d rules)", rules), reps, func(int) error {
-			_, err := t.Save(dataplane.IPv4, "filter")
-			return err
-		})
-		return d, rules, err
-	}
-	createA, replaceA, err := restore("kube-proxy's ruleset", ruleset, true)
-	if err != nil {
-		return err
-	}
-	saveA, rulesA, err := save()
-	if err != nil {
-		return err
-	}
-	createB, _, err := restore(fmt.Sprintf("and %d KUBE-IPVS-OUT-FILTER rules", n), grown, false)
-	if err != nil {
-		return err
-	}
-	saveB, rulesB, err := save()
-	if err != nil {
-		return err
-	}
-	// Leave the namespace as it was: no chains, no sets.
-	err = t.Restore(dataplane.IPv4, cleanup)
-	for _, s := range sets {
-		err = errors.Join(err, c.dp.IPSet.DestroySet(s.Name))
-	}
-	if err != nil {
-		return fmt.Errorf("calibrate iptables: clean up: %w", err)
-	}
-	call, perByte := fit(createA, createB, len(ruleset), len(grown))
-	own, err := ownRules(ruleset)
-	if err != nil {
-		return fmt.Errorf("calibrate iptables: %w", err)
-	}
-	perFlushed := max(0, replaceA-createA) / float64(own)
-	c.set(dataplane.OpIPTablesRestore, call)
-	c.set(dataplane.OpIPTablesRestoreBytes, perByte)
-	c.p.ListItem[dataplane.OpIPTablesRestore.String()] = perFlushed
-	saveCall, perRule := fit(saveA, saveB, rulesA, rulesB)
-	c.set(dataplane.OpIPTablesSave, saveCall)
-	c.p.ListItem[dataplane.OpIPTablesSave.String()] = perRule
-	match := "the ipvs match"
-	if !ipvsMatch {
-		match = "a comment match (this kernel has no ipvs match)"
-	}
-	c.notes = append(c.notes, fmt.Sprintf("iptables-restore --noflush of kpsim's proxier's ruleset (nat and filter, %d rules, %d bytes) and of it with %d rules more (%s, %d bytes), creating the chains: %s per call plus %s per byte (%s for the ruleset alone); replacing them, %s per rule flushed (%s for the ruleset); iptables-save of the filter table %s per call plus %s per rule",
-		own, len(ruleset), n, match, len(grown), dur(call), dur(perByte), dur(createA), dur(perFlushed), dur(replaceA), dur(saveCall), dur(perRule)))
 	return nil
 }
 

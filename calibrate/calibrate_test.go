@@ -27,6 +27,10 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 				want.Ops[dataplane.OpNFTMapRule.String()] = 30e-6
 				want.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 20e-9, PerMap: 500e-9, Knee: 2000, PerEntryPast: 200e-9, PerMapPast: 1500e-9,
 					PerTableMap: 150e-9, PerTransaction: 5e-6}
+				// iptables-restore growing as rules times chains, and
+				// dearer when it replaces chains.
+				want.IPTablesRestore = &sim.IPTablesRestoreCost{Replace: 6e-3, PerDeclared: 7e-9, PerChain: 5e-9, PerDeclaredChain: 7e-13}
+				want.ListItem[dataplane.OpIPTablesRestore.String()] = 3e-6
 			}
 			open := func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
 				k, err := sim.New(sim.Options{Profile: want, IPSetStrategy: s})
@@ -69,6 +73,18 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 			for _, op := range []dataplane.Op{dataplane.OpIPVSList, dataplane.OpIPVSDestinationList, dataplane.OpIPSetList, dataplane.OpAddressList, dataplane.OpIPTablesRestore} {
 				require.InDelta(t, want.ListItem[op.String()], got.ListItem[op.String()], tol, "list item %s", op)
 			}
+			// Exact up to the nanoseconds each restore's charge is rounded to.
+			wantRestore, gotRestore := sim.IPTablesRestoreCost{}, sim.IPTablesRestoreCost{}
+			if want.IPTablesRestore != nil {
+				wantRestore = *want.IPTablesRestore
+			}
+			if got.IPTablesRestore != nil {
+				gotRestore = *got.IPTablesRestore
+			}
+			require.InDelta(t, wantRestore.Replace, gotRestore.Replace, tol, "iptables-restore replacing chains")
+			require.InDelta(t, wantRestore.PerDeclared, gotRestore.PerDeclared, 1e-4*wantRestore.PerDeclared, "iptables-restore per rule and chain declared")
+			require.InDelta(t, wantRestore.PerChain, gotRestore.PerChain, 1e-4*wantRestore.PerChain, "iptables-restore per rule and chain of the table")
+			require.InDelta(t, wantRestore.PerDeclaredChain, gotRestore.PerDeclaredChain, 1e-4*wantRestore.PerDeclaredChain, "iptables-restore per rule and pair of chains")
 			require.NotContains(t, got.Ops, dataplane.OpConntrackDelete.String(), "skipped operations stay unpriced")
 			// nftables: the fits are least squares over sizes, exact up to
 			// rounding (relative to the largest price).

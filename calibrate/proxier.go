@@ -356,6 +356,18 @@ func fitNonNegative(rows [][]float64, seconds []float64) ([]float64, error) {
 		return make([]float64, vars), nil // nothing took time (an unpriced kind): nothing costs
 	}
 	scale := func(s float64) float64 { return max(s, longest/100) }
+	// Each unit is solved for in multiples of its largest count: units of
+	// very different sizes (a call, a byte, a product of three counts) would
+	// leave the normal equations too ill-conditioned to solve in float64.
+	unit := make([]float64, vars)
+	for j := range vars {
+		for _, r := range rows {
+			unit[j] = max(unit[j], math.Abs(r[j]))
+		}
+		if unit[j] == 0 {
+			unit[j] = 1
+		}
+	}
 	best, bestErr := make([]float64, vars), math.Inf(1)
 	for subset := 1; subset < 1<<vars; subset++ {
 		var idx []int
@@ -374,9 +386,9 @@ func fitNonNegative(rows [][]float64, seconds []float64) ([]float64, error) {
 			}
 			w := scale(s)
 			for p, j := range idx {
-				b.SetVec(p, b.AtVec(p)+r[j]*s/(w*w))
+				b.SetVec(p, b.AtVec(p)+r[j]/unit[j]*s/(w*w))
 				for q, k := range idx {
-					a.Set(p, q, a.At(p, q)+r[j]*r[k]/(w*w))
+					a.Set(p, q, a.At(p, q)+r[j]/unit[j]*r[k]/unit[k]/(w*w))
 				}
 			}
 		}
@@ -387,7 +399,7 @@ func fitNonNegative(rows [][]float64, seconds []float64) ([]float64, error) {
 		price := make([]float64, vars)
 		ok := true
 		for p, j := range idx {
-			price[j] = x.AtVec(p)
+			price[j] = x.AtVec(p) / unit[j]
 			ok = ok && price[j] >= 0
 		}
 		if !ok {

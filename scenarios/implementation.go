@@ -108,21 +108,23 @@ func HasImplementation(name string) error {
 		return nil
 	}
 	msg := fmt.Sprintf("proxier.implementation %s is not in this kpsim binary, which has %s", name, strings.Join(Implementations(), ", "))
-	if bin, ok := ReleaseBinary(name); ok {
-		minor := strings.TrimPrefix(bin, "kpsim-kube-proxy-")
-		msg += fmt.Sprintf("; a kube-proxy %s release runs in the binary built from upstream/kube-proxy-%s: make bin/%s (its go.mod pins the patch release)", minor, minor, bin)
+	if bins := ReleaseBinaries(name); bins != nil {
+		release, minor := strings.TrimPrefix(bins[0], "kpsim-kube-proxy-"), strings.TrimPrefix(bins[1], "kpsim-kube-proxy-")
+		msg += fmt.Sprintf("; kube-proxy %s runs in bin/%s (make kube-proxy RELEASE=%s), or in bin/%s when upstream/kube-proxy-%s pins it (make kube-proxy)", release, bins[0], release, bins[1], minor)
 	}
 	return fmt.Errorf("%s", msg)
 }
 
-// ReleaseBinary is the name of the kpsim binary that has the kube-proxy
-// release name ("kube-proxy@v1.37.1": kpsim-kube-proxy-v1.37), built next
-// to kpsim's own (make kube-proxy); false when name is not a release.
-func ReleaseBinary(name string) (string, bool) {
+// ReleaseBinaries are the names of the kpsim binaries that may have the
+// kube-proxy release name ("kube-proxy@v1.37.1"), built next to kpsim's own:
+// the one `make kube-proxy RELEASE=v1.37.1` builds (kpsim-kube-proxy-v1.37.1),
+// then the checked-in minor's (make kube-proxy: kpsim-kube-proxy-v1.37);
+// none when name is not a release.
+func ReleaseBinaries(name string) []string {
 	v, ok := strings.CutPrefix(name, proxier.KubeProxyImplementation(""))
 	parts := strings.SplitN(v, ".", 3)
 	if !ok || len(parts) != 3 {
-		return "", false
+		return nil
 	}
-	return "kpsim-kube-proxy-" + parts[0] + "." + parts[1], true
+	return []string{"kpsim-kube-proxy-" + v, "kpsim-kube-proxy-" + parts[0] + "." + parts[1]}
 }

@@ -133,7 +133,7 @@ func TestImplementationChecks(t *testing.T) {
 	_, err = s.Implementation()
 	require.ErrorContains(t, err, "proxier.implementation kube-proxy@v1.30.3 is not in this kpsim binary, which has "+
 		strings.Join([]string{"kpsim", fixedRelease, racyRelease}, ", "))
-	require.ErrorContains(t, err, "upstream/kube-proxy-v1.30: make bin/kpsim-kube-proxy-v1.30")
+	require.ErrorContains(t, err, "bin/kpsim-kube-proxy-v1.30 when upstream/kube-proxy-v1.30 pins it (make kube-proxy)")
 	_, err = Run(context.Background(), s, RunOptions{Backend: simBackend(t, s)})
 	require.ErrorContains(t, err, "is not in this kpsim binary")
 

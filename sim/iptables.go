@@ -37,8 +37,12 @@ const maxChainName = 28
 type table struct {
 	chains map[string]*chain
 	// flushed counts the rules a payload applied to this (staged) copy
-	// emptied out of chains: a kernel removes them one by one.
-	flushed int
+	// emptied out of chains: a kernel removes them one by one. written
+	// counts the rules it appended or inserted, declared the chains it
+	// declared (created or flushed); replaced, whether it flushed a chain
+	// that existed (IPTablesRestoreCost).
+	flushed, written, declared int
+	replaced                   bool
 }
 
 type chain struct {
@@ -143,13 +147,22 @@ func (k *Kernel) Restore(f dataplane.Family, payload []byte) error {
 	if err != nil {
 		return errorf(syscall.EINVAL, "iptables-restore %s: %v", f, err)
 	}
-	flushed := 0
+	flushed, replaced, cost := 0, false, 0.0
+	r := k.costs.restore
 	for _, t := range staged {
 		flushed += t.flushed
-		t.flushed = 0
+		replaced = replaced || t.replaced
+		cost += r.Price(t.written, t.declared, len(t.chains))
+		t.flushed, t.written, t.declared, t.replaced = 0, 0, 0, false
 	}
-	// Replacing rules costs more than writing new ones: each is removed.
-	k.charge(k.costs.item[dataplane.OpIPTablesRestore] * time.Duration(flushed))
+	// Replacing rules costs more than writing new ones: the table is read
+	// back, and each rule flushed is removed. And each rule written costs
+	// more the more chains the payload declares and its table holds
+	// (docs/kernel-costs.md, "iptables-restore at iptables mode's sizes").
+	if replaced {
+		cost += r.Replace
+	}
+	k.charge(k.costs.item[dataplane.OpIPTablesRestore]*time.Duration(flushed) + seconds(cost))
 	maps.Copy(tables, staged)
 	return nil
 }
@@ -237,6 +250,7 @@ func declareChain(t *table, decl string) error {
 	if len(name) > maxChainName {
 		return fmt.Errorf("chain name %q longer than %d", name, maxChainName)
 	}
+	t.declared++
 	if c, ok := t.chains[name]; ok {
 		t.flush(c)
 		return nil
@@ -248,6 +262,7 @@ func declareChain(t *table, decl string) error {
 // flush empties a chain, counting its rules.
 func (t *table) flush(c *chain) {
 	t.flushed += len(c.rules)
+	t.replaced = true
 	c.rules = nil
 }
 
@@ -310,8 +325,10 @@ func (k *Kernel) command(f dataplane.Family, t *table, args []string) error {
 			c.rules = slices.Delete(slices.Clip(c.rules), i, i+1)
 		case pos < 0:
 			c.rules = append(c.rules, r)
+			t.written++
 		default:
 			c.rules = slices.Insert(slices.Clip(c.rules), pos, r)
+			t.written++
 		}
 	case "-F", "--flush":
 		if len(args) == 0 {

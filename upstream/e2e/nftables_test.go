@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,25 +62,28 @@ func TestNFTablesAgreement(t *testing.T) {
 	out := outDir(t)
 	p := v1_37
 	profile := calibrate(t, dir, p, out, "nftables-agreement", 1000)
-	t.Run("added", func(t *testing.T) { agreementAdded(t, dir, p, out, profile) })
+	t.Run("added", func(t *testing.T) { agreementAdded(t, dir, p, out, profile, "nftables") })
 	t.Run("mixed", func(t *testing.T) { agreementMixed(t, dir, p, out, profile) })
 }
 
-// agreementAdded runs testdata/nftables-agreement.yaml at 1,000 and 5,000
-// services, five times on the kernel. Every kernel run must end with the
-// sim's table (read back from each kernel), and each compared sync of the
-// sim (the first, and one per step of ten services) must have a sync of
-// the same operations (by kind) in every run. Each sync's modeled/measured
+// agreementAdded runs testdata/nftables-agreement.yaml in mode (nftables
+// or iptables) at 1,000 and 5,000 services, five times on the kernel.
+// Every kernel run must end with the sim's tables (read back from each
+// kernel; in iptables mode each chain's rules as a set, as the release
+// writes KUBE-SERVICES in Go map order), and each compared sync of the sim
+// (the first, and one per step of ten services) must have a sync of the
+// same operations (by kind) in every run. Each sync's modeled/measured
 // ratio (to the median) is reported against 0.75-1.25 and held within
 // 0.5-2.
-func agreementAdded(t *testing.T, dir string, p proxier, out, profile string) {
+func agreementAdded(t *testing.T, dir string, p proxier, out, profile, mode string) {
 	const scenario = "testdata/nftables-agreement.yaml"
+	prefix := strings.ToUpper(mode) + "-AGREEMENT"
 	for _, services := range []int{1000, 5000} {
-		label := fmt.Sprintf("%s-nftables-%d", p.label, services)
+		label := fmt.Sprintf("%s-%s-%d", p.label, mode, services)
 		size := fmt.Sprintf("cluster.services=%d", services)
-		simState := filepath.Join(out, "nftables-agreement-state-sim-"+label+".json")
-		sim := run(t, dir, p, scenario, filepath.Join(out, "nftables-agreement-sim-"+label+".json"), "--state", simState, "--set", size,
-			"--set", "backend=sim", "--set", "sim.profile="+profile)
+		simState := filepath.Join(out, mode+"-agreement-state-sim-"+label+".json")
+		sim := run(t, dir, p, scenario, filepath.Join(out, mode+"-agreement-sim-"+label+".json"), "--state", simState, "--set", size,
+			"--set", "proxier.mode="+mode, "--set", "backend=sim", "--set", "sim.profile="+profile)
 		require.Equal(t, results.ClockModeled, sim.Clock)
 		a, err := state.ReadFile(simState)
 		require.NoError(t, err)
@@ -96,12 +100,18 @@ func agreementAdded(t *testing.T, dir string, p proxier, out, profile string) {
 		simSyncs := compared(sim)
 		measured := map[int][]float64{} // by the sim sync's Seq
 		for i := range kernelRuns {
-			kernState := filepath.Join(out, fmt.Sprintf("nftables-agreement-state-kernel-%s-%d.json", label, i+1))
-			kern := run(t, dir, p, scenario, filepath.Join(out, fmt.Sprintf("nftables-agreement-kernel-%s-%d.json", label, i+1)), "--state", kernState, "--set", size)
+			kernState := filepath.Join(out, fmt.Sprintf("%s-agreement-state-kernel-%s-%d.json", mode, label, i+1))
+			kern := run(t, dir, p, scenario, filepath.Join(out, fmt.Sprintf("%s-agreement-kernel-%s-%d.json", mode, label, i+1)), "--state", kernState, "--set", size,
+				"--set", "proxier.mode="+mode)
 			b, err := state.ReadFile(kernState)
 			require.NoError(t, err)
-			require.NotEmpty(t, b.NFTables, "%s: the kernel's nftables table was read back", label)
-			require.Empty(t, state.Diff(a, b), "%s: state of the sim (A) and of the kernel (B), run %d", label, i+1)
+			if mode == "iptables" {
+				require.NotEmpty(t, b.IPTables, "%s: the kernel's iptables tables were read back", label)
+				require.Empty(t, state.Diff(rulesAsSets(a), rulesAsSets(b)), "%s: state of the sim (A) and of the kernel (B), run %d", label, i+1)
+			} else {
+				require.NotEmpty(t, b.NFTables, "%s: the kernel's nftables table was read back", label)
+				require.Empty(t, state.Diff(a, b), "%s: state of the sim (A) and of the kernel (B), run %d", label, i+1)
+			}
 			kernSyncs := compared(kern)
 			require.Len(t, kernSyncs, len(simSyncs), "%s run %d: the kernel's compared syncs (%v) are the sim's (%v)", label, i+1, opsOf(kernSyncs), opsOf(simSyncs))
 			for j, ks := range kernSyncs {
@@ -120,12 +130,24 @@ func agreementAdded(t *testing.T, dir string, p proxier, out, profile string) {
 			if ratio < agreementLow || ratio > agreementHigh {
 				verdict = "OUTSIDE"
 			}
-			fmt.Printf("NFTABLES-AGREEMENT %s sync %d (%d services, %d commands): modeled %s (kernel part %s, its own %s), measured %s (median of %s): ratio %.2f, %s %.2f-%.2f\n",
-				label, ss.Seq, ss.Services, ss.Ops[dataplane.OpNFTCommand], results.FormatSeconds(ss.Seconds), results.FormatSeconds(ss.KernelSeconds),
+			fmt.Printf("%s %s sync %d (%d services, %v): modeled %s (kernel part %s, its own %s), measured %s (median of %s): ratio %.2f, %s %.2f-%.2f\n",
+				prefix, label, ss.Seq, ss.Services, ss.Ops, results.FormatSeconds(ss.Seconds), results.FormatSeconds(ss.KernelSeconds),
 				results.FormatSeconds(ss.ProxierSeconds), results.FormatSeconds(median), formatAll(times), ratio, verdict, agreementLow, agreementHigh)
 			require.True(t, ratio >= saneLow && ratio <= saneHigh, "%s: sync %d modeled/measured %.2f, outside %.1f-%.1f", label, ss.Seq, ratio, saneLow, saneHigh)
 		}
 	}
+}
+
+// rulesAsSets is st with each iptables table's lines sorted: chains'
+// rules compared as sets.
+func rulesAsSets(st *state.State) *state.State {
+	c := *st
+	c.IPTables = maps.Clone(st.IPTables)
+	for f, t := range c.IPTables {
+		t.NAT, t.Filter = slices.Sorted(slices.Values(t.NAT)), slices.Sorted(slices.Values(t.Filter))
+		c.IPTables[f] = t
+	}
+	return &c
 }
 
 // compared is f's first sync and the syncs of its segment "compared"
@@ -323,6 +345,22 @@ func emptyChains(st *state.State) []string {
 		}
 	}
 	return out
+}
+
+// TestIPTablesAgreement holds the sim against this machine's own kernel
+// for v1.37.1 in iptables mode, which needs iptables in a network
+// namespace, not IPVS: `make iptables-agreement` runs it on the host. The
+// release's binary calibrates this kernel (iptables-restore at iptables
+// mode's sizes, the release's own code in each mode); then services are
+// added on the kernel and on the in-memory kernel priced by that profile
+// (agreementAdded).
+func TestIPTablesAgreement(t *testing.T) {
+	dir := binDir(t, kernel.Needs{NoIPVS: true})
+	hosttools.Require(t, "iptables-restore")
+	out := outDir(t)
+	p := v1_37
+	profile := calibrate(t, dir, p, out, "iptables-agreement", 1000, "--skip", "nftables")
+	agreementAdded(t, dir, p, out, profile, "iptables")
 }
 
 // TestKubeProxySwitch is the switch from IPVS mode to nftables mode on a

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 
@@ -118,7 +120,7 @@ func runCalibrate(cmd *cobra.Command, o calibrateFlags) error {
 	}
 	p, err := calibrate.Run(open, calibrate.Options{
 		Entries: o.entries, ExecEntries: o.execEntries, Name: o.name, Where: o.where, Skip: skip, Log: stderr,
-		NFTVersion: caps.NFTables.Detail,
+		NFTVersion: caps.NFTables.Detail, IPTables: iptablesVersion(o.mode),
 	})
 	if err != nil {
 		return err
@@ -194,4 +196,16 @@ func cpuModel() string {
 		model = "an unnamed CPU"
 	}
 	return model + virt
+}
+
+// iptablesVersion names the iptables variant the kernel backend restores
+// with (mode, or the one kernel.DetectIPTablesMode picks, as Debian's
+// alternatives or a node's rules select it) and what it says of its version.
+func iptablesVersion(mode string) string {
+	name := "iptables-" + cmp.Or(mode, kernel.DetectIPTablesMode())
+	out, err := exec.Command(name, "--version").Output()
+	if err != nil {
+		return name
+	}
+	return name + " (" + strings.TrimSpace(string(out)) + ")"
 }

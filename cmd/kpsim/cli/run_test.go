@@ -364,9 +364,9 @@ func TestRunRefusesMissingImplementation(t *testing.T) {
 		want string
 	}{
 		{[]string{"backend=kernel", "proxier.implementation=kube-proxy@v1.30.3"},
-			"proxier.implementation kube-proxy@v1.30.3 is not in this kpsim binary, which has kpsim; a kube-proxy v1.30 release runs in the binary built from upstream/kube-proxy-v1.30: make bin/kpsim-kube-proxy-v1.30"},
+			"proxier.implementation kube-proxy@v1.30.3 is not in this kpsim binary, which has kpsim; kube-proxy v1.30.3 runs in bin/kpsim-kube-proxy-v1.30.3 (make kube-proxy RELEASE=v1.30.3), or in bin/kpsim-kube-proxy-v1.30 when upstream/kube-proxy-v1.30 pins it (make kube-proxy)"},
 		{[]string{"proxier.implementation=kube-proxy@v1.37.1"},
-			"proxier.implementation kube-proxy@v1.37.1 is not in this kpsim binary, which has kpsim; a kube-proxy v1.37 release runs in the binary built from upstream/kube-proxy-v1.37: make bin/kpsim-kube-proxy-v1.37"},
+			"proxier.implementation kube-proxy@v1.37.1 is not in this kpsim binary, which has kpsim; kube-proxy v1.37.1 runs in bin/kpsim-kube-proxy-v1.37.1 (make kube-proxy RELEASE=v1.37.1), or in bin/kpsim-kube-proxy-v1.37 when upstream/kube-proxy-v1.37 pins it (make kube-proxy)"},
 	} {
 		args := []string{"run", "-s", "smoke", "-o", out}
 		for _, s := range tc.sets {

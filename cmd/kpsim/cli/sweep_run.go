@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -149,12 +150,13 @@ func clearCell(dir string) error {
 
 // cellBinary is the kpsim that runs a cell's runs: this one, or for a
 // kube-proxy release it does not have, the release's binary next to it
-// (bin/kpsim-kube-proxy-v1.37 beside bin/kpsim), when there is one.
+// (bin/kpsim-kube-proxy-v1.36.1 or bin/kpsim-kube-proxy-v1.37 beside
+// bin/kpsim), when there is one.
 func cellBinary(exe, proxier string) string {
 	if scenarios.HasImplementation(proxier) == nil {
 		return exe
 	}
-	if bin, ok := scenarios.ReleaseBinary(proxier); ok {
+	for _, bin := range scenarios.ReleaseBinaries(proxier) {
 		if p := filepath.Join(filepath.Dir(exe), bin); fileExists(p) {
 			return p
 		}
@@ -170,8 +172,7 @@ func fileExists(p string) bool {
 // cannotRun says why the cell cannot run on this machine with the kpsim
 // at exe, or "".
 func cannotRun(exe string, c *sweep.Cell) string {
-	bin, _ := scenarios.ReleaseBinary(c.Proxier)
-	if err := scenarios.HasImplementation(c.Proxier); err != nil && filepath.Base(exe) != bin {
+	if err := scenarios.HasImplementation(c.Proxier); err != nil && !slices.Contains(scenarios.ReleaseBinaries(c.Proxier), filepath.Base(exe)) {
 		return err.Error() + " (kpsim sweep run uses it from beside this kpsim when it is there)"
 	}
 	if c.Backend != dataplane.BackendKernel {

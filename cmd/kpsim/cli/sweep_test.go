@@ -240,11 +240,11 @@ kernels: [6.1.0-56-amd64]
 	_, errb, code = kpsimRun(t, "sweep", "run", spec, p.Cells[0].Name, "-o", out)
 	require.Equal(t, 3, code, errb)
 	require.Contains(t, errb, "proxier.implementation kube-proxy@v1.37.1 is not in this kpsim binary")
-	require.Contains(t, errb, "make bin/kpsim-kube-proxy-v1.37")
+	require.Contains(t, errb, "bin/kpsim-kube-proxy-v1.37 when upstream/kube-proxy-v1.37 pins it (make kube-proxy)")
 	rec, err := sweep.ReadRecord(filepath.Join(out, p.Cells[0].Name, sweep.RecordFile))
 	require.NoError(t, err)
 	require.Equal(t, sweep.StatusFailed, rec.Status)
-	require.Contains(t, rec.Error, "make bin/kpsim-kube-proxy-v1.37")
+	require.Contains(t, rec.Error, "make kube-proxy RELEASE=v1.37.1")
 }
 
 // TestSweepPlanInWorkflow: the matrix 'kpsim sweep plan' writes for the
