@@ -92,10 +92,16 @@ sweep-plan: build
 	$(KPSIM) sweep plan $(SPEC) -o $(SWEEP_OUT)/plan.json
 
 # A kube-proxy release's cell (its name says kube-proxy-vX.Y.Z) runs in the
-# release's binary: built here when missing (a sweep workflow's cell job).
+# release's binary (proxier.ReleaseBinaries): built here when neither
+# kpsim-kube-proxy-vX.Y.Z nor kpsim-kube-proxy-vX.Y is there (a sweep
+# workflow's cell job), the checked-in module of vX.Y if there is one, else
+# the release's own (make kube-proxy RELEASE=vX.Y.Z).
 sweep-cell: build
-	@v=$$(echo '$(CELL)' | sed -n 's/.*_kube-proxy-\(v[0-9][0-9]*\.[0-9][0-9]*\)\.[0-9][0-9]*_.*/\1/p'); \
-	if [ -n "$$v" ] && [ ! -x $(KUBE_PROXY_BIN)/kpsim-kube-proxy-$$v ]; then $(MAKE) --no-print-directory $(KUBE_PROXY_BIN)/kpsim-kube-proxy-$$v; fi
+	@r=$$(echo '$(CELL)' | sed -n 's/.*_kube-proxy-\(v[0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\)_.*/\1/p'); m=$${r%.*}; \
+	if [ -n "$$r" ] && [ ! -x $(KUBE_PROXY_BIN)/kpsim-kube-proxy-$$r ] && [ ! -x $(KUBE_PROXY_BIN)/kpsim-kube-proxy-$$m ]; then \
+		if [ -f upstream/kube-proxy-$$m/go.mod ]; then $(MAKE) --no-print-directory $(KUBE_PROXY_BIN)/kpsim-kube-proxy-$$m; \
+		else $(MAKE) --no-print-directory kube-proxy RELEASE=$$r; fi; \
+	fi
 	@mkdir -p $(SWEEP_OUT)/cells
 	$(KPSIM) sweep run $(SPEC) $(CELL) -o $(SWEEP_OUT)/cells
 

@@ -135,8 +135,7 @@ func newRestoreLoad(name string, payload []byte, resident map[string]int, flushe
 // its table holds (a fit of the loads, less what replacing costs:
 // fitNonNegative), and, when it replaces chains, once more and per rule
 // flushed (the ruleset's and the largest table's replacements against
-// their creations). A save is a fixed part
-// and a part per rule.
+// their creations). A save is a fixed part and a part per rule.
 func (c *calibration) iptables() error {
 	t := c.dp.IPTables
 	const reps = 10
