@@ -360,7 +360,7 @@ func (p *Proxier) fullPicture() bool {
 // Conflicts lists virtual servers that more than one service port maps to,
 // as "vs: winner (also: others)". Upstream lets map order decide and may
 // flip between syncs; kpsim always gives the virtual server to the service
-// port whose name sorts first and reports the rest here (README:
+// port whose name sorts first and reports the rest here (docs/proxier.md:
 // "Deliberate differences from kube-proxy").
 func (p *Proxier) Conflicts() []string {
 	p.syncMu.Lock()

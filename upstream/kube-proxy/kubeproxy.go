@@ -1,5 +1,6 @@
-// Package kubeproxy runs a kube-proxy release's own IPVS proxier as kpsim's
-// proxier under test, on the real kernel: built by its exported
+// Package kubeproxy runs a kube-proxy release's own proxier (IPVS mode, or
+// from v1.33 its nftables or iptables mode) as kpsim's proxier under test,
+// on the real kernel or on the in-memory one (sim.go): built by its exported
 // constructor and wired as cmd/kube-proxy wires it (real ipvs, ipset,
 // iptables and sysctl utilities, its own netlink handle and conntrack, its
 // pkg/proxy/config Service, EndpointSlice and Node configs driven by

@@ -1,6 +1,6 @@
-// Command kpsim is kpsim with kube-proxy v1.34.3's IPVS and nftables
-// proxiers as a proxier implementation (proxier.mode says which), the
-// release go.mod pins: its sync runner, rewritten in kubernetes PR #131615,
+// Command kpsim is kpsim with kube-proxy v1.34.3's IPVS, nftables and
+// iptables proxiers as a proxier implementation (proxier.mode says
+// which), the release go.mod pins: its sync runner, rewritten in kubernetes PR #131615,
 // resyncs IPVS mode once an hour whatever syncPeriod says, until PR #135631
 // reverted it in v1.34.4.
 //

@@ -1,6 +1,6 @@
-// Command kpsim is kpsim with kube-proxy v1.37.1's IPVS and nftables
-// proxiers as a proxier implementation (proxier.mode says which), the
-// release go.mod pins: it has the initial-sync fix (kubernetes PR #126532)
+// Command kpsim is kpsim with kube-proxy v1.37.1's IPVS, nftables and
+// iptables proxiers as a proxier implementation (proxier.mode says
+// which), the release go.mod pins: it has the initial-sync fix (kubernetes PR #126532)
 // and resyncs every syncPeriod (PR #135631).
 //
 //	kpsim run -s restart-stale-ipsets --set backend=kernel --set proxier.implementation=kube-proxy@v1.37.1
