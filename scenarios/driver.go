@@ -8,7 +8,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // driver moves a run through time. The wall driver lets the proxier run
@@ -19,7 +19,7 @@ import (
 // rounds, API batches and timers happen at their modeled instants, so that a
 // seed repeats exactly. The backend says which one a run gets (ModeledClock).
 type driver interface {
-	// clockName is results.ClockModeled or results.ClockWall.
+	// clockName is record.ClockModeled or record.ClockWall.
 	clockName() string
 	now() time.Time
 	// proxierOptions fills what a proxier generation needs to run on the
@@ -73,7 +73,7 @@ type wallDriver struct {
 	done   chan struct{}
 }
 
-func (w *wallDriver) clockName() string                             { return results.ClockWall }
+func (w *wallDriver) clockName() string                             { return record.ClockWall }
 func (w *wallDriver) now() time.Time                                { return time.Now() }
 func (w *wallDriver) proxierOptions(o *proxier.Options)             {}
 func (w *wallDriver) batch(_ context.Context, f func() error) error { return f() }

@@ -21,7 +21,7 @@ import (
 type Implementation struct {
 	// Name is what proxier.implementation asks for: "kpsim", "kube-proxy@v1.37.1".
 	Name string
-	// Proxier names the code in results (results.File.Proxier): Name, or
+	// Proxier names the code in results (record.File.Proxier): Name, or
 	// more where the binary's code is not the release's own (a local
 	// replace of k8s.io/kubernetes says where it came from).
 	Proxier string

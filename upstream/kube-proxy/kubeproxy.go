@@ -48,7 +48,6 @@ import (
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	utilnode "k8s.io/kubernetes/pkg/util/node"
 
-	"github.com/kpsim/kpsim/cmd/kpsim/cli"
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/observed"
@@ -116,13 +115,11 @@ func (p Params) ofFamily(cidrs []string) []string {
 // informers' resync.
 const configSyncPeriod = 15 * time.Minute
 
-// Main is a release module's main: kpsim's command line with the release
-// as a proxier implementation. version and commit name the binary (the
-// main package's, which the Makefile stamps).
-func (r Release) Main(version, commit string) {
-	scenarios.Register(r.Implementation())
-	cli.Main(version, commit)
-}
+// Register adds the release to the proxier implementations a scenario can
+// ask for. A release module's main calls it, then kpsim's command line
+// (cli.Main): this library sits below the command line and does not
+// import it.
+func (r Release) Register() { scenarios.Register(r.Implementation()) }
 
 // Implementation is the release as a proxier implementation of the
 // harness, on the run's kernel (the in-memory one of the sim backend,
