@@ -33,7 +33,7 @@ type driver interface {
 	until(ctx context.Context, t time.Time) error
 	// starting is called before a proxier generation starts, with the
 	// number of API objects its informers will list and of the synced
-	// calls it makes (Implementation.SyncedCalls).
+	// calls it makes (proxier.Implementation.SyncedCalls).
 	starting(objects, synced int)
 	// handled is told of every informer event a generation's handlers
 	// processed, or (delivered false) held back for later (holdBack).

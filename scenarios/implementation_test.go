@@ -24,7 +24,7 @@ const (
 
 func init() {
 	for name, mode := range map[string]proxier.InitialSyncMode{racyRelease: proxier.InitialSyncLegacy, fixedRelease: proxier.InitialSyncHandlers} {
-		Register(Implementation{Name: name, Run: func(ctx context.Context, c kubernetes.Interface, dp dataplane.Dataplane, cfg proxier.Config, o proxier.Options) error {
+		proxier.Register(proxier.Implementation{Name: name, Run: func(ctx context.Context, c kubernetes.Interface, dp dataplane.Dataplane, cfg proxier.Config, o proxier.Options) error {
 			cfg.InitialSync = mode
 			return proxier.Run(ctx, c, dp, cfg, o)
 		}})

@@ -58,7 +58,7 @@ type run struct {
 	r       *replay
 	dp      dataplane.Dataplane
 	cfg     proxier.Config
-	impl    Implementation
+	impl    proxier.Implementation
 	churn   *dataplane.Churn
 	metrics *proxier.Metrics
 	fams    []dataplane.Family

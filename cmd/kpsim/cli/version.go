@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/record"
-	"github.com/kpsim/kpsim/scenarios"
 )
 
 // Set by Main from its main package, which the Makefile stamps:
@@ -46,10 +46,10 @@ Results files record the same version and commit.`,
 					record.Build
 					Go       string   `json:"go"`
 					Proxiers []string `json:"proxiers"`
-				}{b, goVersion, scenarios.Implementations()})
+				}{b, goVersion, proxier.Implementations()})
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kpsim %s\ncommit %s\ngo %s\nproxiers %s\n", b.Version, b.Commit, goVersion,
-				strings.Join(scenarios.Implementations(), ", "))
+				strings.Join(proxier.Implementations(), ", "))
 			return err
 		},
 	}

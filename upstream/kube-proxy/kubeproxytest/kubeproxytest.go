@@ -136,7 +136,7 @@ timeline:
 
 // registerOnKernel registers release r (register) to run on each run's
 // own kernel, in-memory or real, rather than on fakes a test set.
-func registerOnKernel(r kubeproxy.Release) scenarios.Implementation {
+func registerOnKernel(r kubeproxy.Release) proxier.Implementation {
 	node.Lock()
 	node.fakes = nil
 	node.Unlock()
@@ -146,7 +146,7 @@ func registerOnKernel(r kubeproxy.Release) scenarios.Implementation {
 // register registers release r once per test binary: its kernel is each
 // run's, the fakes a test set (RestartLagging), the in-memory kernel of a
 // sim run (RestartOnSim) or the real one of a kernel run (NFTablesOnKernel).
-func register(r kubeproxy.Release) scenarios.Implementation {
+func register(r kubeproxy.Release) proxier.Implementation {
 	impl := r.ImplementationOn(func(dp dataplane.Dataplane) (kubeproxy.Kernel, error) {
 		node.Lock()
 		defer node.Unlock()
@@ -158,7 +158,7 @@ func register(r kubeproxy.Release) scenarios.Implementation {
 		}
 		return node.fakes.Kernel(), nil
 	})
-	registered.Do(func() { scenarios.Register(impl) })
+	registered.Do(func() { proxier.Register(impl) })
 	return impl
 }
 
@@ -338,7 +338,7 @@ func RestartOnSim(t *testing.T, r kubeproxy.Release, racy bool) *record.File {
 }
 
 // runOnSim runs the scenario text with impl on the sim backend.
-func runOnSim(t *testing.T, file, text string, impl scenarios.Implementation) *record.File {
+func runOnSim(t *testing.T, file, text string, impl proxier.Implementation) *record.File {
 	t.Helper()
 	s, err := scenarios.Parse(file, []byte(text), []string{"proxier.implementation=" + impl.Name})
 	require.NoError(t, err)
@@ -352,7 +352,7 @@ func simBackend(s backend.Spec) (backend.Backend, error) { return backend.NewSim
 // runScenario runs s, whose proxier is impl, on the backend newBackend
 // builds from its spec: simBackend, or backend.New (the kernel's, in a
 // namespace the test process was isolated in).
-func runScenario(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) *record.File {
+func runScenario(t *testing.T, s *scenarios.Scenario, impl proxier.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) *record.File {
 	t.Helper()
 	f, _ := runScenarioState(t, s, impl, newBackend)
 	return f
@@ -360,7 +360,7 @@ func runScenario(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementat
 
 // runScenarioState is runScenario that also reads back what the run left
 // in the dataplane.
-func runScenarioState(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) (*record.File, *state.State) {
+func runScenarioState(t *testing.T, s *scenarios.Scenario, impl proxier.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) (*record.File, *state.State) {
 	t.Helper()
 	spec, err := s.BackendSpec()
 	require.NoError(t, err)
