@@ -24,7 +24,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Proxier programs one IP family of one node.
@@ -381,7 +381,7 @@ func (p *Proxier) Conflicts() []string {
 }
 
 // Sync runs one sync now (trigger "changes", or "initial" for the first) and returns its record.
-func (p *Proxier) Sync() results.Sync {
+func (p *Proxier) Sync() record.Sync {
 	trigger := TriggerChanges
 	p.syncMu.Lock()
 	if p.seq == 0 {
@@ -393,7 +393,7 @@ func (p *Proxier) Sync() results.Sync {
 }
 
 // SyncFull runs a full sync now, as the periodic verification does.
-func (p *Proxier) SyncFull() results.Sync {
+func (p *Proxier) SyncFull() record.Sync {
 	rec, _ := p.sync(TriggerPeriodic)
 	return rec
 }
