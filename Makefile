@@ -76,7 +76,7 @@ parity:
 	cd upstream/kube-proxy-v1.37 && $(call clock-overlay,v1.37) && $(GO) vet $(call clock-flags,v1.37) ./... && \
 		$(GO) test $(call clock-flags,v1.37) ./... && $(GO) run $(call clock-flags,v1.37) ./cmd/parity -seeds $(PARITY_SEEDS)
 
-# A sweep (README.md, Sweeps): make sweep SPEC=sweeps/restart-scale.yaml plans
+# A sweep (docs/reference.md, Sweeps): make sweep SPEC=sweeps/restart-scale.yaml plans
 # the spec, runs its cells one after another, merges them and writes one
 # report, $(SWEEP_OUT)/report.html; it fails when a cell did. The workflow
 # sweep.yml runs the same targets, sweep-cell as one job per cell.

@@ -20,7 +20,6 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -124,7 +123,7 @@ func Run(open OpenDataplane, opts Options) (*sim.Profile, error) {
 		}
 		// The kube-proxy releases this binary has (upstream/), each priced
 		// by its own code's time.
-		for _, impl := range scenarios.Implementations() {
+		for _, impl := range proxier.Implementations() {
 			if impl == proxier.ImplementationKpsim {
 				continue
 			}

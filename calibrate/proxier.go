@@ -17,7 +17,7 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/backend"
 	"github.com/kpsim/kpsim/sim"
@@ -127,7 +127,7 @@ func (c *calibration) proxierCases(services int) ([]workSample, error) {
 			}
 			return p, err
 		}
-		changes, err := c.measure(fmt.Sprintf("%d slice changes %s", changedSlices, size), programmed, synced, func(p *proxier.Proxier) results.Sync {
+		changes, err := c.measure(fmt.Sprintf("%d slice changes %s", changedSlices, size), programmed, synced, func(p *proxier.Proxier) record.Sync {
 			for i, s := range set.EndpointSlices[:min(changedSlices, len(set.EndpointSlices))] {
 				p.OnEndpointSliceUpdate(s, movedEndpoint(s, i))
 			}
@@ -152,7 +152,7 @@ func (c *calibration) proxierCases(services int) ([]workSample, error) {
 // measure times one kind of sync proxierRepeats times, each on a proxier
 // fresh from prepare, and keeps the median of the whole sync and of each
 // phase that reported work.
-func (c *calibration) measure(name string, r *dataplane.Replay, prepare func() (*proxier.Proxier, error), sync func(*proxier.Proxier) results.Sync) ([]workSample, error) {
+func (c *calibration) measure(name string, r *dataplane.Replay, prepare func() (*proxier.Proxier, error), sync func(*proxier.Proxier) record.Sync) ([]workSample, error) {
 	var totals []float64
 	walls := map[string][]float64{}
 	units := map[string]dataplane.Work{}
@@ -205,7 +205,7 @@ func unitsOf(w dataplane.Work) string {
 	return fmt.Sprintf("%d syncs, %d ports derived, %d visited, %d endpoints, %d entries", w.Syncs, w.Derived, w.Ports, w.Endpoints, w.Entries)
 }
 
-func syncErr(rec results.Sync) error {
+func syncErr(rec record.Sync) error {
 	if rec.Failed() {
 		return fmt.Errorf("sync %d failed: %s", rec.Seq, rec.Error)
 	}
@@ -525,7 +525,7 @@ func flushRuleset(payload []byte) ([]byte, error) {
 // unit of dataplane.Work, but its code cannot be run against a Replay
 // phase by phase: it runs whole, in a kpsim binary built with it
 // (upstream/). FitRelease times its syncs on the in-memory kernel, on the
-// modeled clock, from its own sync-duration histogram (results.Sync.Wall:
+// modeled clock, from its own sync-duration histogram (record.Sync.Wall:
 // the release's code, plus what its utilities' adapters and the in-memory
 // kernel do for each operation: microseconds each, and an iptables-save
 // parsed back per iptables command, about 1 ms a sync at these sizes),
@@ -569,7 +569,7 @@ const releaseRuns = 3
 
 // runRelease runs releaseScenario once for impl in mode at n services of
 // endpoints each, on the in-memory kernel.
-func runRelease(impl string, mode proxier.Mode, n, endpoints int) (*results.File, error) {
+func runRelease(impl string, mode proxier.Mode, n, endpoints int) (*record.File, error) {
 	s, err := scenarios.Parse("calibrate-release.yaml", fmt.Appendf(nil, releaseScenario, n, endpoints),
 		[]string{"proxier.implementation=" + impl, "proxier.mode=" + string(mode)})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // InitialSyncMode decides when the first sync may run.
@@ -107,8 +107,8 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 }
 
 // ImplementationKpsim names this package's proxier as Config.Implementation
-// and results.File.Proxier do.
-const ImplementationKpsim = results.ProxierKpsim
+// and record.File.Proxier do.
+const ImplementationKpsim = record.ProxierKpsim
 
 // KubeProxyImplementation names a kube-proxy release as
 // Config.Implementation does: "kube-proxy@" and its module version.
@@ -199,10 +199,10 @@ func (cfg Config) Defaults() Config {
 // the proxier programs.
 type Options struct {
 	// Index numbers proxier generations within a run (0, then +1 per restart);
-	// it is copied into every results.Sync.
+	// it is copied into every record.Sync.
 	Index int
 	// OnSync receives every sync's record, from the proxier's sync goroutine.
-	OnSync func(results.Sync)
+	OnSync func(record.Sync)
 	// Churn, shared across families and restarts, counts deleted-then-re-added kernel objects.
 	Churn *dataplane.Churn
 	// Metrics, shared across families and restarts; nil disables metrics.

@@ -16,7 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -32,7 +32,7 @@ type env struct {
 	clock *clocktesting.FakeClock
 	cfg   Config
 	churn *dataplane.Churn
-	syncs []results.Sync
+	syncs []record.Sync
 }
 
 // newEnv returns an env; benchmarks leave out churn accounting, which is the
@@ -57,7 +57,7 @@ func (e *env) proxier(f dataplane.Family, index int) *Proxier {
 	e.t.Helper()
 	p, err := New(e.cfg, f, e.dp, Options{
 		Index: index, Clock: e.clock, Churn: e.churn,
-		OnSync: func(s results.Sync) { e.syncs = append(e.syncs, s) },
+		OnSync: func(s record.Sync) { e.syncs = append(e.syncs, s) },
 	})
 	require.NoError(e.t, err)
 	return p
@@ -70,7 +70,7 @@ func (e *env) synced(p *Proxier) *Proxier {
 }
 
 // sync runs a sync and requires it to succeed.
-func (e *env) sync(p *Proxier) results.Sync {
+func (e *env) sync(p *Proxier) record.Sync {
 	e.t.Helper()
 	rec := p.Sync()
 	require.Empty(e.t, rec.Error, "sync %d", rec.Seq)

@@ -3,7 +3,7 @@ package proxier
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Metrics are kube-proxy's sync metrics (pkg/proxy/metrics, with the
@@ -36,41 +36,41 @@ var ProgrammingBuckets = func() []float64 {
 
 // NewMetrics creates the metrics and registers them with reg (which may be nil).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	fam := []string{results.LabelFamily}
+	fam := []string{record.LabelFamily}
 	m := &Metrics{
 		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: results.MetricSyncDuration, Help: "SyncProxyRules latency in seconds",
+			Name: record.MetricSyncDuration, Help: "SyncProxyRules latency in seconds",
 			Buckets: SyncBuckets,
 		}, fam),
 		NetworkProgramming: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: results.MetricNetworkProgramming, Help: "In Cluster Network Programming Latency in seconds",
+			Name: record.MetricNetworkProgramming, Help: "In Cluster Network Programming Latency in seconds",
 			Buckets: ProgrammingBuckets,
 		}, fam),
 		LastTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: results.MetricLastSync, Help: "The last time proxy rules were successfully synced",
+			Name: record.MetricLastSync, Help: "The last time proxy rules were successfully synced",
 		}, fam),
 		LastQueuedTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: results.MetricLastQueued, Help: "The last time a sync of proxy rules was queued",
+			Name: record.MetricLastQueued, Help: "The last time a sync of proxy rules was queued",
 		}, fam),
 		EndpointChangesPend: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: results.MetricEndpointChangesPending, Help: "Pending proxy rules Endpoint changes",
+			Name: record.MetricEndpointChangesPending, Help: "Pending proxy rules Endpoint changes",
 		}, fam),
 		EndpointChangesTot: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: results.MetricEndpointChangesTotal, Help: "Cumulative proxy rules Endpoint changes",
+			Name: record.MetricEndpointChangesTotal, Help: "Cumulative proxy rules Endpoint changes",
 		}, fam),
 		ServiceChangesPend: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: results.MetricServiceChangesPending, Help: "Pending proxy rules Service changes",
+			Name: record.MetricServiceChangesPending, Help: "Pending proxy rules Service changes",
 		}, fam),
 		ServiceChangesTot: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: results.MetricServiceChangesTotal, Help: "Cumulative proxy rules Service changes",
+			Name: record.MetricServiceChangesTotal, Help: "Cumulative proxy rules Service changes",
 		}, fam),
 		RestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: results.MetricRestoreFailures, Help: "Cumulative proxy iptables restore failures",
+			Name: record.MetricRestoreFailures, Help: "Cumulative proxy iptables restore failures",
 		}, fam),
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: results.MetricSyncPhaseDuration, Help: "Duration of one named phase of syncProxyRules in seconds",
+			Name: record.MetricSyncPhaseDuration, Help: "Duration of one named phase of syncProxyRules in seconds",
 			Buckets: SyncBuckets,
-		}, []string{results.LabelPhase}),
+		}, []string{record.LabelPhase}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{

@@ -28,7 +28,7 @@ var Phases = []string{
 	PhaseConntrack, PhaseGracefulTermination,
 }
 
-// Sync triggers as recorded in results.Sync.Trigger.
+// Sync triggers as recorded in record.Sync.Trigger.
 const (
 	TriggerInitial  = "initial"
 	TriggerChanges  = "changes"

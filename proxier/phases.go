@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // ---------------------------------------------------------------------------
@@ -499,7 +499,7 @@ func fit(id setID, add []string, n int) []string {
 }
 
 // unfit records, for each full set, the entries the proxier wants in it
-// that it does not hold (results.Sync.Unfit): what fit left out, this
+// that it does not hold (record.Sync.Unfit): what fit left out, this
 // sync or an earlier one, which a partial sync does not try again.
 func (s *syncRun) unfit() {
 	p := s.p
@@ -508,7 +508,7 @@ func (s *syncRun) unfit() {
 		if len(p.kernel.entries[id]) < dataplane.DefaultMaxElem || setInfos[id].typ == dataplane.BitmapPort {
 			continue
 		}
-		var u results.Unfit
+		var u record.Unfit
 		for e := range p.entryRef[id] {
 			if _, ok := p.kernel.entries[id][e]; !ok {
 				if u.Entries++; u.First == "" || e < u.First {
@@ -518,7 +518,7 @@ func (s *syncRun) unfit() {
 		}
 		if u.Entries > 0 {
 			if s.rec.Unfit == nil {
-				s.rec.Unfit = map[string]results.Unfit{}
+				s.rec.Unfit = map[string]record.Unfit{}
 			}
 			s.rec.Unfit[SetName(setInfos[id].name, p.family)] = u
 		}

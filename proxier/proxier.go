@@ -24,7 +24,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Proxier programs one IP family of one node.
@@ -360,7 +360,7 @@ func (p *Proxier) fullPicture() bool {
 // Conflicts lists virtual servers that more than one service port maps to,
 // as "vs: winner (also: others)". Upstream lets map order decide and may
 // flip between syncs; kpsim always gives the virtual server to the service
-// port whose name sorts first and reports the rest here (README:
+// port whose name sorts first and reports the rest here (docs/proxier.md:
 // "Deliberate differences from kube-proxy").
 func (p *Proxier) Conflicts() []string {
 	p.syncMu.Lock()
@@ -381,7 +381,7 @@ func (p *Proxier) Conflicts() []string {
 }
 
 // Sync runs one sync now (trigger "changes", or "initial" for the first) and returns its record.
-func (p *Proxier) Sync() results.Sync {
+func (p *Proxier) Sync() record.Sync {
 	trigger := TriggerChanges
 	p.syncMu.Lock()
 	if p.seq == 0 {
@@ -393,7 +393,7 @@ func (p *Proxier) Sync() results.Sync {
 }
 
 // SyncFull runs a full sync now, as the periodic verification does.
-func (p *Proxier) SyncFull() results.Sync {
+func (p *Proxier) SyncFull() record.Sync {
 	rec, _ := p.sync(TriggerPeriodic)
 	return rec
 }

@@ -19,20 +19,20 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/sim"
 )
 
 // recorder collects sync records from proxier goroutines.
 type recorder struct {
 	mu    sync.Mutex
-	syncs []results.Sync
-	ch    chan results.Sync
+	syncs []record.Sync
+	ch    chan record.Sync
 }
 
-func newRecorder() *recorder { return &recorder{ch: make(chan results.Sync, 1024)} }
+func newRecorder() *recorder { return &recorder{ch: make(chan record.Sync, 1024)} }
 
-func (r *recorder) onSync(s results.Sync) {
+func (r *recorder) onSync(s record.Sync) {
 	r.mu.Lock()
 	r.syncs = append(r.syncs, s)
 	r.mu.Unlock()
@@ -40,7 +40,7 @@ func (r *recorder) onSync(s results.Sync) {
 }
 
 // waitFor returns the first sync (from now on) that satisfies ok.
-func (r *recorder) waitFor(t *testing.T, what string, ok func(results.Sync) bool) results.Sync {
+func (r *recorder) waitFor(t *testing.T, what string, ok func(record.Sync) bool) record.Sync {
 	t.Helper()
 	timeout := time.After(60 * time.Second)
 	for {
@@ -89,9 +89,9 @@ func TestRunWithFakeClientset(t *testing.T) {
 	}()
 
 	// Both families sync the whole initial list first.
-	seen := map[dataplane.Family]results.Sync{}
+	seen := map[dataplane.Family]record.Sync{}
 	for len(seen) < 2 {
-		s := rec.waitFor(t, "initial syncs", func(s results.Sync) bool { return s.Trigger == TriggerInitial })
+		s := rec.waitFor(t, "initial syncs", func(s record.Sync) bool { return s.Trigger == TriggerInitial })
 		seen[s.Family] = s
 	}
 	for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
@@ -103,7 +103,7 @@ func TestRunWithFakeClientset(t *testing.T) {
 	// A new service arrives through the API.
 	_, err = client.CoreV1().Services("default").Create(ctx, service("default", "late", "10.96.1.1"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	rec.waitFor(t, "the new service", func(s results.Sync) bool {
+	rec.waitFor(t, "the new service", func(s record.Sync) bool {
 		return s.Family == dataplane.IPv4 && s.Ops[dataplane.OpIPVSServiceAdd] == 1
 	})
 	require.Contains(t, ipvsState(t, k, dataplane.IPv4), "10.96.1.1:80/TCP")
@@ -139,13 +139,13 @@ func TestRunInitialSyncModes(t *testing.T) {
 		name string
 		mode InitialSyncMode
 		// check the first sync after a restart onto the state of n services
-		check func(t *testing.T, first results.Sync)
+		check func(t *testing.T, first record.Sync)
 	}{
-		{"handlers: the first sync has the full picture and writes nothing", InitialSyncHandlers, func(t *testing.T, first results.Sync) {
+		{"handlers: the first sync has the full picture and writes nothing", InitialSyncHandlers, func(t *testing.T, first record.Sync) {
 			require.Equal(t, n, first.Services)
 			require.Zero(t, writes(first.Ops), "%v", first.Ops)
 		}},
-		{"legacy: the first sync runs while handlers lag and deletes what they have not delivered", InitialSyncLegacy, func(t *testing.T, first results.Sync) {
+		{"legacy: the first sync runs while handlers lag and deletes what they have not delivered", InitialSyncLegacy, func(t *testing.T, first record.Sync) {
 			require.Less(t, first.Services, n)
 			require.Equal(t, int64(n-first.Services), first.Ops[dataplane.OpIPVSServiceDelete], "%v", first.Ops)
 		}},
@@ -181,11 +181,11 @@ func TestRunInitialSyncModes(t *testing.T) {
 					// stores fill long before the handlers have seen everything.
 					Options{Index: 1, OnSync: rec.onSync, Handlers: slowHandlers(25 * time.Millisecond), Churn: churn})
 			}()
-			first := rec.waitFor(t, "first sync", func(results.Sync) bool { return true })
+			first := rec.waitFor(t, "first sync", func(record.Sync) bool { return true })
 			require.Equal(t, TriggerInitial, first.Trigger)
 			tc.check(t, first)
 			// Either way the node converges once the handlers catch up.
-			rec.waitFor(t, "convergence", func(s results.Sync) bool { return s.Services == n && s.Endpoints == n })
+			rec.waitFor(t, "convergence", func(s record.Sync) bool { return s.Services == n && s.Endpoints == n })
 			cancel()
 			require.NoError(t, <-done)
 			require.Len(t, ipvsState(t, k, dataplane.IPv4), n)

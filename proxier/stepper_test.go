@@ -15,7 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -154,12 +154,12 @@ func TestRunWrapsHandlers(t *testing.T) {
 	k, err := sim.New(sim.Options{})
 	require.NoError(t, err)
 	handled := make(chan string, 1024)
-	syncs := make(chan results.Sync, 64)
+	syncs := make(chan record.Sync, 64)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, client, k.Dataplane(), Config{NodeName: testNode, MinSyncPeriod: 10 * time.Millisecond}, Options{
-			OnSync: func(s results.Sync) { syncs <- s },
+			OnSync: func(s record.Sync) { syncs <- s },
 			Handlers: func(kind string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
 				return countingHandler{h, handled, kind}
 			},
@@ -177,7 +177,7 @@ func TestRunWrapsHandlers(t *testing.T) {
 	_, err = client.CoreV1().Services("default").Create(ctx, service("default", "late", "10.96.1.1"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "Service", receive(t, handled, "the new service"))
-	var s results.Sync
+	var s record.Sync
 	for s.Services != 6 {
 		s = receive(t, syncs, "the sync that applies the new service")
 	}

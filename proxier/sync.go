@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // syncRun is one sync in progress.
 type syncRun struct {
 	p           *Proxier
-	rec         results.Sync
+	rec         record.Sync
 	full        bool
 	fullPicture bool
 	errs        []error
@@ -51,7 +51,7 @@ func (s *syncRun) phase(name string, f func()) {
 	s.computed, s.units = 0, dataplane.Work{}
 	f()
 	wall := time.Since(t0)
-	ph := results.Phase{Name: name, Wall: wall.Seconds(), Ops: p.counter.Ops().Sub(before), Work: s.units}
+	ph := record.Phase{Name: name, Wall: wall.Seconds(), Ops: p.counter.Ops().Sub(before), Work: s.units}
 	switch {
 	case clocked:
 		d := p.clock.Since(c0)
@@ -89,13 +89,13 @@ func (s *syncRun) work(w dataplane.Work) {
 // sync is syncProxyRules. It returns the record and when it wants to run
 // again regardless of changes (a retry after an error, or the next check of
 // draining real servers).
-func (p *Proxier) sync(trigger string) (results.Sync, time.Time) {
+func (p *Proxier) sync(trigger string) (record.Sync, time.Time) {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	p.seq++
 	s := &syncRun{p: p, fullPicture: p.fullPicture()}
 	s.full = trigger == TriggerInitial || trigger == TriggerPeriodic || p.needFull
-	s.rec = results.Sync{Proxier: p.opts.Index, Family: p.family, Seq: p.seq, Trigger: trigger, Full: s.full, Start: p.clock.Now()}
+	s.rec = record.Sync{Proxier: p.opts.Index, Family: p.family, Seq: p.seq, Trigger: trigger, Full: s.full, Start: p.clock.Now()}
 
 	s.phase(PhaseApplyChanges, func() {
 		s.work(dataplane.Work{Syncs: 1})
@@ -134,7 +134,7 @@ func (p *Proxier) sync(trigger string) (results.Sync, time.Time) {
 			p.needFull = false
 		}
 		for _, pp := range p.programmed {
-			s.rec.Programmed = append(s.rec.Programmed, results.Programmed{Object: pp.object, Seconds: finish.Sub(pp.trigger).Seconds()})
+			s.rec.Programmed = append(s.rec.Programmed, record.Programmed{Object: pp.object, Seconds: finish.Sub(pp.trigger).Seconds()})
 		}
 	}
 	p.programmed = nil
@@ -158,7 +158,7 @@ func (p *Proxier) sync(trigger string) (results.Sync, time.Time) {
 	return s.rec, again
 }
 
-func (p *Proxier) observe(rec *results.Sync, finish time.Time) {
+func (p *Proxier) observe(rec *record.Sync, finish time.Time) {
 	m := p.opts.Metrics
 	if m == nil {
 		return

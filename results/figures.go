@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Class says how comparisons treat a figure.
@@ -51,7 +52,7 @@ type Figure struct {
 	Label string
 	Unit  string
 	// Basis says how the figure was obtained in f: measured, modeled or counted.
-	Basis func(f *File) string
+	Basis func(f *record.File) string
 	// Class is how comparisons test the figure; empty for a figure they skip.
 	Class Class
 	// HigherIsWorse makes an exact figure's change a regression or an
@@ -63,15 +64,15 @@ type Figure struct {
 	// A compared figure is a single Value, or a distribution (Dist) whose
 	// Quantiles are compared. PerSync, when set, gives the distribution's
 	// samples sync by sync, so that two runs' syncs can be paired.
-	Value     func(f *File) float64
-	Dist      func(f *File) Dist
+	Value     func(f *record.File) float64
+	Dist      func(f *record.File) record.Dist
 	Quantiles []Quantile
-	PerSync   func(f *File) []SyncValue
+	PerSync   func(f *record.File) []SyncValue
 
 	// Line is the figure as a reader sees it, in the summary and the
 	// headline; ok is false when f has nothing to say about it (the line is
 	// left out). Nil for a figure only comparisons show.
-	Line func(f *File) (l Line, ok bool)
+	Line func(f *record.File) (l Line, ok bool)
 
 	// RunOnly marks a figure of the whole run that a segment has no share
 	// of (operations re-added across the run, the process's CPU and RSS,
@@ -91,40 +92,27 @@ type Line struct {
 // Quantile is one compared statistic of a distribution.
 type Quantile struct {
 	Name string
-	Of   func(Dist) float64
+	Of   func(record.Dist) float64
 }
 
 // The quantiles comparisons read.
 var (
-	P50 = Quantile{"p50", func(d Dist) float64 { return d.P50 }}
-	P99 = Quantile{"p99", func(d Dist) float64 { return d.P99 }}
-	Max = Quantile{"max", func(d Dist) float64 { return d.Max }}
+	P50 = Quantile{"p50", func(d record.Dist) float64 { return d.P50 }}
+	P99 = Quantile{"p99", func(d record.Dist) float64 { return d.P99 }}
+	Max = Quantile{"max", func(d record.Dist) float64 { return d.Max }}
 )
-
-// SyncKey names a sync within a run. On the modeled clock, sync k of two
-// runs of one scenario and seed applied the same changes.
-type SyncKey struct {
-	Proxier int
-	Family  dataplane.Family
-	Seq     int
-}
-
-// Key is the sync's SyncKey.
-func (s *Sync) Key() SyncKey { return SyncKey{s.Proxier, s.Family, s.Seq} }
-
-func (k SyncKey) String() string { return fmt.Sprintf("proxier %d %s #%d", k.Proxier, k.Family, k.Seq) }
 
 // SyncValue is one sync's sample of a distribution.
 type SyncValue struct {
-	Sync  SyncKey
+	Sync  record.SyncKey
 	Value float64
 }
 
 // Bases of figures.
-func durationBasis(f *File) string { return f.Basis }
-func countedBasis(*File) string    { return Counted }
-func measuredBasis(*File) string   { return Measured }
-func probeBasis(f *File) string {
+func durationBasis(f *record.File) string { return f.Basis }
+func countedBasis(*record.File) string    { return Counted }
+func measuredBasis(*record.File) string   { return record.Measured }
+func probeBasis(f *record.File) string {
 	if f.Probes == nil {
 		return ""
 	}
@@ -134,11 +122,11 @@ func probeBasis(f *File) string {
 // Figures lists the figures of the given files, in the order a reader
 // meets them. Phases and operation kinds are those any of the files has,
 // so that files compared side by side list the same figures.
-func Figures(files ...*File) []Figure {
+func Figures(files ...*record.File) []Figure {
 	// Figures a file may not have at all are listed only when one of them
 	// does: the kernel backend models nothing, and files before schema
 	// version 2 recorded no first attempts.
-	modeled := slices.ContainsFunc(files, func(f *File) bool { return KernelSeconds(f) != 0 })
+	modeled := slices.ContainsFunc(files, func(f *record.File) bool { return KernelSeconds(f) != 0 })
 	firsts := slices.ContainsFunc(files, recordsFirstAttempts)
 	var figs []Figure
 	add := func(when bool, fs ...Figure) {
@@ -148,17 +136,17 @@ func Figures(files ...*File) []Figure {
 	}
 	add(true,
 		Figure{Name: "sync", Label: "syncs", Unit: UnitSeconds, Basis: durationBasis, Class: Timing, HigherIsWorse: true,
-			Dist: func(f *File) Dist { return f.Summary.Sync }, Quantiles: []Quantile{P50, P99, Max}, PerSync: syncSeconds,
+			Dist: func(f *record.File) record.Dist { return f.Summary.Sync }, Quantiles: []Quantile{P50, P99, Max}, PerSync: syncSeconds,
 			Line: syncsLine},
 		Figure{Name: "failed-syncs", Label: "failed syncs", Unit: UnitSyncs, Basis: countedBasis, Class: Exact, HigherIsWorse: true,
-			Value: func(f *File) float64 { return float64(f.Summary.FailedSyncs) }, Line: failedSyncsLine},
+			Value: func(f *record.File) float64 { return float64(f.Summary.FailedSyncs) }, Line: failedSyncsLine},
 		Figure{Name: "slowest-sync", Label: "slowest sync", Unit: UnitSeconds, Basis: durationBasis, Line: slowestLine},
 		Figure{Name: "unfit", Label: "ipsets full", RunOnly: true, Line: unfitLine},
 		// A run that failed (it did not just stop at Ctrl-C) is worse than
 		// one that did not, whatever its other figures; the summary says
 		// why on its own line.
 		Figure{Name: "run/failed", Unit: UnitRuns, Basis: countedBasis, Class: Exact, HigherIsWorse: true, RunOnly: true,
-			Value: func(f *File) float64 {
+			Value: func(f *record.File) float64 {
 				if f.Error != "" && !f.Interrupted {
 					return 1
 				}
@@ -168,22 +156,22 @@ func Figures(files ...*File) []Figure {
 		// Modeled kernel time is priced per operation: like the operation
 		// counts it follows, any change is a change in what the proxier
 		// asked of the kernel, to be declared, sync by sync.
-		Figure{Name: "kernel/seconds", Label: "kernel time", Unit: UnitSeconds, Basis: func(*File) string { return Modeled },
+		Figure{Name: "kernel/seconds", Label: "kernel time", Unit: UnitSeconds, Basis: func(*record.File) string { return record.Modeled },
 			Class: Exact, Value: KernelSeconds, PerSync: syncKernelSeconds, Line: kernelTimeLine})
 	add(true,
 		Figure{Name: "ops/writes", Label: "kernel writes", Unit: UnitOps, Basis: countedBasis, Class: Exact,
-			Value: func(f *File) float64 { return float64(f.Totals.Ops.Writes()) },
-			Line: func(f *File) (Line, bool) {
+			Value: func(f *record.File) float64 { return float64(f.Totals.Ops.Writes()) },
+			Line: func(f *record.File) (Line, bool) {
 				return Line{fmt.Sprint(f.Totals.Ops.Writes()), Counted, TopOps(f.Totals.Ops, 4)}, true
 			}},
 		Figure{Name: "readded/total", Label: "deleted, re-added", Unit: UnitOps, Basis: countedBasis, Class: Exact, RunOnly: true,
-			Value: func(f *File) float64 { return float64(SumOps(f.Totals.Readded)) },
-			Line: func(f *File) (Line, bool) {
+			Value: func(f *record.File) float64 { return float64(SumOps(f.Totals.Readded)) },
+			Line: func(f *record.File) (Line, bool) {
 				return Line{fmt.Sprint(SumOps(f.Totals.Readded)), Counted, TopOps(f.Totals.Readded, 4)}, true
 			}},
 		Figure{Name: "programming", Label: "net programming", Unit: UnitSeconds, Basis: durationBasis, Class: Timing, HigherIsWorse: true,
-			Dist: func(f *File) Dist { return f.Summary.Programming }, Quantiles: []Quantile{P50, P99},
-			Line: func(f *File) (Line, bool) {
+			Dist: func(f *record.File) record.Dist { return f.Summary.Programming }, Quantiles: []Quantile{P50, P99},
+			Line: func(f *record.File) (Line, bool) {
 				p := f.Summary.Programming
 				if p.N == 0 {
 					return Line{Text: "no changes with a trigger time"}, true
@@ -191,34 +179,34 @@ func Figures(files ...*File) []Figure {
 				return Line{Text: fmt.Sprintf("%d %s: %s", p.N, Plural(p.N, "change", "changes"), quantiles(p)), Basis: f.Basis}, true
 			}},
 		Figure{Name: "disruption/seconds", Label: "disruption", Unit: UnitSeconds, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
-			Disruption: true, Value: func(f *File) float64 { return f.Summary.Disruption.Seconds }, Line: disruptionLine},
+			Disruption: true, Value: func(f *record.File) float64 { return f.Summary.Disruption.Seconds }, Line: disruptionLine},
 		Figure{Name: "disruption/failed-attempts", Unit: UnitAttempts, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
-			Disruption: true, Value: func(f *File) float64 { return float64(f.Summary.Disruption.FailedAttempts) }},
+			Disruption: true, Value: func(f *record.File) float64 { return float64(f.Summary.Disruption.FailedAttempts) }},
 		Figure{Name: "disruption/longest-window", Unit: UnitSeconds, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
-			Disruption: true, Value: func(f *File) float64 { return f.Summary.Disruption.LongestGap }})
+			Disruption: true, Value: func(f *record.File) float64 { return f.Summary.Disruption.LongestGap }})
 	add(firsts,
 		Figure{Name: "reachable", Label: "first success", Unit: UnitSeconds, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
-			Disruption: true, Dist: func(f *File) Dist { return f.Summary.Reachable }, Quantiles: []Quantile{P50, Max}, Line: reachableLine},
+			Disruption: true, Dist: func(f *record.File) record.Dist { return f.Summary.Reachable }, Quantiles: []Quantile{P50, Max}, Line: reachableLine},
 		Figure{Name: "unreachable", Unit: UnitTargets, Basis: probeBasis, Class: Timing, HigherIsWorse: true,
-			Disruption: true, Value: func(f *File) float64 { return float64(f.Summary.Unreachable) }})
+			Disruption: true, Value: func(f *record.File) float64 { return float64(f.Summary.Unreachable) }})
 	add(true,
 		Figure{Name: "histograms", Label: "histograms", Line: histogramsLine, RunOnly: true},
-		Figure{Name: "leftovers", Label: "left behind", RunOnly: true, Line: func(f *File) (Line, bool) {
+		Figure{Name: "leftovers", Label: "left behind", RunOnly: true, Line: func(f *record.File) (Line, bool) {
 			return Line{Text: strings.Join(f.Leftovers, "; ") + " (after the switch from IPVS mode)", Basis: f.Basis}, len(f.Leftovers) > 0
 		}},
 		Figure{Name: "process/cpu", Label: "process", Unit: UnitSeconds, Basis: measuredBasis, Class: Timing, HigherIsWorse: true, RunOnly: true,
-			Value: func(f *File) float64 { return f.Totals.CPUSeconds },
-			Line: func(f *File) (Line, bool) {
+			Value: func(f *record.File) float64 { return f.Totals.CPUSeconds },
+			Line: func(f *record.File) (Line, bool) {
 				t := f.Totals
-				return Line{Text: fmt.Sprintf("CPU %s, peak RSS %s", FormatSeconds(t.CPUSeconds), FormatBytes(t.PeakRSS)), Basis: Measured},
+				return Line{Text: fmt.Sprintf("CPU %s, peak RSS %s", FormatSeconds(t.CPUSeconds), FormatBytes(t.PeakRSS)), Basis: record.Measured},
 					t.CPUSeconds > 0 || t.PeakRSS > 0
 			}},
 		Figure{Name: "process/peak-rss", Unit: UnitBytes, Basis: measuredBasis, Class: Timing, HigherIsWorse: true, RunOnly: true,
-			Value: func(f *File) float64 { return float64(f.Totals.PeakRSS) }})
+			Value: func(f *record.File) float64 { return float64(f.Totals.PeakRSS) }})
 	for _, ph := range PhaseNames(files) {
 		figs = append(figs, Figure{Name: "phase/" + ph, Unit: UnitSeconds, Basis: durationBasis, Class: Timing, HigherIsWorse: true,
-			Dist: func(f *File) Dist { return f.Summary.Phases[ph] }, Quantiles: []Quantile{P50, P99},
-			PerSync: func(f *File) []SyncValue { return phaseSeconds(f, ph) }})
+			Dist: func(f *record.File) record.Dist { return f.Summary.Phases[ph] }, Quantiles: []Quantile{P50, P99},
+			PerSync: func(f *record.File) []SyncValue { return phaseSeconds(f, ph) }})
 	}
 	var ops, readded dataplane.Ops
 	for _, f := range files {
@@ -228,13 +216,13 @@ func Figures(files ...*File) []Figure {
 	for _, op := range dataplane.AllOps() {
 		if ops[op] != 0 {
 			figs = append(figs, Figure{Name: "ops/" + op.String(), Unit: UnitOps, Basis: countedBasis, Class: Exact,
-				Value: func(f *File) float64 { return float64(f.Totals.Ops[op]) }})
+				Value: func(f *record.File) float64 { return float64(f.Totals.Ops[op]) }})
 		}
 	}
 	for _, op := range dataplane.AllOps() {
 		if readded[op] != 0 {
 			figs = append(figs, Figure{Name: "readded/" + op.String(), Unit: UnitOps, Basis: countedBasis, Class: Exact, RunOnly: true,
-				Value: func(f *File) float64 { return float64(f.Totals.Readded[op]) }})
+				Value: func(f *record.File) float64 { return float64(f.Totals.Readded[op]) }})
 		}
 	}
 	return figs
@@ -245,20 +233,20 @@ func Figures(files ...*File) []Figure {
 // "SEGMENT/FIGURE" ("restart/sync"), each read from the segment's view. A
 // file without the segment has nothing to say about them (zero values, no
 // line).
-func SegmentFigures(segment string, files ...*File) []Figure {
-	views := make([]*File, 0, len(files))
+func SegmentFigures(segment string, files ...*record.File) []Figure {
+	views := make([]*record.File, 0, len(files))
 	for _, f := range files {
-		if v := f.View(segment); v != nil {
+		if v := View(f, segment); v != nil {
 			views = append(views, v)
 		}
 	}
-	cache := map[*File]*File{}
-	view := func(f *File) *File {
+	cache := map[*record.File]*record.File{}
+	view := func(f *record.File) *record.File {
 		v, ok := cache[f]
 		if !ok {
-			v = f.View(segment)
+			v = View(f, segment)
 			if v == nil {
-				v = &File{Summary: Summary{Phases: map[string]Dist{}}}
+				v = &record.File{Summary: record.Summary{Phases: map[string]record.Dist{}}}
 			}
 			cache[f] = v
 		}
@@ -271,18 +259,18 @@ func SegmentFigures(segment string, files ...*File) []Figure {
 		}
 		fg.Name = segment + "/" + fg.Name
 		basis := fg.Basis
-		fg.Basis = func(f *File) string { return basis(view(f)) }
+		fg.Basis = func(f *record.File) string { return basis(view(f)) }
 		if v := fg.Value; v != nil {
-			fg.Value = func(f *File) float64 { return v(view(f)) }
+			fg.Value = func(f *record.File) float64 { return v(view(f)) }
 		}
 		if d := fg.Dist; d != nil {
-			fg.Dist = func(f *File) Dist { return d(view(f)) }
+			fg.Dist = func(f *record.File) record.Dist { return d(view(f)) }
 		}
 		if ps := fg.PerSync; ps != nil {
-			fg.PerSync = func(f *File) []SyncValue { return ps(view(f)) }
+			fg.PerSync = func(f *record.File) []SyncValue { return ps(view(f)) }
 		}
 		if l := fg.Line; l != nil {
-			fg.Line = func(f *File) (Line, bool) { return l(view(f)) }
+			fg.Line = func(f *record.File) (Line, bool) { return l(view(f)) }
 		}
 		out = append(out, fg)
 	}
@@ -292,7 +280,7 @@ func SegmentFigures(segment string, files ...*File) []Figure {
 // KernelSeconds is the modeled kernel time of all syncs, summed in sync
 // order so that two runs that issued the same operations sum to the same
 // float64, bit for bit.
-func KernelSeconds(f *File) float64 {
+func KernelSeconds(f *record.File) float64 {
 	var s float64
 	for i := range f.Syncs {
 		s += f.Syncs[i].KernelSeconds
@@ -300,7 +288,7 @@ func KernelSeconds(f *File) float64 {
 	return s
 }
 
-func syncSeconds(f *File) []SyncValue {
+func syncSeconds(f *record.File) []SyncValue {
 	var out []SyncValue
 	for i := range f.Syncs {
 		if s := &f.Syncs[i]; s.Finished() {
@@ -310,7 +298,7 @@ func syncSeconds(f *File) []SyncValue {
 	return out
 }
 
-func syncKernelSeconds(f *File) []SyncValue {
+func syncKernelSeconds(f *record.File) []SyncValue {
 	out := make([]SyncValue, len(f.Syncs))
 	for i := range f.Syncs {
 		out[i] = SyncValue{f.Syncs[i].Key(), f.Syncs[i].KernelSeconds}
@@ -318,7 +306,7 @@ func syncKernelSeconds(f *File) []SyncValue {
 	return out
 }
 
-func phaseSeconds(f *File, name string) []SyncValue {
+func phaseSeconds(f *record.File, name string) []SyncValue {
 	var out []SyncValue
 	for i := range f.Syncs {
 		s := &f.Syncs[i]
@@ -334,11 +322,11 @@ func phaseSeconds(f *File, name string) []SyncValue {
 	return out
 }
 
-func quantiles(d Dist) string {
+func quantiles(d record.Dist) string {
 	return fmt.Sprintf("p50 %s  p99 %s  max %s", FormatSeconds(d.P50), FormatSeconds(d.P99), FormatSeconds(d.Max))
 }
 
-func syncsLine(f *File) (Line, bool) {
+func syncsLine(f *record.File) (Line, bool) {
 	s := &f.Summary
 	if s.Syncs == 0 {
 		return Line{Text: "none"}, true
@@ -360,7 +348,7 @@ func syncsLine(f *File) (Line, bool) {
 }
 
 // FirstFailure is the first failed sync of f, or nil.
-func FirstFailure(f *File) *Sync {
+func FirstFailure(f *record.File) *record.Sync {
 	for i := range f.Syncs {
 		if f.Syncs[i].Failed() {
 			return &f.Syncs[i]
@@ -369,7 +357,7 @@ func FirstFailure(f *File) *Sync {
 	return nil
 }
 
-func failedSyncsLine(f *File) (Line, bool) {
+func failedSyncsLine(f *record.File) (Line, bool) {
 	first := FirstFailure(f)
 	if first == nil {
 		return Line{}, false
@@ -390,8 +378,8 @@ func failedSyncsLine(f *File) (Line, bool) {
 // unfitLine says what the last sync of each family that was not stopped
 // could not add to a full ipset (Sync.Unfit): entries kube-proxy does not
 // program, whose services' traffic its rules then treat otherwise.
-func unfitLine(f *File) (Line, bool) {
-	last := map[string]*Sync{}
+func unfitLine(f *record.File) (Line, bool) {
+	last := map[string]*record.Sync{}
 	for i := range f.Syncs {
 		if s := &f.Syncs[i]; !s.Stopped {
 			last[string(s.Family)] = s
@@ -413,7 +401,7 @@ func unfitLine(f *File) (Line, bool) {
 	return Line{fmt.Sprint(total), Counted, fmt.Sprintf("entries the last sync did not program, their sets full (maxelem %d): %s", dataplane.DefaultMaxElem, strings.Join(parts, ", "))}, true
 }
 
-func slowestLine(f *File) (Line, bool) {
+func slowestLine(f *record.File) (Line, bool) {
 	sl := f.Summary.Slowest
 	if sl == nil {
 		return Line{}, false
@@ -422,11 +410,11 @@ func slowestLine(f *File) (Line, bool) {
 	if sl.Phase != "" {
 		phase = fmt.Sprintf("slowest phase %s %s", sl.Phase, FormatSeconds(sl.PhaseSeconds))
 	}
-	key := SyncKey{sl.Proxier, sl.Family, sl.Seq}
+	key := record.SyncKey{Proxier: sl.Proxier, Family: sl.Family, Seq: sl.Seq}
 	return Line{FormatSeconds(sl.Seconds), f.Basis, fmt.Sprintf("%s; %s", key, phase)}, true
 }
 
-func kernelTimeLine(f *File) (Line, bool) {
+func kernelTimeLine(f *record.File) (Line, bool) {
 	k := KernelSeconds(f)
 	if k == 0 {
 		return Line{}, false
@@ -441,11 +429,11 @@ func kernelTimeLine(f *File) (Line, bool) {
 	}
 	if own > 0 {
 		note += fmt.Sprintf("; the proxier's own part %s", FormatSeconds(own))
-		if f.Clock == ClockWall {
+		if f.Clock == record.ClockWall {
 			note += " (measured)" // priced only on the modeled clock
 		}
 	}
-	if f.Proxier != ProxierKpsim && f.Clock == ClockModeled {
+	if f.Proxier != record.ProxierKpsim && f.Clock == record.ClockModeled {
 		// A release's own sync code ran for real: its histogram's time is
 		// its measured wall time (on the in-memory kernel), kept apart.
 		var wall float64
@@ -458,10 +446,10 @@ func kernelTimeLine(f *File) (Line, bool) {
 		}
 		note += fmt.Sprintf(" (%s; %s measured %s of wall time in its own syncs)", priced, f.Proxier, FormatSeconds(wall))
 	}
-	return Line{FormatSeconds(k), Modeled, note}, true
+	return Line{FormatSeconds(k), record.Modeled, note}, true
 }
 
-func disruptionLine(f *File) (Line, bool) {
+func disruptionLine(f *record.File) (Line, bool) {
 	d := &f.Summary.Disruption
 	if f.Probes == nil || d.Attempts == 0 {
 		return Line{Text: "no probes ran"}, true
@@ -473,11 +461,11 @@ func disruptionLine(f *File) (Line, bool) {
 
 // recordsFirstAttempts reports whether f's probes say when each target was
 // first tried (files before schema version 2 do not).
-func recordsFirstAttempts(f *File) bool {
-	return f.Probes != nil && slices.ContainsFunc(f.Probes.Targets, func(t Target) bool { return !t.First.IsZero() })
+func recordsFirstAttempts(f *record.File) bool {
+	return f.Probes != nil && slices.ContainsFunc(f.Probes.Targets, func(t record.Target) bool { return !t.First.IsZero() })
 }
 
-func reachableLine(f *File) (Line, bool) {
+func reachableLine(f *record.File) (Line, bool) {
 	if !recordsFirstAttempts(f) {
 		return Line{}, false
 	}
@@ -505,7 +493,7 @@ func reachableLine(f *File) (Line, bool) {
 	return Line{quantiles(s.Reachable), f.Probes.Basis, note}, true
 }
 
-func histogramsLine(f *File) (Line, bool) {
+func histogramsLine(f *record.File) (Line, bool) {
 	if len(f.Metrics) == 0 {
 		return Line{}, false
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/resultstest"
 )
@@ -120,7 +121,7 @@ func TestKernelTimeSaysWhatIsMeasured(t *testing.T) {
 		require.GreaterOrEqual(t, i, 0)
 		l, ok := results.Figures(f)[i].Line(f)
 		require.True(t, ok)
-		require.Equal(t, results.Line{Text: "250ms", Basis: results.Modeled, Note: tt.want}, l)
+		require.Equal(t, results.Line{Text: "250ms", Basis: record.Modeled, Note: tt.want}, l)
 	}
 }
 

@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kpsim/kpsim/record"
 )
 
 // Write stores f as indented JSON at path (see WriteJSON).
-func Write(path string, f *File) error {
+func Write(path string, f *record.File) error {
 	if f.SchemaVersion == 0 {
-		f.SchemaVersion = SchemaVersion
+		f.SchemaVersion = record.SchemaVersion
 	}
 	return WriteJSON(path, "results", f)
 }
@@ -72,7 +74,7 @@ func writeAtomic(path string, b []byte) error {
 // Read loads a results file. A file written by a newer (or unversioned)
 // kpsim is refused rather than half-understood: a report that silently
 // misreads a field would show wrong numbers with confidence.
-func Read(path string) (*File, error) {
+func Read(path string) (*record.File, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read results: %w", err)
@@ -93,18 +95,18 @@ func Read(path string) (*File, error) {
 		return nil, fmt.Errorf("read results %s: no schemaVersion: not a kpsim results file", path)
 	}
 	// Version 2 only added fields: a version 1 file reads without them.
-	if v := *probe.SchemaVersion; v < 1 || v > SchemaVersion {
+	if v := *probe.SchemaVersion; v < 1 || v > record.SchemaVersion {
 		return nil, fmt.Errorf("read results %s: schemaVersion %d, this kpsim reads versions 1 to %d",
-			path, v, SchemaVersion)
+			path, v, record.SchemaVersion)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	var f File
+	var f record.File
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("read results %s: %w", path, err)
 	}
-	if missing := f.missing(); len(missing) > 0 {
+	if lacks := missing(&f); len(lacks) > 0 {
 		return nil, fmt.Errorf("read results %s: not a complete kpsim results file: no %s (every run writes them)",
-			path, strings.Join(missing, ", "))
+			path, strings.Join(lacks, ", "))
 	}
 	return &f, nil
 }
@@ -123,7 +125,7 @@ func truncated(b []byte) bool {
 // missing names the fields every run writes, from version 1 on, that f
 // lacks: a file without them is not one kpsim wrote, and a report of it
 // would show zeros with confidence.
-func (f *File) missing() []string {
+func missing(f *record.File) []string {
 	var out []string
 	if s := bytes.TrimSpace(f.Scenario); len(s) == 0 || s[0] != '{' {
 		out = append(out, "scenario")
@@ -134,7 +136,7 @@ func (f *File) missing() []string {
 	if f.Backend == "" {
 		out = append(out, "backend")
 	}
-	if f.Basis != Measured && f.Basis != Modeled && f.Basis != ModeledKernel {
+	if f.Basis != record.Measured && f.Basis != record.Modeled && f.Basis != record.ModeledKernel {
 		out = append(out, "basis")
 	}
 	return out

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kpsim/kpsim/record"
 )
 
 // TestReadRefusesIncompleteFiles: a file holding only a schema version (or
@@ -40,8 +42,8 @@ func TestReadRefusesIncompleteFiles(t *testing.T) {
 func TestReadSaysTruncated(t *testing.T) {
 	dir := t.TempDir()
 	whole := filepath.Join(dir, "whole.json")
-	require.NoError(t, Write(whole, &File{Scenario: []byte(`{"name":"x"}`), Start: time.Unix(1, 0).UTC(), Backend: "sim", Basis: Modeled,
-		Syncs: []Sync{{Seq: 1, Error: `a "quoted" \ error`}}}))
+	require.NoError(t, Write(whole, &record.File{Scenario: []byte(`{"name":"x"}`), Start: time.Unix(1, 0).UTC(), Backend: "sim", Basis: record.Modeled,
+		Syncs: []record.Sync{{Seq: 1, Error: `a "quoted" \ error`}}}))
 	b, err := os.ReadFile(whole)
 	require.NoError(t, err)
 	_, err = Read(whole)

@@ -5,28 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
-)
 
-// The names of the metrics a proxier exports, declared once: kpsim's
-// proxier registers them, a kube-proxy release's are read by them, and
-// CheckHistograms compares the first three histograms with the raw
-// samples. All but the per-phase one are kube-proxy's own (its
-// pkg/proxy/metrics); each carries an ip_family label (IPv4, IPv6) and the
-// phase histogram a phase label.
-const (
-	MetricSyncDuration           = "kubeproxy_sync_proxy_rules_duration_seconds"
-	MetricNetworkProgramming     = "kubeproxy_network_programming_duration_seconds"
-	MetricSyncPhaseDuration      = "kpsim_sync_phase_duration_seconds"
-	MetricPartialSyncDuration    = "kubeproxy_sync_partial_proxy_rules_duration_seconds" // a release's, in nftables mode
-	MetricLastSync               = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
-	MetricLastQueued             = "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds"
-	MetricEndpointChangesPending = "kubeproxy_sync_proxy_rules_endpoint_changes_pending"
-	MetricEndpointChangesTotal   = "kubeproxy_sync_proxy_rules_endpoint_changes_total"
-	MetricServiceChangesPending  = "kubeproxy_sync_proxy_rules_service_changes_pending"
-	MetricServiceChangesTotal    = "kubeproxy_sync_proxy_rules_service_changes_total"
-	MetricRestoreFailures        = "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"
-	LabelFamily                  = "ip_family"
-	LabelPhase                   = "phase"
+	"github.com/kpsim/kpsim/record"
 )
 
 // HistogramCheck is the verdict on one recorded histogram.
@@ -52,7 +32,7 @@ type HistogramCheck struct {
 // every bucket agree with them. Sync durations are matched against the
 // syncs' Seconds, and failing that their wall time, since a histogram may
 // observe either; the check says which one matched.
-func CheckHistograms(f *File) []HistogramCheck {
+func CheckHistograms(f *record.File) []HistogramCheck {
 	out := make([]HistogramCheck, 0, len(f.Metrics))
 	for _, m := range f.Metrics {
 		c := HistogramCheck{Name: m.Name, Labels: m.Labels}
@@ -84,7 +64,7 @@ func (c *HistogramCheck) fail(format string, a ...any) {
 	c.Problems = append(c.Problems, fmt.Sprintf(format, a...))
 }
 
-func (c *HistogramCheck) internal(m Metric) {
+func (c *HistogramCheck) internal(m record.Metric) {
 	ok := true
 	for i := 1; i < len(m.Buckets); i++ {
 		prev, b := m.Buckets[i-1], m.Buckets[i]
@@ -116,7 +96,7 @@ type sampleSet struct {
 	xs   []float64
 }
 
-func (c *HistogramCheck) againstSamples(m Metric, candidates []sampleSet) {
+func (c *HistogramCheck) againstSamples(m record.Metric, candidates []sampleSet) {
 	// Pick the first candidate whose count and sum agree; report against the
 	// first when none does.
 	chosen := candidates[0]
@@ -153,16 +133,16 @@ func (c *HistogramCheck) againstSamples(m Metric, candidates []sampleSet) {
 
 // rawSamples returns the candidate raw samples for m, or nil if kpsim does
 // not record what m observed.
-func rawSamples(f *File, m Metric) []sampleSet {
-	family, hasFamily := m.Labels[LabelFamily]
+func rawSamples(f *record.File, m record.Metric) []sampleSet {
+	family, hasFamily := m.Labels[record.LabelFamily]
 	suffix := ""
 	if hasFamily {
 		suffix = ", " + family
 	}
-	keep := func(s *Sync) bool { return !hasFamily || string(s.Family) == family }
+	keep := func(s *record.Sync) bool { return !hasFamily || string(s.Family) == family }
 	var seconds, wall []float64
 	switch m.Name {
-	case MetricSyncDuration:
+	case record.MetricSyncDuration:
 		for i := range f.Syncs {
 			if s := &f.Syncs[i]; keep(s) {
 				seconds = append(seconds, s.Seconds)
@@ -170,8 +150,8 @@ func rawSamples(f *File, m Metric) []sampleSet {
 			}
 		}
 		return []sampleSet{{"sync seconds" + suffix, seconds}, {"sync wall seconds" + suffix, wall}}
-	case MetricSyncPhaseDuration:
-		phase := m.Labels[LabelPhase]
+	case record.MetricSyncPhaseDuration:
+		phase := m.Labels[record.LabelPhase]
 		for i := range f.Syncs {
 			if s := &f.Syncs[i]; keep(s) {
 				for _, p := range s.Phases {
@@ -184,7 +164,7 @@ func rawSamples(f *File, m Metric) []sampleSet {
 		}
 		what := "phase " + phase + " seconds" + suffix
 		return []sampleSet{{what, seconds}, {"phase " + phase + " wall seconds" + suffix, wall}}
-	case MetricNetworkProgramming:
+	case record.MetricNetworkProgramming:
 		for i := range f.Syncs {
 			if s := &f.Syncs[i]; keep(s) {
 				for _, p := range s.Programmed {

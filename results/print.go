@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/record"
 )
 
 // PrintSummary writes the short human summary that ends `kpsim run`: one
@@ -18,7 +19,7 @@ import (
 // figure says how it was obtained: durations follow f.Basis, disruption
 // follows the probes' basis, kernel operations are counted, CPU and RSS are
 // measured. It recomputes nothing: call Summarize first.
-func PrintSummary(w io.Writer, f *File) error {
+func PrintSummary(w io.Writer, f *record.File) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	title := ScenarioName(f)
 	if title == "" {
@@ -34,8 +35,8 @@ func PrintSummary(w io.Writer, f *File) error {
 	indent := ""
 	if q := f.Summary.Question; q != "" {
 		// The segment the scenario asks about leads; the whole run follows.
-		v := f.View(q)
-		seg, _ := f.SegmentNamed(q)
+		v := View(f, q)
+		seg, _ := SegmentNamed(f, q)
 		// No tab: a line's last cell does not widen the column.
 		fmt.Fprintf(tw, "question: %s\n", SegmentTitle(f, seg.Segment))
 		printLines(tw, "  ", v, slices.DeleteFunc(Figures(v), func(fg Figure) bool { return fg.RunOnly }))
@@ -52,7 +53,7 @@ func PrintSummary(w io.Writer, f *File) error {
 	return tw.Flush()
 }
 
-func printLines(w io.Writer, indent string, f *File, figs []Figure) {
+func printLines(w io.Writer, indent string, f *record.File, figs []Figure) {
 	for _, fg := range figs {
 		if fg.Line == nil {
 			continue
@@ -65,7 +66,7 @@ func printLines(w io.Writer, indent string, f *File, figs []Figure) {
 
 // segmentLine is a segment's figures in one line: what ran in it, its
 // slowest sync and its broken traffic.
-func segmentLine(f *File, s SegmentSummary) string {
+func segmentLine(f *record.File, s record.SegmentSummary) string {
 	line := fmt.Sprintf("%s: %d %s", SegmentTitle(f, s.Segment), s.Summary.Syncs, Plural(s.Summary.Syncs, "sync", "syncs"))
 	if s.Summary.Sync.N > 0 {
 		line += fmt.Sprintf(", p99 %s, max %s", FormatSeconds(s.Summary.Sync.P99), FormatSeconds(s.Summary.Sync.Max))
@@ -90,9 +91,9 @@ func (l Line) String() string {
 
 // RunNote says what ran and how its figures were obtained: backend, proxier
 // under test, the basis of its durations and the clock of its timestamps.
-func RunNote(f *File) string {
+func RunNote(f *record.File) string {
 	s := OrDash(f.Backend) + " backend"
-	if f.Proxier != "" && f.Proxier != ProxierKpsim {
+	if f.Proxier != "" && f.Proxier != record.ProxierKpsim {
 		s += ", proxier " + f.Proxier
 	}
 	s += ", durations " + BasisText(f.Basis)
@@ -142,7 +143,7 @@ func SumOps(o dataplane.Ops) int64 {
 }
 
 // ScenarioName is the scenario's name as recorded in the file, or "".
-func ScenarioName(f *File) string {
+func ScenarioName(f *record.File) string {
 	var s struct {
 		Name string `json:"name"`
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kpsim/kpsim/record"
 )
 
 // A run's timeline has segments: it is split at every step that changes the
@@ -30,36 +32,14 @@ var segmentOpeners = map[string]string{
 // step that opens another.
 const FirstSegment = "start"
 
-// Segment is one part of the timeline, from the step that opened it to the
-// step that opened the next (or the run's end).
-type Segment struct {
-	// Name is the opening step's segment name ("restart", "fault", "drift",
-	// a mark's name), with "-2", "-3", ... when a name repeats; FirstSegment
-	// for the part before any such step.
-	Name string `json:"name"`
-	// Step is the index of the step that opened it (-1 for FirstSegment),
-	// Label that step's label.
-	Step  int       `json:"step"`
-	Label string    `json:"label,omitempty"`
-	Start time.Time `json:"start"`
-	End   time.Time `json:"end"`
-}
-
-// SegmentSummary is a segment and its figures: the run's figures over the
-// syncs that started in it and the probe attempts made in it.
-type SegmentSummary struct {
-	Segment
-	Summary Summary `json:"summary"`
-}
-
 // Segments splits f's timeline. A run without node-changing steps is one
 // segment, FirstSegment.
-func Segments(f *File) []Segment {
+func Segments(f *record.File) []record.Segment {
 	end := f.End
 	if len(f.Steps) > 0 && f.Steps[len(f.Steps)-1].End.After(end) {
 		end = f.Steps[len(f.Steps)-1].End
 	}
-	segs := []Segment{{Name: FirstSegment, Step: -1, Start: f.Start, End: end}}
+	segs := []record.Segment{{Name: FirstSegment, Step: -1, Start: f.Start, End: end}}
 	seen := map[string]int{FirstSegment: 1}
 	for _, st := range f.Steps {
 		name, ok := segmentOpeners[st.Kind]
@@ -74,14 +54,14 @@ func Segments(f *File) []Segment {
 			name = fmt.Sprintf("%s-%d", name, n)
 		}
 		segs[len(segs)-1].End = st.Start
-		segs = append(segs, Segment{Name: name, Step: st.Index, Label: st.Label, Start: st.Start, End: end})
+		segs = append(segs, record.Segment{Name: name, Step: st.Index, Label: st.Label, Start: st.Start, End: end})
 	}
 	return segs
 }
 
 // Question is the name of the segment f's scenario asks about, or "" when
 // it names none (its figures are then the whole run's).
-func Question(f *File) string {
+func Question(f *record.File) string {
 	var s struct {
 		Question string `json:"question"`
 	}
@@ -95,12 +75,12 @@ func Question(f *File) string {
 // the given step kinds (as results files spell them) and mark names, in
 // timeline order: what Segments would name them.
 func SegmentNames(kinds, labels []string) []string {
-	steps := make([]Step, len(kinds))
+	steps := make([]record.Step, len(kinds))
 	for i := range kinds {
-		steps[i] = Step{Index: i, Kind: kinds[i], Label: labels[i]}
+		steps[i] = record.Step{Index: i, Kind: kinds[i], Label: labels[i]}
 	}
 	var names []string
-	for _, s := range Segments(&File{Steps: steps}) {
+	for _, s := range Segments(&record.File{Steps: steps}) {
 		names = append(names, s.Name)
 	}
 	return names
@@ -111,7 +91,7 @@ func SegmentNames(kinds, labels []string) []string {
 // its syncs. Operations not issued by a sync (the harness's own, such as
 // drift it injects) and measured process figures belong to the whole run
 // only. Summarized; nil when f has no such segment.
-func (f *File) View(segment string) *File {
+func View(f *record.File, segment string) *record.File {
 	segs := f.Summary.Segments
 	for i := range segs {
 		if segs[i].Name == segment {
@@ -119,7 +99,7 @@ func (f *File) View(segment string) *File {
 			if i+1 < len(segs) {
 				next = segs[i+1].Step
 			}
-			return f.view(segs[i].Segment, next)
+			return view(f, segs[i].Segment, next)
 		}
 	}
 	return nil
@@ -127,13 +107,13 @@ func (f *File) View(segment string) *File {
 
 // view restricts f to seg, which the step with index next ends (-1: the
 // run's end, whatever happened after f.End).
-func (f *File) view(seg Segment, next int) *File {
+func view(f *record.File, seg record.Segment, next int) *record.File {
 	v := *f
 	v.Start, v.End = seg.Start, seg.End
 	in := func(t time.Time) bool { return !t.Before(seg.Start) && (next < 0 || t.Before(seg.End)) }
-	v.Steps = slices.DeleteFunc(slices.Clone(f.Steps), func(st Step) bool { return !in(st.Start) })
+	v.Steps = slices.DeleteFunc(slices.Clone(f.Steps), func(st record.Step) bool { return !in(st.Start) })
 	v.Syncs = nil
-	v.Totals = Totals{}
+	v.Totals = record.Totals{}
 	for _, s := range f.Syncs {
 		if in(s.Start) {
 			v.Syncs = append(v.Syncs, s)
@@ -143,7 +123,7 @@ func (f *File) view(seg Segment, next int) *File {
 	v.Metrics = nil
 	if p := f.Probes; p != nil {
 		vp := *p
-		vp.Failures = slices.DeleteFunc(slices.Clone(p.Failures), func(fl Failure) bool { return !in(fl.Time) })
+		vp.Failures = slices.DeleteFunc(slices.Clone(p.Failures), func(fl record.Failure) bool { return !in(fl.Time) })
 		// Each step recorded the attempts made before it began.
 		vp.Attempts = p.Attempts
 		if next >= 0 && next < len(f.Steps) {
@@ -164,18 +144,18 @@ func (f *File) view(seg Segment, next int) *File {
 }
 
 // SegmentNamed is f's segment of that name and its figures.
-func (f *File) SegmentNamed(name string) (SegmentSummary, bool) {
+func SegmentNamed(f *record.File, name string) (record.SegmentSummary, bool) {
 	for _, s := range f.Summary.Segments {
 		if s.Name == name {
 			return s, true
 		}
 	}
-	return SegmentSummary{}, false
+	return record.SegmentSummary{}, false
 }
 
 // SegmentTitle says what a segment is for a reader: "restart (from step 5,
 // restart proxier (36% known at first sync), at 48.2s)".
-func SegmentTitle(f *File, s Segment) string {
+func SegmentTitle(f *record.File, s record.Segment) string {
 	if s.Step < 0 {
 		return s.Name + " (from the run's start)"
 	}

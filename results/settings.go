@@ -3,6 +3,8 @@ package results
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/kpsim/kpsim/record"
 )
 
 // Settings flattens the scenario a file recorded (after defaults) into
@@ -11,7 +13,7 @@ import (
 // values (CIDRs, families) is one value; a list of objects (the timeline)
 // is flattened entry by entry, so that a difference names the step. A file
 // without a readable scenario has no settings.
-func Settings(f *File) map[string]string {
+func Settings(f *record.File) map[string]string {
 	out := map[string]string{}
 	var v any
 	if len(f.Scenario) == 0 || json.Unmarshal(f.Scenario, &v) != nil {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/kpsim/kpsim/record"
 )
 
 // PrintSpread writes what several runs of one scenario said, figure by
@@ -15,7 +17,7 @@ import (
 // a reader looks for first: those with a line in the summary, broken
 // traffic whole, and the scenario's question segment apart. Files must be
 // summarized.
-func PrintSpread(w io.Writer, files []*File) error {
+func PrintSpread(w io.Writer, files []*record.File) error {
 	if len(files) == 0 {
 		return nil
 	}
@@ -37,7 +39,7 @@ func PrintSpread(w io.Writer, files []*File) error {
 // printSpread prints the figures by the names comparisons give them
 // (without the segment's prefix); an operation kind or a phase of its own
 // is detail a comparison lists, not a headline.
-func printSpread(w io.Writer, indent, prefix string, files []*File, figs []Figure) {
+func printSpread(w io.Writer, indent, prefix string, files []*record.File, figs []Figure) {
 	detail := func(name string) bool {
 		return slices.ContainsFunc([]string{"ops/", "readded/", "phase/"}, func(p string) bool { return strings.HasPrefix(name, p) })
 	}
@@ -52,7 +54,7 @@ func printSpread(w io.Writer, indent, prefix string, files []*File, figs []Figur
 		}
 		var parts []string
 		for _, q := range fg.Quantiles {
-			parts = append(parts, q.Name+" "+spreadOf(files, func(f *File) float64 { return q.Of(fg.Dist(f)) }, fg.Unit))
+			parts = append(parts, q.Name+" "+spreadOf(files, func(f *record.File) float64 { return q.Of(fg.Dist(f)) }, fg.Unit))
 		}
 		fmt.Fprintf(w, "%s%s\t%s\n", indent, name, strings.Join(parts, "  "))
 	}
@@ -60,7 +62,7 @@ func printSpread(w io.Writer, indent, prefix string, files []*File, figs []Figur
 
 // spreadOf is a figure's median over the files and their range, "12.1s
 // (9.8s..14s)", or the one value every file has.
-func spreadOf(files []*File, value func(*File) float64, unit string) string {
+func spreadOf(files []*record.File, value func(*record.File) float64, unit string) string {
 	vs := make([]float64, len(files))
 	for i, f := range files {
 		vs[i] = value(f)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/resultstest"
 )
@@ -14,7 +15,7 @@ import (
 // range, the question segment's apart; a figure every run agrees on prints
 // its one value.
 func TestPrintSpread(t *testing.T) {
-	var files []*results.File
+	var files []*record.File
 	for run := range 5 {
 		f := resultstest.File(resultstest.Options{Name: "incident", Seed: 2, Run: uint64(run), Syncs: 8, Noise: 0.1, Probes: true, Release: "kube-proxy@v1.30.3"})
 		f.Summary.Question = "restart"

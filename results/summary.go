@@ -5,17 +5,19 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/kpsim/kpsim/record"
 )
 
 // Summarize recomputes f.Summary from the raw samples. It is the only writer
 // of Summary, so that the stored headline and what a report recomputes can
 // never disagree.
-func Summarize(f *File) { summarize(f, true) }
+func Summarize(f *record.File) { summarize(f, true) }
 
 // summarize computes f.Summary, with its segments when withSegments (a
 // segment's own view has none).
-func summarize(f *File, withSegments bool) {
-	s := Summary{Syncs: len(f.Syncs), Phases: map[string]Dist{}}
+func summarize(f *record.File, withSegments bool) {
+	s := record.Summary{Syncs: len(f.Syncs), Phases: map[string]record.Dist{}}
 	var syncs, programmed []float64
 	phases := map[string][]float64{}
 	for i := range f.Syncs {
@@ -61,17 +63,17 @@ func summarize(f *File, withSegments bool) {
 			if i+1 < len(segs) {
 				next = segs[i+1].Step
 			}
-			f.Summary.Segments = append(f.Summary.Segments, SegmentSummary{Segment: seg, Summary: f.view(seg, next).Summary})
+			f.Summary.Segments = append(f.Summary.Segments, record.SegmentSummary{Segment: seg, Summary: view(f, seg, next).Summary})
 		}
 	}
-	if q := Question(f); q != "" && f.View(q) != nil {
+	if q := Question(f); q != "" && View(f, q) != nil {
 		f.Summary.Question = q
 	}
 }
 
 // reachable is the time to first success after each disruption window
 // (Summary.Reachable), and how many windows never recovered.
-func reachable(f *File, windows []Window) (Dist, int) {
+func reachable(f *record.File, windows []record.Window) (record.Dist, int) {
 	var xs []float64
 	never := 0
 	for _, r := range FirstSuccesses(f, windows) {
@@ -90,14 +92,14 @@ func reachable(f *File, windows []Window) (Dist, int) {
 // In a file before schema version 3 it is a target's time from its first
 // attempt to its first success, and Window names only the target.
 type FirstSuccess struct {
-	Window  Window
+	Window  record.Window
 	Seconds float64
 	Never   bool
 }
 
 // FirstSuccesses lists the samples of the time to first success of f, one
 // per window of its disruption (Disrupt).
-func FirstSuccesses(f *File, windows []Window) []FirstSuccess {
+func FirstSuccesses(f *record.File, windows []record.Window) []FirstSuccess {
 	p := f.Probes
 	if p == nil {
 		return nil
@@ -105,7 +107,7 @@ func FirstSuccesses(f *File, windows []Window) []FirstSuccess {
 	var out []FirstSuccess
 	if f.SchemaVersion > 0 && f.SchemaVersion < 3 {
 		for i, t := range p.Targets {
-			w := Window{Target: i, Service: t.Service, Start: t.First}
+			w := record.Window{Target: i, Service: t.Service, Start: t.First}
 			switch {
 			case t.Attempts == 0 || t.First.IsZero():
 			case t.FirstOK.IsZero():
@@ -131,8 +133,8 @@ func FirstSuccesses(f *File, windows []Window) []FirstSuccess {
 	return out
 }
 
-func slowestOf(sy *Sync) *SlowestSync {
-	out := &SlowestSync{Proxier: sy.Proxier, Family: sy.Family, Seq: sy.Seq, Seconds: sy.Seconds}
+func slowestOf(sy *record.Sync) *record.SlowestSync {
+	out := &record.SlowestSync{Proxier: sy.Proxier, Family: sy.Family, Seq: sy.Seq, Seconds: sy.Seconds}
 	for _, p := range sy.Phases {
 		if out.Phase == "" || p.Seconds > out.PhaseSeconds {
 			out.Phase, out.PhaseSeconds = p.Name, p.Seconds
@@ -144,9 +146,9 @@ func slowestOf(sy *Sync) *SlowestSync {
 // NewDist summarizes samples. Quantiles are empirical (the smallest sample at
 // or above the fraction), so every reported figure is a value that actually
 // occurred: a p99 of "15.4 s" is a real sync, not an interpolation.
-func NewDist(xs []float64) Dist {
+func NewDist(xs []float64) record.Dist {
 	if len(xs) == 0 {
-		return Dist{}
+		return record.Dist{}
 	}
 	sorted := slices.Clone(xs)
 	sort.Float64s(sorted)
@@ -154,7 +156,7 @@ func NewDist(xs []float64) Dist {
 	for _, x := range sorted {
 		sum += x
 	}
-	return Dist{
+	return record.Dist{
 		N:    len(sorted),
 		Mean: sum / float64(len(sorted)),
 		P50:  empiricalQuantile(0.50, sorted),
@@ -193,8 +195,8 @@ func empiricalQuantile(p float64, sorted []float64) float64 {
 //
 // Seconds is the length of the union of all windows across targets (time
 // during which something was broken); LongestGap is the longest single window.
-func Disrupt(p *Probes) Disruption {
-	d := Disruption{Windows: []Window{}}
+func Disrupt(p *record.Probes) record.Disruption {
+	d := record.Disruption{Windows: []record.Window{}}
 	if p == nil {
 		return d
 	}
@@ -203,13 +205,13 @@ func Disrupt(p *Probes) Disruption {
 	d.FailedAttempts = len(p.Failures)
 	interval := time.Duration(p.Interval * float64(time.Second))
 
-	end := func(fl Failure) time.Time {
+	end := func(fl record.Failure) time.Time {
 		if interval == 0 {
 			return fl.Time
 		}
 		return fl.Time.Add(max(interval, time.Duration(fl.Seconds*float64(time.Second))))
 	}
-	byTarget := map[int][]Failure{}
+	byTarget := map[int][]record.Failure{}
 	for _, fl := range p.Failures {
 		byTarget[fl.Target] = append(byTarget[fl.Target], fl)
 	}
@@ -225,8 +227,8 @@ func Disrupt(p *Probes) Disruption {
 		if t >= 0 && t < len(p.Targets) {
 			service = p.Targets[t].Service
 		}
-		var cur *Window
-		var last Failure
+		var cur *record.Window
+		var last record.Failure
 		for _, fl := range fs {
 			if cur != nil {
 				limit := interval*3/2 + time.Duration(last.Seconds*float64(time.Second))
@@ -238,7 +240,7 @@ func Disrupt(p *Probes) Disruption {
 				}
 				d.Windows = append(d.Windows, *cur)
 			}
-			cur = &Window{Target: t, Service: service, Start: fl.Time, End: end(fl), Failures: 1}
+			cur = &record.Window{Target: t, Service: service, Start: fl.Time, End: end(fl), Failures: 1}
 			last = fl
 		}
 		if cur != nil {
@@ -257,7 +259,7 @@ func Disrupt(p *Probes) Disruption {
 }
 
 // unionSeconds is the total length covered by at least one window.
-func unionSeconds(ws []Window) float64 {
+func unionSeconds(ws []record.Window) float64 {
 	if len(ws) == 0 {
 		return 0
 	}
@@ -281,7 +283,7 @@ func unionSeconds(ws []Window) float64 {
 
 // PhaseNames lists phases in the order the first sync that has them ran
 // them, so rows read in sync order.
-func PhaseNames(sides ...[]*File) []string {
+func PhaseNames(sides ...[]*record.File) []string {
 	var names []string
 	seen := map[string]bool{}
 	for _, fs := range sides {
@@ -300,7 +302,7 @@ func PhaseNames(sides ...[]*File) []string {
 }
 
 // CommonBasis is the common basis of the files' durations, or "mixed".
-func CommonBasis(fs []*File) string {
+func CommonBasis(fs []*record.File) string {
 	b := ""
 	for i, f := range fs {
 		if i == 0 {

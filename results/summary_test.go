@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/prom"
 	"github.com/kpsim/kpsim/results/resultstest"
@@ -21,11 +22,11 @@ func TestNewDist(t *testing.T) {
 	tests := []struct {
 		name string
 		xs   []float64
-		want results.Dist
+		want record.Dist
 	}{
-		{"empty", nil, results.Dist{}},
-		{"one", []float64{2}, results.Dist{N: 1, Mean: 2, P50: 2, P90: 2, P99: 2, Max: 2}},
-		{"unsorted hundred", hundred(), results.Dist{N: 100, Mean: 50.5, P50: 50, P90: 90, P99: 99, Max: 100}},
+		{"empty", nil, record.Dist{}},
+		{"one", []float64{2}, record.Dist{N: 1, Mean: 2, P50: 2, P90: 2, P99: 2, Max: 2}},
+		{"unsorted hundred", hundred(), record.Dist{N: 100, Mean: 50.5, P50: 50, P90: 90, P99: 99, Max: 100}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,15 +44,15 @@ func hundred() []float64 {
 }
 
 func TestSummarizeSlowest(t *testing.T) {
-	f := &results.File{Syncs: []results.Sync{
-		{Proxier: 0, Family: dataplane.IPv4, Seq: 1, Seconds: 1, Phases: []results.Phase{{Name: "a", Seconds: 0.2}, {Name: "b", Seconds: 0.8}}},
-		{Proxier: 1, Family: dataplane.IPv4, Seq: 1, Seconds: 15.4, Phases: []results.Phase{{Name: "ipset-entries", Seconds: 13.3}, {Name: "b", Seconds: 2.1}},
-			Programmed: []results.Programmed{{Object: "ns/a", Seconds: 27.5}}},
-		{Proxier: 1, Family: dataplane.IPv4, Seq: 2, Seconds: 0.4, Phases: []results.Phase{{Name: "a", Seconds: 0.4}}},
+	f := &record.File{Syncs: []record.Sync{
+		{Proxier: 0, Family: dataplane.IPv4, Seq: 1, Seconds: 1, Phases: []record.Phase{{Name: "a", Seconds: 0.2}, {Name: "b", Seconds: 0.8}}},
+		{Proxier: 1, Family: dataplane.IPv4, Seq: 1, Seconds: 15.4, Phases: []record.Phase{{Name: "ipset-entries", Seconds: 13.3}, {Name: "b", Seconds: 2.1}},
+			Programmed: []record.Programmed{{Object: "ns/a", Seconds: 27.5}}},
+		{Proxier: 1, Family: dataplane.IPv4, Seq: 2, Seconds: 0.4, Phases: []record.Phase{{Name: "a", Seconds: 0.4}}},
 	}}
 	results.Summarize(f)
 	require.Equal(t, 3, f.Summary.Syncs)
-	require.Equal(t, &results.SlowestSync{Proxier: 1, Family: dataplane.IPv4, Seq: 1, Seconds: 15.4, Phase: "ipset-entries", PhaseSeconds: 13.3}, f.Summary.Slowest)
+	require.Equal(t, &record.SlowestSync{Proxier: 1, Family: dataplane.IPv4, Seq: 1, Seconds: 15.4, Phase: "ipset-entries", PhaseSeconds: 13.3}, f.Summary.Slowest)
 	require.Equal(t, 2, f.Summary.Phases["a"].N)
 	require.Equal(t, 0.4, f.Summary.Phases["a"].Max)
 	require.Equal(t, 1, f.Summary.Programming.N)
@@ -61,18 +62,18 @@ func TestSummarizeSlowest(t *testing.T) {
 
 func TestDisrupt(t *testing.T) {
 	t0 := resultstest.Epoch
-	at := func(target int, ms int) results.Failure {
-		return results.Failure{Target: target, Time: t0.Add(time.Duration(ms) * time.Millisecond), Outcome: "refused"}
+	at := func(target int, ms int) record.Failure {
+		return record.Failure{Target: target, Time: t0.Add(time.Duration(ms) * time.Millisecond), Outcome: "refused"}
 	}
-	timedOut := func(target int, ms int, seconds float64) results.Failure {
+	timedOut := func(target int, ms int, seconds float64) record.Failure {
 		f := at(target, ms)
 		f.Outcome, f.Seconds = "timeout", seconds
 		return f
 	}
-	targets := []results.Target{{Service: "ns/a:http"}, {Service: "ns/b:http"}, {Service: "ns/a:https"}}
+	targets := []record.Target{{Service: "ns/a:http"}, {Service: "ns/b:http"}, {Service: "ns/a:https"}}
 	tests := []struct {
 		name     string
-		failures []results.Failure
+		failures []record.Failure
 		interval float64
 		windows  int
 		seconds  float64
@@ -80,25 +81,25 @@ func TestDisrupt(t *testing.T) {
 		services int
 	}{
 		{name: "no failures", interval: 0.1},
-		{name: "one failure is one interval", failures: []results.Failure{at(0, 0)}, interval: 0.1, windows: 1, seconds: 0.1, longest: 0.1, services: 1},
-		{name: "consecutive failures one window", failures: []results.Failure{at(0, 0), at(0, 100), at(0, 200)}, interval: 0.1, windows: 1, seconds: 0.3, longest: 0.3, services: 1},
-		{name: "jittered attempts still consecutive", failures: []results.Failure{at(0, 0), at(0, 140), at(0, 260)}, interval: 0.1, windows: 1, seconds: 0.36, longest: 0.36, services: 1},
-		{name: "a gap means a success in between", failures: []results.Failure{at(0, 0), at(0, 100), at(0, 400)}, interval: 0.1, windows: 2, seconds: 0.3, longest: 0.2, services: 1},
-		{name: "overlapping targets union", failures: []results.Failure{at(0, 0), at(0, 100), at(1, 100), at(1, 200), at(1, 300)}, interval: 0.1, windows: 2, seconds: 0.4, longest: 0.3, services: 2},
-		{name: "unsorted input", failures: []results.Failure{at(2, 200), at(2, 0), at(2, 100)}, interval: 0.1, windows: 1, seconds: 0.3, longest: 0.3, services: 1},
-		{name: "a timeout ends its window when it gave up", failures: []results.Failure{timedOut(0, 0, 0.5), timedOut(0, 500, 0.5)}, interval: 0.1, windows: 1, seconds: 1, longest: 1, services: 1},
-		{name: "unknown interval joins everything", failures: []results.Failure{at(0, 0), at(0, 5000)}, windows: 1, seconds: 5, longest: 5, services: 1},
+		{name: "one failure is one interval", failures: []record.Failure{at(0, 0)}, interval: 0.1, windows: 1, seconds: 0.1, longest: 0.1, services: 1},
+		{name: "consecutive failures one window", failures: []record.Failure{at(0, 0), at(0, 100), at(0, 200)}, interval: 0.1, windows: 1, seconds: 0.3, longest: 0.3, services: 1},
+		{name: "jittered attempts still consecutive", failures: []record.Failure{at(0, 0), at(0, 140), at(0, 260)}, interval: 0.1, windows: 1, seconds: 0.36, longest: 0.36, services: 1},
+		{name: "a gap means a success in between", failures: []record.Failure{at(0, 0), at(0, 100), at(0, 400)}, interval: 0.1, windows: 2, seconds: 0.3, longest: 0.2, services: 1},
+		{name: "overlapping targets union", failures: []record.Failure{at(0, 0), at(0, 100), at(1, 100), at(1, 200), at(1, 300)}, interval: 0.1, windows: 2, seconds: 0.4, longest: 0.3, services: 2},
+		{name: "unsorted input", failures: []record.Failure{at(2, 200), at(2, 0), at(2, 100)}, interval: 0.1, windows: 1, seconds: 0.3, longest: 0.3, services: 1},
+		{name: "a timeout ends its window when it gave up", failures: []record.Failure{timedOut(0, 0, 0.5), timedOut(0, 500, 0.5)}, interval: 0.1, windows: 1, seconds: 1, longest: 1, services: 1},
+		{name: "unknown interval joins everything", failures: []record.Failure{at(0, 0), at(0, 5000)}, windows: 1, seconds: 5, longest: 5, services: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &results.Probes{Basis: results.Modeled, Interval: tt.interval, Targets: targets, Attempts: 100, Failures: tt.failures}
+			p := &record.Probes{Basis: record.Modeled, Interval: tt.interval, Targets: targets, Attempts: 100, Failures: tt.failures}
 			d := results.Disrupt(p)
 			require.Len(t, d.Windows, tt.windows)
 			require.InDelta(t, tt.seconds, d.Seconds, 1e-9)
 			require.InDelta(t, tt.longest, d.LongestGap, 1e-9)
 			require.Equal(t, tt.services, d.ServicesAffected)
 			require.Equal(t, len(tt.failures), d.FailedAttempts)
-			require.Equal(t, results.Modeled, d.Basis)
+			require.Equal(t, record.Modeled, d.Basis)
 			total := 0
 			for _, w := range d.Windows {
 				total += w.Failures
@@ -106,7 +107,7 @@ func TestDisrupt(t *testing.T) {
 			require.Equal(t, len(tt.failures), total)
 		})
 	}
-	require.Equal(t, results.Disruption{Windows: []results.Window{}}, results.Disrupt(nil))
+	require.Equal(t, record.Disruption{Windows: []record.Window{}}, results.Disrupt(nil))
 }
 
 func TestWriteRead(t *testing.T) {
@@ -154,7 +155,7 @@ func TestPrintSummary(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 
-	empty := &results.File{Basis: results.Measured, Backend: "kernel"}
+	empty := &record.File{Basis: record.Measured, Backend: "kernel"}
 	results.Summarize(empty)
 	b.Reset()
 	require.NoError(t, results.PrintSummary(&b, empty))
@@ -177,7 +178,7 @@ func TestHistogramsAndChecks(t *testing.T) {
 	// Break the file the ways the incident's dashboard looked broken.
 	idx := func(name, family, phase string) int {
 		for i, m := range f.Metrics {
-			if m.Name == name && m.Labels[results.LabelFamily] == family && m.Labels[results.LabelPhase] == phase {
+			if m.Name == name && m.Labels[record.LabelFamily] == family && m.Labels[record.LabelPhase] == phase {
 				return i
 			}
 		}
@@ -186,21 +187,21 @@ func TestHistogramsAndChecks(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		mutate  func(m *results.Metric)
+		mutate  func(m *record.Metric)
 		problem string
 	}{
-		{"non-monotonic buckets", func(m *results.Metric) { m.Buckets[len(m.Buckets)-2].Count = m.Count + 3 }, "cumulative count falls"},
-		{"count beyond +Inf", func(m *results.Metric) { m.Count-- }, "count"},
-		{"sum disagrees", func(m *results.Metric) { m.Sum += 16 }, "sum"},
-		{"bucket shifted", func(m *results.Metric) { m.Buckets[0].Count++ }, "the raw samples put"},
+		{"non-monotonic buckets", func(m *record.Metric) { m.Buckets[len(m.Buckets)-2].Count = m.Count + 3 }, "cumulative count falls"},
+		{"count beyond +Inf", func(m *record.Metric) { m.Count-- }, "count"},
+		{"sum disagrees", func(m *record.Metric) { m.Sum += 16 }, "sum"},
+		{"bucket shifted", func(m *record.Metric) { m.Buckets[0].Count++ }, "the raw samples put"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := *f
-			g.Metrics = append([]results.Metric(nil), f.Metrics...)
-			i := idx(results.MetricSyncDuration, "IPv6", "")
+			g.Metrics = append([]record.Metric(nil), f.Metrics...)
+			i := idx(record.MetricSyncDuration, "IPv6", "")
 			m := g.Metrics[i]
-			m.Buckets = append([]results.Bucket(nil), m.Buckets...)
+			m.Buckets = append([]record.Bucket(nil), m.Buckets...)
 			tt.mutate(&m)
 			g.Metrics[i] = m
 			cs := results.CheckHistograms(&g)
@@ -223,16 +224,16 @@ func TestHistogramsAndChecks(t *testing.T) {
 	h.Observe(3)
 	ms, err := prom.Histograms(reg)
 	require.NoError(t, err)
-	require.Equal(t, []results.Metric{{Name: "other_seconds", Count: 2, Sum: 3.5,
-		Buckets: []results.Bucket{{UpperBound: 1, Count: 1}, {UpperBound: 2, Count: 1}}}}, ms)
-	cs := results.CheckHistograms(&results.File{Metrics: ms})
+	require.Equal(t, []record.Metric{{Name: "other_seconds", Count: 2, Sum: 3.5,
+		Buckets: []record.Bucket{{UpperBound: 1, Count: 1}, {UpperBound: 2, Count: 1}}}}, ms)
+	cs := results.CheckHistograms(&record.File{Metrics: ms})
 	require.True(t, cs[0].Consistent)
 	require.Empty(t, cs[0].Samples)
 	require.Len(t, cs[0].Checks, 2)
 }
 
 func TestSummarizeCountsFailedSyncsApart(t *testing.T) {
-	f := &results.File{Syncs: []results.Sync{
+	f := &record.File{Syncs: []record.Sync{
 		{Seq: 1, Seconds: 1},
 		{Seq: 2, Seconds: 50, Error: "ipset add KUBE-CLUSTER-IP 10.0.0.1,tcp:80: set is full"},
 		{Seq: 3, Seconds: 3},
@@ -247,14 +248,14 @@ func TestSummarizeCountsFailedSyncsApart(t *testing.T) {
 func TestSummarizeReachable(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	fail := func(target int, ms ...int) []results.Failure {
-		var out []results.Failure
+	fail := func(target int, ms ...int) []record.Failure {
+		var out []record.Failure
 		for _, m := range ms {
-			out = append(out, results.Failure{Target: target, Time: at(m), Outcome: "no-destination"})
+			out = append(out, record.Failure{Target: target, Time: at(m), Outcome: "no-destination"})
 		}
 		return out
 	}
-	p := &results.Probes{Interval: 0.1, Targets: []results.Target{
+	p := &record.Probes{Interval: 0.1, Targets: []record.Target{
 		// Fails from its first attempt for 2 s, then works.
 		{Attempts: 30, First: t0, FirstOK: at(2000), Recovered: []time.Time{at(2000)}},
 		// Works, breaks twice: 300 ms, then 100 ms.
@@ -269,7 +270,7 @@ func TestSummarizeReachable(t *testing.T) {
 	p.Failures = append(p.Failures, fail(0, ms...)...)
 	p.Failures = append(p.Failures, fail(1, 1000, 1100, 1200, 2000)...)
 	p.Failures = append(p.Failures, fail(2, 0, 100, 200)...)
-	f := &results.File{Start: t0, End: at(3000), Probes: p}
+	f := &record.File{Start: t0, End: at(3000), Probes: p}
 	results.Summarize(f)
 	// One sample per window that recovered: 2 s, 300 ms, 100 ms; the
 	// target that never succeeded is one window that never recovered.
@@ -302,20 +303,20 @@ func TestPlural(t *testing.T) {
 func TestSummarySaysOneInTheSingular(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		change func(f *results.File)
+		change func(f *record.File)
 		want   string
 	}{
-		{"a segment's syncs", func(*results.File) {}, "restart proxier, at 1.05s): 1 sync, p99"},
-		{"write kinds left out", func(*results.File) {}, "ipset-add 2, 1 more kind\n"},
-		{"disruption", func(f *results.File) {
+		{"a segment's syncs", func(*record.File) {}, "restart proxier, at 1.05s): 1 sync, p99"},
+		{"write kinds left out", func(*record.File) {}, "ipset-add 2, 1 more kind\n"},
+		{"disruption", func(f *record.File) {
 			d := &f.Summary.Disruption
 			d.ServicesAffected, d.FailedAttempts, d.Attempts = 1, 1, 1
 		}, "longest window 2.5s, 1 service, 1 of 1 attempt failed"},
-		{"net programming", func(f *results.File) { f.Summary.Programming = results.NewDist([]float64{0.1}) }, "net programming    1 change: p50"},
-		{"windows", func(f *results.File) { f.Summary.Reachable, f.Summary.Unreachable = results.NewDist([]float64{0.5}), 0 }, "over 1 window\n"},
-		{"a window that never recovered", func(f *results.File) { f.Summary.Reachable, f.Summary.Unreachable = results.Dist{}, 1 },
+		{"net programming", func(f *record.File) { f.Summary.Programming = results.NewDist([]float64{0.1}) }, "net programming    1 change: p50"},
+		{"windows", func(f *record.File) { f.Summary.Reachable, f.Summary.Unreachable = results.NewDist([]float64{0.5}), 0 }, "over 1 window\n"},
+		{"a window that never recovered", func(f *record.File) { f.Summary.Reachable, f.Summary.Unreachable = record.Dist{}, 1 },
 			"never: none of 1 disruption window recovered"},
-		{"targets of an old file", func(f *results.File) {
+		{"targets of an old file", func(f *record.File) {
 			f.SchemaVersion = 2
 			f.Summary.Reachable, f.Summary.Unreachable = results.NewDist([]float64{0.5}), 0
 		}, "over 1 target\n"},

@@ -31,7 +31,7 @@ const clockBenchServices = 2000
 //     first waitSynced, where the sync runs among the run's timeline,
 //     runners and handlers; its ns/op is the whole run's (the scenario's loading not
 //     timed), and sync-ns/kop
-//     is the first sync's own wall time (results.Sync.Wall).
+//     is the first sync's own wall time (record.Sync.Wall).
 //
 // Besides ns/op it reports the wall time per kernel operation the sync
 // issued (ns/kop, the same count on every kernel). modeled/replay and

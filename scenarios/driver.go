@@ -8,7 +8,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // driver moves a run through time. The wall driver lets the proxier run
@@ -19,7 +19,7 @@ import (
 // rounds, API batches and timers happen at their modeled instants, so that a
 // seed repeats exactly. The backend says which one a run gets (ModeledClock).
 type driver interface {
-	// clockName is results.ClockModeled or results.ClockWall.
+	// clockName is record.ClockModeled or record.ClockWall.
 	clockName() string
 	now() time.Time
 	// proxierOptions fills what a proxier generation needs to run on the
@@ -33,7 +33,7 @@ type driver interface {
 	until(ctx context.Context, t time.Time) error
 	// starting is called before a proxier generation starts, with the
 	// number of API objects its informers will list and of the synced
-	// calls it makes (Implementation.SyncedCalls).
+	// calls it makes (proxier.Implementation.SyncedCalls).
 	starting(objects, synced int)
 	// handled is told of every informer event a generation's handlers
 	// processed, or (delivered false) held back for later (holdBack).
@@ -73,7 +73,7 @@ type wallDriver struct {
 	done   chan struct{}
 }
 
-func (w *wallDriver) clockName() string                             { return results.ClockWall }
+func (w *wallDriver) clockName() string                             { return record.ClockWall }
 func (w *wallDriver) now() time.Time                                { return time.Now() }
 func (w *wallDriver) proxierOptions(o *proxier.Options)             {}
 func (w *wallDriver) batch(_ context.Context, f func() error) error { return f() }

@@ -11,7 +11,7 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // growthSizes are the cluster sizes BenchmarkProxierGrowth runs at; with
@@ -71,7 +71,7 @@ func BenchmarkProxierGrowth(b *testing.B) {
 						slices[j] = moved
 					}
 					return p
-				}, func(p *proxier.Proxier) results.Sync {
+				}, func(p *proxier.Proxier) record.Sync {
 					rec := p.Sync()
 					if rec.Ops[dataplane.OpIPVSDestinationAdd] == 0 {
 						b.Fatalf("a sync after %d moved endpoints added no real server: %v", growthChanges, rec.Ops)
@@ -80,7 +80,7 @@ func BenchmarkProxierGrowth(b *testing.B) {
 				}, nil)
 			})
 			b.Run("periodic-no-change", func(b *testing.B) {
-				perService(b, n, func() *proxier.Proxier { return p }, func(p *proxier.Proxier) results.Sync {
+				perService(b, n, func() *proxier.Proxier { return p }, func(p *proxier.Proxier) record.Sync {
 					rec := p.SyncFull()
 					if w := rec.Ops.Writes(); w != 0 {
 						b.Fatalf("a periodic sync with nothing changed wrote %d times: %v", w, rec.Ops)
@@ -95,7 +95,7 @@ func BenchmarkProxierGrowth(b *testing.B) {
 // perService times sync on proxiers from prepare and reports, per service
 // of the n, the time and the bytes allocated by the syncs. prepare and after
 // (nil: nothing to do after a sync) are not timed.
-func perService(b *testing.B, n int, prepare func() *proxier.Proxier, sync func(*proxier.Proxier) results.Sync, after func(*proxier.Proxier)) {
+func perService(b *testing.B, n int, prepare func() *proxier.Proxier, sync func(*proxier.Proxier) record.Sync, after func(*proxier.Proxier)) {
 	b.ReportAllocs()
 	var allocated uint64
 	var ms runtime.MemStats

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Stand-ins for kube-proxy releases, registered once per test binary:
@@ -24,7 +24,7 @@ const (
 
 func init() {
 	for name, mode := range map[string]proxier.InitialSyncMode{racyRelease: proxier.InitialSyncLegacy, fixedRelease: proxier.InitialSyncHandlers} {
-		Register(Implementation{Name: name, Run: func(ctx context.Context, c kubernetes.Interface, dp dataplane.Dataplane, cfg proxier.Config, o proxier.Options) error {
+		proxier.Register(proxier.Implementation{Name: name, Run: func(ctx context.Context, c kubernetes.Interface, dp dataplane.Dataplane, cfg proxier.Config, o proxier.Options) error {
 			cfg.InitialSync = mode
 			return proxier.Run(ctx, c, dp, cfg, o)
 		}})
@@ -71,7 +71,7 @@ func TestUpstreamHandlersBlock(t *testing.T) {
 			f, err := s.run(context.Background(), RunOptions{Backend: b}, nil)
 			require.NoError(t, err)
 			require.Equal(t, tc.impl, f.Proxier)
-			require.Equal(t, results.ClockModeled, f.Clock)
+			require.Equal(t, record.ClockModeled, f.Clock)
 			first, _ := syncsOf(f, 1)
 			require.Equal(t, tc.firstKnows, first.Services, "services the first sync after the restart knew")
 		})

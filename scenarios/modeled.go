@@ -10,7 +10,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // sched is the modeled clock of a run on the in-memory kernel at time scale
@@ -514,7 +514,7 @@ func newModeledDriver(start time.Time, fams []dataplane.Family, writes func() in
 	return &modeledDriver{s: newSched(start, fams, writes)}
 }
 
-func (m *modeledDriver) clockName() string { return results.ClockModeled }
+func (m *modeledDriver) clockName() string { return record.ClockModeled }
 func (m *modeledDriver) now() time.Time    { return m.s.Now() }
 
 func (m *modeledDriver) proxierOptions(o *proxier.Options) {

@@ -13,7 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/scenarios/backend"
 )
 
@@ -23,7 +23,7 @@ func newRand(seed int64, stream uint64) *rand.Rand {
 
 // targetsOf lists the probe targets of a service's first port from one
 // client (from): one per address of each requested kind and proxier family.
-func targetsOf(svc *v1.Service, kinds []string, from string, fams []dataplane.Family, nodeAddrs []netip.Addr) []results.Target {
+func targetsOf(svc *v1.Service, kinds []string, from string, fams []dataplane.Family, nodeAddrs []netip.Addr) []record.Target {
 	if len(svc.Spec.Ports) == 0 {
 		return nil
 	}
@@ -33,19 +33,19 @@ func targetsOf(svc *v1.Service, kinds []string, from string, fams []dataplane.Fa
 		proto = dataplane.TCP
 	}
 	name := fmt.Sprintf("%s/%s:%s", svc.Namespace, svc.Name, port.Name)
-	var out []results.Target
+	var out []record.Target
 	add := func(kind, addr string, p int32) {
 		a, err := netip.ParseAddr(addr)
 		if err != nil || p <= 0 || !slices.Contains(fams, dataplane.FamilyOf(a)) {
 			return
 		}
-		t := results.Target{
+		t := record.Target{
 			Service:  name,
 			Kind:     kind,
 			Address:  netip.AddrPortFrom(a.Unmap(), uint16(p)).String(),
 			Protocol: proto,
 		}
-		if from != results.FromPod {
+		if from != record.FromPod {
 			t.From = from // a pod's is left out, as files without it read
 		}
 		out = append(out, t)
@@ -80,7 +80,7 @@ func targetsOf(svc *v1.Service, kinds []string, from string, fams []dataplane.Fa
 // probeTargets chooses the probed addresses from the cluster as built,
 // whose services probes.services names all exist (build checks them
 // first): validation counts them, and the run probes them.
-func (s *Scenario) probeTargets() []results.Target {
+func (s *Scenario) probeTargets() []record.Target {
 	p := s.Probes
 	if p.Services.Empty() {
 		return nil
@@ -114,7 +114,7 @@ func (s *Scenario) probeTargets() []results.Target {
 			nodeAddrs = append(nodeAddrs, pf.Addr())
 		}
 	}
-	var out []results.Target
+	var out []record.Target
 	for _, k := range chosen {
 		for _, from := range p.From {
 			out = append(out, targetsOf(s.set.Services[byKey[k]], p.Kinds, from, s.Proxier.Families, nodeAddrs)...)
@@ -124,7 +124,7 @@ func (s *Scenario) probeTargets() []results.Target {
 }
 
 // serviceOf returns the namespace/name part of a target's service.
-func serviceOf(t results.Target) string {
+func serviceOf(t record.Target) string {
 	k, _, _ := strings.Cut(t.Service, ":")
 	return k
 }
@@ -140,7 +140,7 @@ func serviceOf(t results.Target) string {
 // target count, the duration by the run.
 type prober struct {
 	interval time.Duration
-	targets  []results.Target
+	targets  []record.Target
 	serving  []backend.Serving
 	backend  backend.Backend
 	fail     context.CancelCauseFunc
@@ -154,10 +154,10 @@ type prober struct {
 	failing   []bool      // whether the target's last attempt failed
 	recovered [][]time.Time
 	total     int // attempts over all targets
-	failures  []results.Failure
+	failures  []record.Failure
 }
 
-func newProber(interval time.Duration, targets []results.Target, r *replay, b backend.Backend, fail context.CancelCauseFunc) *prober {
+func newProber(interval time.Duration, targets []record.Target, r *replay, b backend.Backend, fail context.CancelCauseFunc) *prober {
 	n := len(targets)
 	p := &prober{interval: interval, targets: targets, backend: b, fail: fail, now: r.now,
 		attempts: make([]int, n), first: make([]time.Time, n), firstOK: make([]time.Time, n),
@@ -246,7 +246,7 @@ func (p *prober) record(i int, at time.Time, outcome string, latency time.Durati
 		p.first[i] = at
 	}
 	if outcome != backend.ProbeOK {
-		p.failures = append(p.failures, results.Failure{Target: i, Time: at, Outcome: outcome, Seconds: latency.Seconds()})
+		p.failures = append(p.failures, record.Failure{Target: i, Time: at, Outcome: outcome, Seconds: latency.Seconds()})
 		p.failing[i] = true
 		return
 	}
@@ -267,16 +267,16 @@ func (p *prober) attemptsSoFar() int {
 }
 
 // results returns the probes' record, or nil when probing never ran.
-func (p *prober) results() *results.Probes {
+func (p *prober) results() *record.Probes {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.used {
 		return nil
 	}
-	out := &results.Probes{
+	out := &record.Probes{
 		Basis:    p.backend.Basis(),
 		Interval: p.interval.Seconds(),
-		Failures: append([]results.Failure{}, p.failures...),
+		Failures: append([]record.Failure{}, p.failures...),
 	}
 	for i, t := range p.targets {
 		t.Attempts = p.attempts[i]

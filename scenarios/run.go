@@ -15,6 +15,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/prom"
 	"github.com/kpsim/kpsim/scenarios/backend"
@@ -29,7 +30,7 @@ type RunOptions struct {
 	// OnStep is called as each step starts. Optional.
 	OnStep func(StepStart)
 	// OnSync is called with every sync record, from the proxier's goroutine. Optional.
-	OnSync func(results.Sync)
+	OnSync func(record.Sync)
 	// BeforeStop is called once the timeline has ended (run through, failed
 	// or interrupted), before the proxier stops and the run's state becomes
 	// garbage: the moment to look at what a whole run holds (--memprofile). Optional.
@@ -42,7 +43,7 @@ type StepStart struct {
 	Done, Total int
 	Label       string
 	// Elapsed is the time since the run started on its clock, Clock
-	// (results.ClockModeled or results.ClockWall).
+	// (record.ClockModeled or record.ClockWall).
 	Elapsed time.Duration
 	Clock   string
 }
@@ -57,7 +58,7 @@ type run struct {
 	r       *replay
 	dp      dataplane.Dataplane
 	cfg     proxier.Config
-	impl    Implementation
+	impl    proxier.Implementation
 	churn   *dataplane.Churn
 	metrics *proxier.Metrics
 	fams    []dataplane.Family
@@ -69,7 +70,7 @@ type run struct {
 	fail context.CancelCauseFunc
 
 	mu       sync.Mutex
-	syncs    []results.Sync
+	syncs    []record.Sync
 	seen     []int         // per sync: the replay's API writes it had seen (modeled: when it began)
 	syncNote chan struct{} // closed (and replaced) on every sync
 	failed   int           // consecutive failed syncs of the running generation
@@ -82,7 +83,7 @@ type run struct {
 	probes            *prober
 
 	start      time.Time // on the run's clock
-	steps      []results.Step
+	steps      []record.Step
 	stepsTotal int
 }
 
@@ -99,13 +100,13 @@ type proxierRun struct {
 // summarized. The file is returned even when the run fails or ctx is
 // cancelled (Interrupted), holding what was measured until then; the error
 // says why it ended early. A Scenario runs once: Parse it again to rerun.
-func Run(ctx context.Context, s *Scenario, o RunOptions) (*results.File, error) {
+func Run(ctx context.Context, s *Scenario, o RunOptions) (*record.File, error) {
 	return s.run(ctx, o, nil)
 }
 
 // run is Run; inspect, when set, sees the run after its timeline and before
 // the proxier stops (tests compare the kernel with the API there).
-func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*results.File, error) {
+func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*record.File, error) {
 	if s.ran {
 		return nil, errors.New("run scenario: already run; parse it again for another run")
 	}
@@ -152,12 +153,12 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	}
 	x.start = x.now()
 	basis := o.Backend.Basis()
-	if basis == results.Modeled && x.drv.clockName() == results.ClockWall {
+	if basis == record.Modeled && x.drv.clockName() == record.ClockWall {
 		// Off the modeled clock the proxier's own time is measured, not priced.
-		basis = results.ModeledKernel
+		basis = record.ModeledKernel
 	}
-	f := &results.File{
-		SchemaVersion: results.SchemaVersion,
+	f := &record.File{
+		SchemaVersion: record.SchemaVersion,
 		Backend:       s.Backend,
 		Basis:         basis,
 		Clock:         x.drv.clockName(),
@@ -401,7 +402,7 @@ func (x *run) stopProxier() {
 	x.drv.stopped()
 }
 
-func (x *run) onSync(s results.Sync) {
+func (x *run) onSync(s record.Sync) {
 	writes, _ := x.r.writeCount()
 	if w, ok := x.drv.syncBegan(s.Family); ok {
 		writes = w
@@ -436,7 +437,7 @@ func (x *run) onSync(s results.Sync) {
 
 // latestSync returns the newest sync of the running generation for f, and
 // the replay's write count when it ended.
-func (x *run) latestSync(f dataplane.Family) (results.Sync, int, bool, chan struct{}) {
+func (x *run) latestSync(f dataplane.Family) (record.Sync, int, bool, chan struct{}) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for i := len(x.syncs) - 1; i >= 0; i-- {
@@ -448,7 +449,7 @@ func (x *run) latestSync(f dataplane.Family) (results.Sync, int, bool, chan stru
 			return s, x.seen[i], true, x.syncNote
 		}
 	}
-	return results.Sync{}, 0, false, x.syncNote
+	return record.Sync{}, 0, false, x.syncNote
 }
 
 // synced reports whether every family's proxier has applied the API's
@@ -545,11 +546,11 @@ func (x *run) churnEndpoints(c *Churn) error {
 }
 
 // finish fills the totals and metrics.
-func (x *run) finish(f *results.File, reg *prometheus.Registry) {
+func (x *run) finish(f *record.File, reg *prometheus.Registry) {
 	x.mu.Lock()
 	f.Syncs = slices.Clone(x.syncs)
 	x.mu.Unlock()
-	slices.SortStableFunc(f.Syncs, func(a, b results.Sync) int { return a.Start.Compare(b.Start) })
+	slices.SortStableFunc(f.Syncs, func(a, b record.Sync) int { return a.Start.Compare(b.Start) })
 	f.Steps = x.steps
 	for i := range f.Syncs {
 		f.Totals.Ops.Add(&f.Syncs[i].Ops)
@@ -569,7 +570,7 @@ func (x *run) finish(f *results.File, reg *prometheus.Registry) {
 		case err != nil:
 			left = []string{"not listed: " + err.Error()}
 		case len(left) == 0:
-			left = []string{results.NothingLeft}
+			left = []string{record.NothingLeft}
 		}
 		f.Leftovers = left
 	}
@@ -579,12 +580,12 @@ func (x *run) finish(f *results.File, reg *prometheus.Registry) {
 	}
 	if m, err := prom.Histograms(g); err == nil {
 		f.Metrics = m
-		if upstream(x.impl.Name) && x.drv.clockName() == results.ClockModeled {
+		if upstream(x.impl.Name) && x.drv.clockName() == record.ClockModeled {
 			// A release observes each change's latency as wall time since
 			// a trigger time the replay stamped on the modeled clock: a
 			// figure of neither clock. Its syncs' records hold the
 			// modeled latency (observed.Family.Sync).
-			f.Metrics = slices.DeleteFunc(f.Metrics, func(h results.Metric) bool { return h.Name == results.MetricNetworkProgramming })
+			f.Metrics = slices.DeleteFunc(f.Metrics, func(h record.Metric) bool { return h.Name == record.MetricNetworkProgramming })
 		}
 	} else if f.Error == "" {
 		f.Error = err.Error()

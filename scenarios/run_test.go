@@ -20,6 +20,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios/backend"
 	"github.com/kpsim/kpsim/sim"
@@ -37,7 +38,7 @@ func simBackend(t testing.TB, s *Scenario) *backend.Sim {
 
 // runScenario parses and runs a scenario on the in-memory kernel; inspect
 // (optional) sees the run after its timeline.
-func runScenario(t *testing.T, file string, data []byte, sets []string, inspect func(*run)) *results.File {
+func runScenario(t *testing.T, file string, data []byte, sets []string, inspect func(*run)) *record.File {
 	t.Helper()
 	s, err := Parse(file, data, sets)
 	require.NoError(t, err)
@@ -47,7 +48,7 @@ func runScenario(t *testing.T, file string, data []byte, sets []string, inspect 
 	return f
 }
 
-func runShipped(t *testing.T, name string, sets []string, inspect func(*run)) *results.File {
+func runShipped(t *testing.T, name string, sets []string, inspect func(*run)) *record.File {
 	t.Helper()
 	file, data, err := Read(name)
 	require.NoError(t, err)
@@ -134,25 +135,25 @@ func TestShippedScenariosRun(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// check looks at scenario-specific results.
-		check func(t *testing.T, f *results.File)
+		check func(t *testing.T, f *record.File)
 	}{
-		{"smoke", func(t *testing.T, f *results.File) {
+		{"smoke", func(t *testing.T, f *record.File) {
 			require.Equal(t, 2, generations(f), "smoke restarts the proxier once")
 		}},
 		{"scale-10k", nil},
-		{"restart-stale-ipsets", func(t *testing.T, f *results.File) {
+		{"restart-stale-ipsets", func(t *testing.T, f *record.File) {
 			require.Equal(t, 2, generations(f))
 		}},
-		{"churn-endpoints", func(t *testing.T, f *results.File) {
+		{"churn-endpoints", func(t *testing.T, f *record.File) {
 			require.Positive(t, f.Totals.Ops[dataplane.OpIPVSDestinationDelete], "rolled endpoints go away")
 			require.Positive(t, f.Summary.Programming.N, "programming latency per change")
 		}},
-		{"coredns-restart", func(t *testing.T, f *results.File) {
+		{"coredns-restart", func(t *testing.T, f *record.File) {
 			require.NotNil(t, f.Probes)
 			require.Equal(t, dataplane.UDP, f.Probes.Targets[0].Protocol)
 			require.Equal(t, "kube-system/kube-dns:dns", f.Probes.Targets[0].Service)
 		}},
-		{"dual-stack", func(t *testing.T, f *results.File) {
+		{"dual-stack", func(t *testing.T, f *record.File) {
 			fams := map[dataplane.Family]int{}
 			for _, s := range f.Syncs {
 				fams[s.Family]++
@@ -166,7 +167,7 @@ func TestShippedScenariosRun(t *testing.T) {
 			require.Empty(t, f.Error)
 			require.NotEmpty(t, f.Syncs)
 			require.Positive(t, f.Totals.Ops.Writes())
-			require.Equal(t, results.Modeled, f.Basis)
+			require.Equal(t, record.Modeled, f.Basis)
 			require.NotNil(t, f.CostProfile)
 			require.Equal(t, f.Summary.Syncs, len(f.Syncs))
 			require.NotEmpty(t, f.Metrics)
@@ -188,7 +189,7 @@ func countStepsOf(t *testing.T, name string) int {
 	return s.StepCount()
 }
 
-func generations(f *results.File) int {
+func generations(f *record.File) int {
 	seen := map[int]bool{}
 	for _, s := range f.Syncs {
 		seen[s.Proxier] = true
@@ -236,7 +237,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 			sets = append([]string{"sim.timeScale=0"}, sets...)
 			a := runShipped(t, sc.Name, sets, nil)
 			b := runShipped(t, sc.Name, sets, nil)
-			require.Equal(t, results.ClockModeled, a.Clock)
+			require.Equal(t, record.ClockModeled, a.Clock)
 			require.Positive(t, a.Totals.Ops.Writes())
 			require.Equal(t, modeledRecord(a), modeledRecord(b))
 			require.Equal(t, a.Totals.Ops.String(), b.Totals.Ops.String())
@@ -251,7 +252,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 // sync (relative start, durations and their kernel and proxier parts, what
 // it knew, its operations), every step's span, and every probe attempt that
 // failed, with times relative to the run's start.
-func modeledRecord(f *results.File) []string {
+func modeledRecord(f *record.File) []string {
 	rel := func(t time.Time) time.Duration { return t.Sub(f.Start) }
 	var out []string
 	for _, s := range f.Syncs {
@@ -299,7 +300,7 @@ func TestIncidentReproduction(t *testing.T) {
 
 // syncsOf returns the first IPv4 sync of a proxier generation and the
 // operations of its later syncs.
-func syncsOf(f *results.File, gen int) (first results.Sync, later dataplane.Ops) {
+func syncsOf(f *record.File, gen int) (first record.Sync, later dataplane.Ops) {
 	n := 0
 	for _, s := range f.Syncs {
 		if s.Proxier != gen || s.Family != dataplane.IPv4 {
@@ -376,7 +377,7 @@ func TestInterruptedRunKeepsWhatItMeasured(t *testing.T) {
 	var step atomic.Int32
 	f, err := Run(ctx, s, RunOptions{Backend: b,
 		OnStep: func(st StepStart) { step.Store(int32(st.Done)) },
-		OnSync: func(results.Sync) {
+		OnSync: func(record.Sync) {
 			if step.Load() == 4 {
 				cancel()
 			}
@@ -403,8 +404,8 @@ func TestRunTellsItsClock(t *testing.T) {
 		clock string
 		basis string
 	}{
-		{"sim.timeScale=0", results.ClockModeled, results.Modeled},
-		{"sim.timeScale=0.01", results.ClockWall, results.ModeledKernel},
+		{"sim.timeScale=0", record.ClockModeled, record.Modeled},
+		{"sim.timeScale=0.01", record.ClockWall, record.ModeledKernel},
 	}
 	for _, tc := range tests {
 		t.Run(tc.clock, func(t *testing.T) {

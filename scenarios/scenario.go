@@ -14,7 +14,7 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Scenario is one scenario file. Field names are the YAML keys; the JSON form
@@ -48,11 +48,11 @@ type Scenario struct {
 	// fromFileSet: cluster.fromFile came from --set, so a relative path is
 	// relative to the working directory, where it was typed.
 	fromFileSet bool
-	warnings    []string         // findings that do not stop the run, see Warnings
-	set         *objects.Set     // the cluster, built by Parse
-	targets     []results.Target // what probes probe in set, chosen by Parse
-	gen         *generator       // allocates from the cluster's pools as the timeline runs
-	ran         bool             // a scenario's generator state is consumed by one run
+	warnings    []string        // findings that do not stop the run, see Warnings
+	set         *objects.Set    // the cluster, built by Parse
+	targets     []record.Target // what probes probe in set, chosen by Parse
+	gen         *generator      // allocates from the cluster's pools as the timeline runs
+	ran         bool            // a scenario's generator state is consumed by one run
 }
 
 // proxierConfig is the proxier section for the scenario's node.
@@ -167,7 +167,7 @@ type Probes struct {
 }
 
 // ProbeFroms are where probes can start.
-var ProbeFroms = []string{results.FromPod, results.FromNode}
+var ProbeFroms = []string{record.FromPod, record.FromNode}
 
 // Selector picks services: a count drawn from the seed, names, or (for
 // probes) the names and a count more.

@@ -44,7 +44,7 @@ func TestSegmentsOfARun(t *testing.T) {
 	require.Equal(t, []string{results.FirstSegment, "churned", "restart"}, names)
 	require.Equal(t, f.Probes.Attempts, attempts, "the segments' attempts add up to the run's")
 	require.Equal(t, len(f.Syncs), syncs, "every sync started in one segment")
-	restart := f.View("restart")
+	restart := results.View(f, "restart")
 	require.Positive(t, restart.Summary.Disruption.Attempts)
 	for _, sy := range restart.Syncs {
 		require.Equal(t, 1, sy.Proxier, "the restart's syncs are the new generation's")

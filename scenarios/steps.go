@@ -14,6 +14,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -195,7 +196,7 @@ func (x *run) runSteps(steps []Step, path string) error {
 		if err := x.ctx.Err(); err != nil {
 			return err
 		}
-		rec := results.Step{Index: len(x.steps), Kind: st.resultKind(), Label: st.String(), Start: x.now()}
+		rec := record.Step{Index: len(x.steps), Kind: st.resultKind(), Label: st.String(), Start: x.now()}
 		if x.o.OnStep != nil {
 			x.o.OnStep(StepStart{Done: rec.Index, Total: x.stepsTotal, Label: rec.Label,
 				Elapsed: rec.Start.Sub(x.start), Clock: x.drv.clockName()})

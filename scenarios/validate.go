@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/sim"
 )
@@ -103,7 +104,7 @@ func (s *Scenario) defaults(present func(string) bool) {
 		s.Probes.Kinds = []string{"clusterip"}
 	}
 	if len(s.Probes.From) == 0 {
-		s.Probes.From = []string{results.FromPod}
+		s.Probes.From = []string{record.FromPod}
 	}
 	// Only an absent timeout gets the default: a zero one is an error.
 	walkSteps(s.Timeline, "timeline", func(st *Step, path string) {

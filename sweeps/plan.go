@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/results/sweep"
 	"github.com/kpsim/kpsim/scenarios"
@@ -33,7 +33,7 @@ func ScenarioPath(specFile, scenario string) string {
 // `kpsim run` would, so that a typo fails the plan rather than every job;
 // a problem an override causes is reported at the spec line that gave it.
 // build is the kpsim that plans, recorded in the plan.
-func (s *Spec) Plan(build results.Build) (*sweep.Plan, error) {
+func (s *Spec) Plan(build record.Build) (*sweep.Plan, error) {
 	p := &sweep.Plan{Kind: sweep.KindPlan, SchemaVersion: sweep.SchemaVersion, Sweep: s.Name, Description: s.Description,
 		Spec: s.File, Kpsim: build}
 	var errs scenarios.Errors
@@ -206,7 +206,7 @@ func appendNew(errs, more scenarios.Errors) scenarios.Errors {
 }
 
 // Load reads a spec and plans it.
-func Load(path string, build results.Build) (*sweep.Plan, error) {
+func Load(path string, build record.Build) (*sweep.Plan, error) {
 	s, err := Read(path)
 	if err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/scenarios"
 )
 
@@ -25,7 +25,7 @@ type Spec struct {
 	Name        string
 	Description string
 	Scenarios   []ScenarioSpec
-	// Proxiers under test: results.ProxierKpsim, or kube-proxy releases
+	// Proxiers under test: record.ProxierKpsim, or kube-proxy releases
 	// ("kube-proxy@v1.37.1"), which run in their own kpsim binaries
 	// (kpsim sweep run finds them beside kpsim's).
 	Proxiers []string
@@ -271,7 +271,7 @@ func Parse(file string, data []byte) (*Spec, error) {
 		return nil, err
 	}
 	d := &decoder{file: file, lines: map[string]int{}}
-	s := &Spec{File: file, lines: d.lines, Proxiers: []string{results.ProxierKpsim}, Backends: []string{dataplane.BackendSim}}
+	s := &Spec{File: file, lines: d.lines, Proxiers: []string{record.ProxierKpsim}, Backends: []string{dataplane.BackendSim}}
 	empty := func(n *yaml.Node, p, what string) {
 		if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
 			d.errf(n, p, "empty: list at least one %s, or leave the field out", what)

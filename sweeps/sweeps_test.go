@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpsim/kpsim/dataplane"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/results/sweep"
 )
 
-var build = results.Build{Version: "v1", Commit: "abc"}
+var build = record.Build{Version: "v1", Commit: "abc"}
 
 func plan(t *testing.T, spec string) *sweep.Plan {
 	t.Helper()

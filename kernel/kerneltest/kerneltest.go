@@ -13,7 +13,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Bin is the value of env, which names the binaries under test (what they
@@ -33,7 +33,7 @@ func Bin(t testing.TB, env, what string, needs kernel.Needs) string {
 }
 
 // StepStart is when the first step of kind began in f.
-func StepStart(t testing.TB, f *results.File, kind string) time.Time {
+func StepStart(t testing.TB, f *record.File, kind string) time.Time {
 	t.Helper()
 	for _, s := range f.Steps {
 		if s.Kind == kind {

@@ -17,7 +17,7 @@ import (
 	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/objects"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // DefaultProbeTimeout is how long one probe attempt waits for a connection
@@ -105,19 +105,19 @@ func NewBackend(opts BackendOptions) (b *Backend, err error) {
 func (b *Backend) Dataplane() dataplane.Dataplane { return b.k.Dataplane() }
 
 // Basis: every duration and probe outcome of a kernel run is measured.
-func (b *Backend) Basis() string { return results.Measured }
+func (b *Backend) Basis() string { return record.Measured }
 
 // UseClock says no: a real kernel takes the time it takes.
 func (b *Backend) UseClock(dataplane.Clock) bool { return false }
 
 // Prepare starts servers for the probe targets' serving endpoints in the
 // initial cluster, so the first attempts find them.
-func (b *Backend) Prepare(_ context.Context, c *objects.Set, targets []results.Target) error {
+func (b *Backend) Prepare(_ context.Context, c *objects.Set, targets []record.Target) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ports := map[string][]probedPort{}
 	for _, t := range targets {
-		if t.From == results.FromNode {
+		if t.From == record.FromNode {
 			return fmt.Errorf("probe %s %s from the node: the kernel backend probes from a pod only", t.Kind, t.Address)
 		}
 		svc, port, err := splitTargetService(t.Service)
@@ -145,7 +145,7 @@ type probedPort struct {
 	proto dataplane.Protocol
 }
 
-// splitTargetService splits a results.Target's "namespace/name:port-name".
+// splitTargetService splits a record.Target's "namespace/name:port-name".
 func splitTargetService(s string) (svc, port string, err error) {
 	i := strings.LastIndexByte(s, ':')
 	if i < 0 || !strings.Contains(s[:i], "/") {
@@ -222,7 +222,7 @@ func (b *Backend) stop(svc string, k serverKey) error {
 // checked against serving. (A proxier may point at an endpoint whose pod
 // the API no longer says serves: it must find no server there.) A round's
 // attempts run at once; their reconciles, one at a time.
-func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, serving Serving) error {
+func (b *Backend) reconcile(target record.Target, addr netip.AddrPort, serving Serving) error {
 	svc, _, err := splitTargetService(target.Service)
 	if err != nil {
 		return err
@@ -267,7 +267,7 @@ func (b *Backend) reconcile(target results.Target, addr netip.AddrPort, serving 
 // the attempt fails with that outcome: a drop of an established connection
 // (graceful termination gone wrong, a virtual server or address deleted
 // under it) is disruption as much as a refused connection is.
-func (b *Backend) Probe(ctx context.Context, target results.Target, serving Serving) (string, time.Duration, error) {
+func (b *Backend) Probe(ctx context.Context, target record.Target, serving Serving) (string, time.Duration, error) {
 	addr, err := netip.ParseAddrPort(target.Address)
 	if err != nil {
 		return "", 0, fmt.Errorf("probe target %s: address %q: %w", target.Service, target.Address, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/kpsim/kpsim/kernel/kerneltest"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -34,7 +35,7 @@ func e2eKpsim(t *testing.T) string {
 
 // kpsimRun runs one scenario and returns its results file; sets are --set
 // overrides, or flags of their own ("--state=FILE").
-func kpsimRun(t *testing.T, bin, scenario string, sets ...string) *results.File {
+func kpsimRun(t *testing.T, bin, scenario string, sets ...string) *record.File {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "run.json")
 	args := []string{"run", "-s", scenario, "-o", out}
@@ -58,7 +59,7 @@ func kpsimRun(t *testing.T, bin, scenario string, sets ...string) *results.File 
 
 // disruptionLine is a run's disruption on one line, then one line per
 // window: the service, the step it began in and its failures' outcomes.
-func disruptionLine(name string, f *results.File) string {
+func disruptionLine(name string, f *record.File) string {
 	d := f.Summary.Disruption
 	var ws strings.Builder
 	for _, w := range d.Windows {
@@ -90,7 +91,7 @@ func TestE2ERestartStale(t *testing.T) {
 	def := kpsimRun(t, bin, scenario)
 	fmt.Println(disruptionLine("defaults", def))
 	require.NotNil(t, def.Probes)
-	require.Equal(t, results.Measured, def.Probes.Basis)
+	require.Equal(t, record.Measured, def.Probes.Basis)
 	require.Positive(t, def.Probes.Attempts)
 	require.Zero(t, def.Summary.Disruption.FailedAttempts, "failures with kpsim's defaults: %+v", def.Probes.Failures)
 
@@ -106,7 +107,7 @@ func TestE2ERestartStale(t *testing.T) {
 }
 
 // stepOf returns the index of the step during which t fell.
-func stepOf(f *results.File, t time.Time) int {
+func stepOf(f *record.File, t time.Time) int {
 	for i := len(f.Steps) - 1; i >= 0; i-- {
 		if !t.Before(f.Steps[i].Start) {
 			return f.Steps[i].Index
@@ -122,7 +123,7 @@ func stepOf(f *results.File, t time.Time) int {
 // a UDP client keeping its source port meets on both kernels), and two runs
 // whose clocks differ (the sim does not sleep its modeled kernel time)
 // cannot be expected to lose the same races.
-func affected(f *results.File, minSyncPeriod time.Duration) map[string][]int {
+func affected(f *record.File, minSyncPeriod time.Duration) map[string][]int {
 	out := map[string][]int{}
 	for _, w := range f.Summary.Disruption.Windows {
 		if w.Failures < 2 || w.End.Sub(w.Start) <= minSyncPeriod {
@@ -163,8 +164,8 @@ func TestE2ESmokeAgreement(t *testing.T) {
 	kernRun := kpsimRun(t, bin, "smoke", "backend=kernel", "--state="+kernState)
 	fmt.Println(disruptionLine("smoke-sim", simRun))
 	fmt.Println(disruptionLine("smoke-kernel", kernRun))
-	require.Equal(t, results.Modeled, simRun.Probes.Basis)
-	require.Equal(t, results.Measured, kernRun.Probes.Basis)
+	require.Equal(t, record.Modeled, simRun.Probes.Basis)
+	require.Equal(t, record.Measured, kernRun.Probes.Basis)
 	require.Equal(t, len(simRun.Probes.Targets), len(kernRun.Probes.Targets), "both runs probe the same targets")
 	// smoke's minSyncPeriod.
 	const minSync = 100 * time.Millisecond
@@ -210,7 +211,7 @@ func TestE2ESmokeAgreement(t *testing.T) {
 }
 
 // runOps sums a run's kernel operations by kind over every sync.
-func runOps(f *results.File) dataplane.Ops {
+func runOps(f *record.File) dataplane.Ops {
 	var ops dataplane.Ops
 	for _, s := range f.Syncs {
 		ops.Add(&s.Ops)

@@ -18,7 +18,7 @@ import (
 	"github.com/kpsim/kpsim/kernel/netns"
 )
 
-// Probe outcomes, as results.Failure spells them (plus "ok").
+// Probe outcomes, as record.Failure spells them (plus "ok").
 const (
 	OutcomeOK      = "ok"
 	OutcomeRefused = "refused"

@@ -18,7 +18,7 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/kerneltest"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // The bars a real kernel must clear at 5,000 ClusterIP services with 3
@@ -76,7 +76,7 @@ func TestE2EScale(t *testing.T) {
 	runs := make([]syncKinds, kernelRuns)
 	for i := range runs {
 		f := kpsimRun(t, bin, scenario)
-		require.Equal(t, results.Measured, f.Basis)
+		require.Equal(t, record.Measured, f.Basis)
 		runs[i] = kindsOf(t, f)
 	}
 	// Calibrated again, after the kernel runs: the VM's speed moves from
@@ -91,8 +91,8 @@ func TestE2EScale(t *testing.T) {
 	t.Logf("kpsim calibrate, after the kernel runs (%s):\n%s", time.Since(start).Round(time.Second), out)
 	modeled := kpsimRun(t, bin, scenario, "backend=sim", "sim.profile="+profile)
 	modeledAfter := kpsimRun(t, bin, scenario, "backend=sim", "sim.profile="+after)
-	require.Equal(t, results.Modeled, modeled.Basis)
-	require.Equal(t, results.Modeled, modeledAfter.Basis)
+	require.Equal(t, record.Modeled, modeled.Basis)
+	require.Equal(t, record.Modeled, modeledAfter.Basis)
 
 	figure := func(name string, bar time.Duration, extra string, of func(syncKinds) time.Duration) {
 		var ds []time.Duration
@@ -175,11 +175,11 @@ func medianKinds(runs []syncKinds) syncKinds {
 	fmt.Printf("RUNS measured s of each phase in each kernel run -> their median\n")
 	for _, kind := range []struct {
 		name string
-		of   func(*syncKinds) *results.Sync
+		of   func(*syncKinds) *record.Sync
 	}{
-		{"first", func(k *syncKinds) *results.Sync { return &k.first }},
-		{"periodic", func(k *syncKinds) *results.Sync { return &k.periodic }},
-		{"restart", func(k *syncKinds) *results.Sync { return &k.restart }},
+		{"first", func(k *syncKinds) *record.Sync { return &k.first }},
+		{"periodic", func(k *syncKinds) *record.Sync { return &k.periodic }},
+		{"restart", func(k *syncKinds) *record.Sync { return &k.restart }},
 	} {
 		s := kind.of(&m)
 		s.Phases = slices.Clone(s.Phases)
@@ -206,7 +206,7 @@ func outside(r float64) bool { return r < ratioLow || r > ratioHigh }
 // that issued operations, and which of them do kernel work.
 func ratios(t *testing.T, tag, priced string, s, k syncKinds) (sums map[string]float64, kernelWork map[string]bool) {
 	t.Helper()
-	pairs := [][2]results.Sync{{s.first, k.first}, {s.periodic, k.periodic}, {s.restart, k.restart}}
+	pairs := [][2]record.Sync{{s.first, k.first}, {s.periodic, k.periodic}, {s.restart, k.restart}}
 	type cell struct{ modeled, proxier, measured float64 }
 	cells := map[string]*[4]cell{} // by phase: first, periodic, restart, sum
 	issued := map[string]bool{}    // the kernel run's phase issued operations
@@ -286,12 +286,12 @@ const apart = "(mostly the proxier's own work: reported apart, not held to the b
 
 // syncKinds are the syncs of a scale run the figures are about.
 type syncKinds struct {
-	first, periodic, restart results.Sync
-	changes                  []results.Sync // of the first proxier, after its first sync, that wrote
+	first, periodic, restart record.Sync
+	changes                  []record.Sync // of the first proxier, after its first sync, that wrote
 	handlerWait              time.Duration
 }
 
-func kindsOf(t *testing.T, f *results.File) syncKinds {
+func kindsOf(t *testing.T, f *record.File) syncKinds {
 	t.Helper()
 	var k syncKinds
 	var haveFirst, havePeriodic, haveRestart bool

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // metricsRead is what a sync record needs of the release's registry at one
@@ -36,13 +36,13 @@ func (f *Family) readMetrics() (metricsRead, error) {
 				continue
 			}
 			switch mf.GetName() {
-			case results.MetricSyncDuration:
+			case record.MetricSyncDuration:
 				r.syncs, r.seconds = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
-			case results.MetricPartialSyncDuration:
+			case record.MetricPartialSyncDuration:
 				r.partial = m.GetHistogram().GetSampleCount()
-			case results.MetricNetworkProgramming:
+			case record.MetricNetworkProgramming:
 				r.programmed, r.programmedSum = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
-			case results.MetricLastSync:
+			case record.MetricLastSync:
 				r.lastSync = m.GetGauge().GetValue()
 			}
 		}
@@ -53,7 +53,7 @@ func (f *Family) readMetrics() (metricsRead, error) {
 // ours reports whether a series is the family's.
 func (f *Family) ours(m *dto.Metric) bool {
 	for _, l := range m.GetLabel() {
-		if l.GetName() == results.LabelFamily {
+		if l.GetName() == record.LabelFamily {
 			return f.g.labelled && l.GetValue() == string(f.family)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // On the modeled clock (the in-memory kernel at time scale 0, a discrete-
@@ -32,10 +32,10 @@ func (g *Generation) now() time.Time {
 // modeledProgrammed is each change's network programming latency from its
 // trigger time to the sync's end, both on the modeled clock (the
 // release's own histogram observes wall time, which there says nothing).
-func modeledProgrammed(ts []trigger, end time.Time) []results.Programmed {
-	out := make([]results.Programmed, len(ts))
+func modeledProgrammed(ts []trigger, end time.Time) []record.Programmed {
+	out := make([]record.Programmed, len(ts))
 	for i, t := range ts {
-		out[i] = results.Programmed{Object: t.object, Seconds: end.Sub(t.at).Seconds()}
+		out[i] = record.Programmed{Object: t.object, Seconds: end.Sub(t.at).Seconds()}
 	}
 	return out
 }

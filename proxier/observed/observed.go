@@ -2,7 +2,7 @@
 // kube-proxy release, as fully as kpsim's own proxier measures itself,
 // from the outside: every kernel operation its utilities issue is counted
 // by kind (Family.Record), each run of its sync function is delimited
-// (Family.Sync) and turned into a results.Sync from its own metrics
+// (Family.Sync) and turned into a record.Sync from its own metrics
 // registry (sync duration, network programming latency, success), and its
 // informers are wrapped (Generation.Services, ...) so that the harness's
 // handler wrapper (proxier.Options.Handlers) sits in front of its handlers
@@ -29,7 +29,7 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Generation is one proxier generation of a release (one kube-proxy
@@ -136,8 +136,8 @@ type Family struct {
 	kmu     sync.Mutex
 	counter *dataplane.Counter
 	mirror  dataplane.Dataplane
-	opErr   error                    // the first failed operation since the last sync began
-	unfit   map[string]results.Unfit // entries a full ipset refused since then
+	opErr   error                   // the first failed operation since the last sync began
+	unfit   map[string]record.Unfit // entries a full ipset refused since then
 
 	// what the handlers passed on since the last sync began (g.mu)
 	changed  bool
@@ -207,12 +207,12 @@ func (f *Family) Result(op string, err error) error {
 }
 
 // Unfit notes an entry the release could not add to ipset set because the
-// set was full: the release logs it and goes on (results.Sync.Unfit).
+// set was full: the release logs it and goes on (record.Sync.Unfit).
 func (f *Family) Unfit(set, entry string) {
 	f.kmu.Lock()
 	defer f.kmu.Unlock()
 	if f.unfit == nil {
-		f.unfit = map[string]results.Unfit{}
+		f.unfit = map[string]record.Unfit{}
 	}
 	u := f.unfit[set]
 	if u.Entries++; u.First == "" || entry < u.First {
@@ -286,7 +286,7 @@ func (f *Family) Sync(run func() error) error {
 	// A release that syncs partially (nftables mode) says which syncs were
 	// in its partial-sync histogram.
 	full := after.partial == before.partial
-	rec := results.Sync{
+	rec := record.Sync{
 		Proxier: g.opts.Index, Family: f.family, Seq: f.seq, Trigger: f.trigger(changed), Full: full, Start: start,
 		Seconds: after.seconds - before.seconds, Services: ports, Endpoints: endpoints,
 	}
@@ -334,7 +334,7 @@ func (f *Family) Sync(run func() error) error {
 		case opErr != nil:
 			rec.Error = opErr.Error()
 		default:
-			rec.Error = "the sync did not finish: " + results.MetricLastSync + " did not move"
+			rec.Error = "the sync did not finish: " + record.MetricLastSync + " did not move"
 		}
 		rec.Stopped = dataplane.Stopped(runErr) || dataplane.Stopped(opErr)
 	} else {
@@ -372,7 +372,7 @@ func (f *Family) trigger(changed bool) string {
 // from the sum and each record is the release's own value. Otherwise the
 // records take the end of the sync as the instant, and the histogram check
 // of the results file shows that they disagree.
-func programmed(ts []trigger, n uint64, sum float64, end time.Time) []results.Programmed {
+func programmed(ts []trigger, n uint64, sum float64, end time.Time) []record.Programmed {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -384,9 +384,9 @@ func programmed(ts []trigger, n uint64, sum float64, end time.Time) []results.Pr
 		}
 		at = ts[0].at.Add(time.Duration((sum + offsets) / float64(n) * float64(time.Second)))
 	}
-	out := make([]results.Programmed, len(ts))
+	out := make([]record.Programmed, len(ts))
 	for i, t := range ts {
-		out[i] = results.Programmed{Object: t.object, Seconds: at.Sub(t.at).Seconds()}
+		out[i] = record.Programmed{Object: t.object, Seconds: at.Sub(t.at).Seconds()}
 	}
 	return out
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // release stands in for a kube-proxy release's metrics, as its sync
@@ -34,12 +34,12 @@ type release struct {
 func newRelease(labelled bool) *release {
 	var labels []string
 	if labelled {
-		labels = []string{results.LabelFamily}
+		labels = []string{record.LabelFamily}
 	}
 	r := &release{reg: prometheus.NewRegistry(), labelled: labelled,
-		sync: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: results.MetricSyncDuration}, labels),
-		prog: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: results.MetricNetworkProgramming}, labels),
-		last: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: results.MetricLastSync}, labels),
+		sync: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: record.MetricSyncDuration}, labels),
+		prog: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: record.MetricNetworkProgramming}, labels),
+		last: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: record.MetricLastSync}, labels),
 	}
 	r.reg.MustRegister(r.sync, r.prog, r.last)
 	return r
@@ -90,15 +90,15 @@ func slice(svc, name, rv string, trigger time.Time, addrs ...string) *discoveryv
 }
 
 // TestSyncRecords: each run of a release's sync function the release
-// counted as a sync becomes a results.Sync: its duration and success from
+// counted as a sync becomes a record.Sync: its duration and success from
 // the release's metrics, its operations as mirrored, what its handlers had
 // passed on, and a trigger inferred as kpsim's runner names its own.
 func TestSyncRecords(t *testing.T) {
 	for _, labelled := range []bool{true, false} {
 		r := newRelease(labelled)
-		var recs []results.Sync
+		var recs []record.Sync
 		cfg := proxier.Config{NodeName: "node-1", Families: []dataplane.Family{dataplane.IPv4}}
-		g := New(context.Background(), cfg, proxier.Options{Index: 2, OnSync: func(s results.Sync) { recs = append(recs, s) }}, nil, r.reg, labelled)
+		g := New(context.Background(), cfg, proxier.Options{Index: 2, OnSync: func(s record.Sync) { recs = append(recs, s) }}, nil, r.reg, labelled)
 		f := g.Family(dataplane.IPv4)
 		v4 := dataplane.IPv4
 		vs := dataplane.VirtualServer{ServiceKey: dataplane.ServiceKey{Address: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: dataplane.TCP}}
@@ -115,7 +115,7 @@ func TestSyncRecords(t *testing.T) {
 			return r.syncFunc(v4, 0.25, true, time.Now())()
 		}))
 		require.Len(t, recs, 1)
-		require.Equal(t, results.Sync{Proxier: 2, Family: v4, Seq: 1, Trigger: proxier.TriggerInitial, Full: true, Start: recs[0].Start,
+		require.Equal(t, record.Sync{Proxier: 2, Family: v4, Seq: 1, Trigger: proxier.TriggerInitial, Full: true, Start: recs[0].Start,
 			Seconds: 0.25, Wall: 0.25, Ops: recs[0].Ops, Services: 2, Endpoints: 2}, recs[0])
 		require.Equal(t, int64(1), recs[0].Ops[dataplane.OpIPVSServiceAdd])
 		require.Equal(t, int64(3), recs[0].Ops[dataplane.OpIPTablesCommand])
@@ -160,10 +160,10 @@ func TestProgrammed(t *testing.T) {
 		name string
 		n    uint64
 		sum  float64
-		want []results.Programmed
+		want []record.Programmed
 	}{
-		{"the release's observations", 2, 3 + 2, []results.Programmed{{Object: "a", Seconds: 3}, {Object: "b", Seconds: 2}}},
-		{"others", 1, 3, []results.Programmed{{Object: "a", Seconds: 10}, {Object: "b", Seconds: 9}}},
+		{"the release's observations", 2, 3 + 2, []record.Programmed{{Object: "a", Seconds: 3}, {Object: "b", Seconds: 2}}},
+		{"others", 1, 3, []record.Programmed{{Object: "a", Seconds: 10}, {Object: "b", Seconds: 9}}},
 	} {
 		got := programmed(ts, tc.n, tc.sum, end)
 		require.Len(t, got, len(tc.want), tc.name)
@@ -180,8 +180,8 @@ func TestProgrammed(t *testing.T) {
 func TestKilled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := newRelease(true)
-	var recs []results.Sync
-	g := New(ctx, proxier.Config{NodeName: "n", Families: []dataplane.Family{dataplane.IPv4}}, proxier.Options{OnSync: func(s results.Sync) { recs = append(recs, s) }}, nil, r.reg, true)
+	var recs []record.Sync
+	g := New(ctx, proxier.Config{NodeName: "n", Families: []dataplane.Family{dataplane.IPv4}}, proxier.Options{OnSync: func(s record.Sync) { recs = append(recs, s) }}, nil, r.reg, true)
 	f := g.Family(dataplane.IPv4)
 	counted := false
 	require.NoError(t, f.Record("ipset create", func(dataplane.Dataplane) { counted = true }))
@@ -213,7 +213,7 @@ func TestPrefixed(t *testing.T) {
 	mfs, err := Prefixed(r.reg, "kubeproxy_").Gather()
 	require.NoError(t, err)
 	require.Len(t, mfs, 1)
-	require.Equal(t, results.MetricSyncDuration, mfs[0].GetName())
+	require.Equal(t, record.MetricSyncDuration, mfs[0].GetName())
 }
 
 // TestSliceTriggers: a slice update keeps its trigger time when what

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/perf/benchmath"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -210,7 +211,7 @@ func (c *Comparison) Failures(g Gate) []MetricComparison {
 // spread explains is Undecided, with the runs per side that would decide
 // it. A run that ended early counts less than a whole one: where its
 // count is lower, the difference is not judged (Incomplete).
-func Compare(base, head []*results.File, baseLabels, headLabels []string, o Options) (*Comparison, error) {
+func Compare(base, head []*record.File, baseLabels, headLabels []string, o Options) (*Comparison, error) {
 	c := &Comparison{Options: o}
 	all := append(slices.Clone(base), head...)
 	c.Samples = WhySamples(all)
@@ -248,7 +249,7 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 	// to hold against another's phases: its zeros are not a speed-up.
 	var unphased []string
 	for _, r := range runs {
-		if len(r.f.Syncs) > 0 && !slices.ContainsFunc(r.f.Syncs, func(s results.Sync) bool { return len(s.Phases) > 0 }) {
+		if len(r.f.Syncs) > 0 && !slices.ContainsFunc(r.f.Syncs, func(s record.Sync) bool { return len(s.Phases) > 0 }) {
 			unphased = append(unphased, fmt.Sprintf("%s (%s)", r.label, r.f.Proxier))
 		}
 	}
@@ -257,8 +258,8 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 	}
 	// Time to first success changed its meaning with schema version 3
 	// (from each disruption window, not each target's first attempt).
-	oldReach := slices.ContainsFunc(all, func(f *results.File) bool { return f.SchemaVersion > 0 && f.SchemaVersion < 3 }) &&
-		slices.ContainsFunc(all, func(f *results.File) bool { return f.SchemaVersion == 0 || f.SchemaVersion >= 3 })
+	oldReach := slices.ContainsFunc(all, func(f *record.File) bool { return f.SchemaVersion > 0 && f.SchemaVersion < 3 }) &&
+		slices.ContainsFunc(all, func(f *record.File) bool { return f.SchemaVersion == 0 || f.SchemaVersion >= 3 })
 	if oldReach {
 		c.Notes = append(c.Notes, "time to first success not compared: files before schema version 3 measured it from each target's first attempt, newer ones from each disruption window")
 	}
@@ -274,7 +275,7 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 		}
 		basis := commonBasis(all, d.Basis)
 		var m MetricComparison
-		if c.Modeled && basis != results.Measured {
+		if c.Modeled && basis != record.Measured {
 			m = c.exact(d, basis, base, head, pairs)
 			if m.baseRuns != nil {
 				varying = append(varying, m.Name)
@@ -300,15 +301,15 @@ func Compare(base, head []*results.File, baseLabels, headLabels []string, o Opti
 // WhySamples says why runs of one seed can differ, so that each is a
 // sample rather than the answer; "" when every run is kpsim's proxier on
 // the modeled clock, which repeats a seed exactly.
-func WhySamples(files []*results.File) string {
+func WhySamples(files []*record.File) string {
 	var wall, releases []string
 	for _, f := range files {
 		switch {
-		case f.Clock != results.ClockModeled:
+		case f.Clock != record.ClockModeled:
 			if !slices.Contains(wall, f.Backend) {
 				wall = append(wall, f.Backend)
 			}
-		case f.Proxier != results.ProxierKpsim && !slices.Contains(releases, f.Proxier):
+		case f.Proxier != record.ProxierKpsim && !slices.Contains(releases, f.Proxier):
 			releases = append(releases, f.Proxier)
 		}
 	}
@@ -330,19 +331,19 @@ type MetricDef struct {
 	Class         results.Class
 	HigherIsWorse bool
 	Disruption    bool
-	Basis         func(*results.File) string
-	Value         func(*results.File) float64
+	Basis         func(*record.File) string
+	Value         func(*record.File) float64
 	// Group names the figure the metric reads (its distribution, for a
 	// quantile), and PerSync gives the figure's samples sync by sync.
 	Group   string
-	PerSync func(*results.File) []results.SyncValue
+	PerSync func(*record.File) []results.SyncValue
 }
 
 // Catalog lists the metrics that comparisons (and their benchstat output)
 // cover for the given files: every compared figure of the table, a
 // distribution by its quantiles, for the whole run and then for each
 // segment every file has (results.SegmentFigures).
-func Catalog(files []*results.File) []MetricDef {
+func Catalog(files []*record.File) []MetricDef {
 	figs := results.Figures(files...)
 	for _, seg := range commonSegments(files) {
 		figs = append(figs, results.SegmentFigures(seg, files...)...)
@@ -361,7 +362,7 @@ func Catalog(files []*results.File) []MetricDef {
 		for _, q := range fg.Quantiles {
 			qd := d
 			qd.Name = fg.Name + "/" + q.Name
-			qd.Value = func(f *results.File) float64 { return q.Of(fg.Dist(f)) }
+			qd.Value = func(f *record.File) float64 { return q.Of(fg.Dist(f)) }
 			defs = append(defs, qd)
 		}
 	}
@@ -370,13 +371,13 @@ func Catalog(files []*results.File) []MetricDef {
 
 // commonSegments lists the segments every file's timeline has, in the
 // first file's order; none when a file has only one.
-func commonSegments(files []*results.File) []string {
+func commonSegments(files []*record.File) []string {
 	if len(files) == 0 {
 		return nil
 	}
 	var out []string
 	for _, s := range files[0].Summary.Segments {
-		if !slices.ContainsFunc(files, func(f *results.File) bool { _, ok := f.SegmentNamed(s.Name); return !ok }) {
+		if !slices.ContainsFunc(files, func(f *record.File) bool { _, ok := results.SegmentNamed(f, s.Name); return !ok }) {
 			out = append(out, s.Name)
 		}
 	}
@@ -409,7 +410,7 @@ func overRuns(d MetricDef, basis string, bs, hs []float64, o Options) MetricComp
 // many of them were tested (Holm's method over those whose runs vary: a
 // figure every run agrees on cannot be called by chance), then gives each
 // its verdict.
-func (c *Comparison) judge(defs []MetricDef, base, head []*results.File) {
+func (c *Comparison) judge(defs []MetricDef, base, head []*record.File) {
 	var family []int
 	for i := range c.Metrics {
 		if m := &c.Metrics[i]; m.baseRuns != nil {
@@ -440,7 +441,7 @@ func (c *Comparison) judge(defs []MetricDef, base, head []*results.File) {
 // threshold, while broken traffic and counts have none. A change beyond
 // the threshold that is not significant is Undecided when more runs would
 // tell; below it, too small to act on, it is no change whatever the runs.
-func (c *Comparison) overRunsVerdict(m *MetricComparison, d MetricDef, base, head []*results.File) Verdict {
+func (c *Comparison) overRunsVerdict(m *MetricComparison, d MetricDef, base, head []*record.File) Verdict {
 	o := c.Options
 	dir := uDirection(m.baseRuns, m.headRuns)
 	beyond := m.beyondThreshold(o)
@@ -477,10 +478,10 @@ func (m *MetricComparison) beyondThreshold(o Options) bool {
 // judge). Per-sync figures (modeled kernel time) must also agree sync by
 // sync within each pair: work moved from one sync to another is a change
 // even when the total stays.
-func (c *Comparison) exact(d MetricDef, basis string, base, head []*results.File, pairs []seedPair) MetricComparison {
+func (c *Comparison) exact(d MetricDef, basis string, base, head []*record.File, pairs []seedPair) MetricComparison {
 	m := MetricComparison{Name: d.Name, Unit: d.Unit, Class: results.Exact, Basis: basis, P: math.NaN(),
 		Disruption: d.Disruption, Declarable: !d.HigherIsWorse || (basis != results.Counted && !d.Disruption)}
-	varies := func(fs []*results.File) bool {
+	varies := func(fs []*record.File) bool {
 		vals := collect(fs, d.Value)
 		return slices.ContainsFunc(vals, func(v float64) bool { return !c.equal(d, v, vals[0]) })
 	}
@@ -537,7 +538,7 @@ func (c *Comparison) exact(d MetricDef, basis string, base, head []*results.File
 			continue
 		}
 		b, h := perSync(p.base, d.PerSync), perSync(p.head, d.PerSync)
-		var moved []results.SyncKey
+		var moved []record.SyncKey
 		for _, k := range keys {
 			if !c.equal(d, b[k], h[k]) {
 				moved = append(moved, k)
@@ -569,9 +570,9 @@ func (c *Comparison) equal(d MetricDef, a, b float64) bool {
 // ways): by its direction when it has a worse one, otherwise a change to
 // be declared. A run that ended early did less: where such a run has the
 // lower value, the difference may be only that, and is not judged.
-func (c *Comparison) changed(d MetricDef, dir int, baseFiles, headFiles []*results.File) Verdict {
-	short := func(fs []*results.File) bool {
-		return slices.ContainsFunc(fs, func(f *results.File) bool { return incomplete(f) != "" })
+func (c *Comparison) changed(d MetricDef, dir int, baseFiles, headFiles []*record.File) Verdict {
+	short := func(fs []*record.File) bool {
+		return slices.ContainsFunc(fs, func(f *record.File) bool { return incomplete(f) != "" })
 	}
 	if !c.Options.AllowDifferent && ((dir < 0 && short(headFiles)) || (dir > 0 && short(baseFiles)) ||
 		(dir == 0 && (short(headFiles) || short(baseFiles)))) {
@@ -623,7 +624,7 @@ func deltaPct(base, head float64) float64 {
 	return (head/base - 1) * 100
 }
 
-func collect(fs []*results.File, get func(*results.File) float64) []float64 {
+func collect(fs []*record.File, get func(*record.File) float64) []float64 {
 	out := make([]float64, len(fs))
 	for i, f := range fs {
 		out[i] = get(f)
@@ -641,7 +642,7 @@ func values(svs []results.SyncValue) []float64 {
 
 // commonBasis is the basis the files share for a figure, or "mixed"; files
 // without one (no probes) do not count.
-func commonBasis(fs []*results.File, basis func(*results.File) string) string {
+func commonBasis(fs []*record.File, basis func(*record.File) string) string {
 	b := ""
 	for _, f := range fs {
 		switch fb := basis(f); {

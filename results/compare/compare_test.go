@@ -13,14 +13,15 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/results/resultstest"
 )
 
 // runs returns n repetitions of one scenario: same seed, different noise.
-func runs(n int, o resultstest.Options, firstRun uint64) ([]*results.File, []string) {
-	fs := make([]*results.File, n)
+func runs(n int, o resultstest.Options, firstRun uint64) ([]*record.File, []string) {
+	fs := make([]*record.File, n)
 	labels := make([]string, n)
 	for i := range fs {
 		o.Run = firstRun + uint64(i)
@@ -40,7 +41,7 @@ func byName(c *compare.Comparison) map[string]compare.MetricComparison {
 
 // mustCompare compares, allowing different settings: the synthetic runs
 // with another ipset strategy record another scenario.
-func mustCompare(t *testing.T, base, head []*results.File, bl, hl []string, o compare.Options) *compare.Comparison {
+func mustCompare(t *testing.T, base, head []*record.File, bl, hl []string, o compare.Options) *compare.Comparison {
 	t.Helper()
 	o.AllowDifferent = true
 	c, err := compare.Compare(base, head, bl, hl, o)
@@ -233,7 +234,7 @@ func TestCompareIgnoresMicrosecondJitter(t *testing.T) {
 	shape := resultstest.Options{Name: "smoke", Seed: 9, Syncs: 10, Noise: 0.05}
 	base, bl := runs(8, shape, 0)
 	head, hl := runs(8, shape, 20)
-	set := func(fs []*results.File, seconds float64) {
+	set := func(fs []*record.File, seconds float64) {
 		for _, f := range fs {
 			for i := range f.Syncs {
 				for j := range f.Syncs[i].Phases {
@@ -277,7 +278,7 @@ func TestCatalogIsTheTable(t *testing.T) {
 		}
 	}
 	got := map[string]bool{}
-	for _, d := range compare.Catalog([]*results.File{f}) {
+	for _, d := range compare.Catalog([]*record.File{f}) {
 		got[d.Name] = true
 	}
 	require.Equal(t, want, got)
@@ -291,7 +292,7 @@ func TestCatalogIsTheTable(t *testing.T) {
 // comparison whatever the gate; fewer is an improvement.
 func TestCompareFailedSyncs(t *testing.T) {
 	shape := resultstest.Options{Name: "smoke", Seed: 7, Syncs: 8, Noise: 0.05}
-	fail := func(fs []*results.File, n int) {
+	fail := func(fs []*record.File, n int) {
 		for _, f := range fs {
 			for i := 0; i < n; i++ {
 				f.Syncs[i].Error = "ipset add KUBE-CLUSTER-IP: set is full"
@@ -358,7 +359,7 @@ func TestCompareUndecidedRunsThatAgree(t *testing.T) {
 
 // withSetting returns f with one scenario setting changed (or added) at a
 // dotted path.
-func withSetting(t *testing.T, f *results.File, path string, value any) *results.File {
+func withSetting(t *testing.T, f *record.File, path string, value any) *record.File {
 	t.Helper()
 	var sc map[string]any
 	require.NoError(t, json.Unmarshal(f.Scenario, &sc))
@@ -385,7 +386,7 @@ func TestCompareRefusesDifferentRuns(t *testing.T) {
 	base := resultstest.File(resultstest.Options{Name: "smoke", Seed: 1, Syncs: 4})
 	tests := []struct {
 		name  string
-		head  *results.File
+		head  *record.File
 		diffs []string // refused, naming these
 		note  string
 	}{
@@ -399,13 +400,13 @@ func TestCompareRefusesDifferentRuns(t *testing.T) {
 		{name: "description only", head: withSetting(t, base, "description", "reworded")},
 		{name: "a setting the base did not record", head: withSetting(t, base, "proxier.newSetting", true),
 			note: "proxier.newSetting: true only in head.json, not in base.json"},
-		{name: "another proxier", head: func() *results.File { f := *base; f.Proxier = "kube-proxy@v1.37.1"; return &f }(),
+		{name: "another proxier", head: func() *record.File { f := *base; f.Proxier = "kube-proxy@v1.37.1"; return &f }(),
 			diffs: []string{`(proxier under test): kpsim in base.json; kube-proxy@v1.37.1 in head.json`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := compare.DefaultOptions()
-			c, err := compare.Compare([]*results.File{base}, []*results.File{tt.head}, []string{"base.json"}, []string{"head.json"}, o)
+			c, err := compare.Compare([]*record.File{base}, []*record.File{tt.head}, []string{"base.json"}, []string{"head.json"}, o)
 			if len(tt.diffs) == 0 {
 				require.NoError(t, err)
 				require.Empty(t, c.Warnings)
@@ -420,7 +421,7 @@ func TestCompareRefusesDifferentRuns(t *testing.T) {
 			require.Contains(t, err.Error(), tt.diffs[0])
 
 			o.AllowDifferent = true
-			c, err = compare.Compare([]*results.File{base}, []*results.File{tt.head}, []string{"base.json"}, []string{"head.json"}, o)
+			c, err = compare.Compare([]*record.File{base}, []*record.File{tt.head}, []string{"base.json"}, []string{"head.json"}, o)
 			require.NoError(t, err)
 			require.Contains(t, strings.Join(c.Warnings, "\n"), tt.diffs[0])
 		})
@@ -430,7 +431,7 @@ func TestCompareRefusesDifferentRuns(t *testing.T) {
 	// before them: they explain every other difference.
 	b := withSetting(t, base, "backend", "sim")
 	h := withSetting(t, withSetting(t, resultstest.File(resultstest.Options{Name: "coredns-restart", Seed: 3, Syncs: 4}), "backend", "kernel"), "cluster.services", 200)
-	_, err := compare.Compare([]*results.File{b}, []*results.File{h}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
+	_, err := compare.Compare([]*record.File{b}, []*record.File{h}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
 	var de *compare.DifferentError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, []string{`name: "smoke" in base.json; "coredns-restart" in head.json`, `seed: 1 in base.json; 3 in head.json`,
@@ -487,7 +488,7 @@ func TestCompareModeledExactly(t *testing.T) {
 	verdicts := func(c *compare.Comparison) map[string]compare.Verdict {
 		out := map[string]compare.Verdict{}
 		for _, m := range c.Metrics {
-			if m.Basis != results.Measured {
+			if m.Basis != record.Measured {
 				out[m.Name] = m.Verdict
 			}
 		}
@@ -500,7 +501,7 @@ func TestCompareModeledExactly(t *testing.T) {
 // in 10⁹ (another summation order), and differ beyond it.
 func TestCompareModeledTolerance(t *testing.T) {
 	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Modeled: true}
-	scale := func(f *results.File, by float64) *results.File {
+	scale := func(f *record.File, by float64) *record.File {
 		for i := range f.Syncs {
 			f.Syncs[i].Seconds *= by
 		}
@@ -511,14 +512,14 @@ func TestCompareModeledTolerance(t *testing.T) {
 		by      float64
 		verdict compare.Verdict
 	}{{1 + 1e-12, compare.Same}, {1 + 1e-6, compare.Regressed}, {1 - 1e-6, compare.Improved}} {
-		c := mustCompare(t, []*results.File{resultstest.File(o)}, []*results.File{scale(resultstest.File(o), tt.by)}, []string{"b"}, []string{"h"}, compare.DefaultOptions())
+		c := mustCompare(t, []*record.File{resultstest.File(o)}, []*record.File{scale(resultstest.File(o), tt.by)}, []string{"b"}, []string{"h"}, compare.DefaultOptions())
 		require.Equal(t, tt.verdict, byName(c)["sync/p50"].Verdict, "scaled by %v", tt.by)
 	}
 }
 
 // breakRestart sets how many probe attempts of one target fail after the
 // restart, and recomputes the summary.
-func breakRestart(f *results.File, failures int) *results.File {
+func breakRestart(f *record.File, failures int) *record.File {
 	var restart time.Time
 	for _, st := range f.Steps {
 		if st.Kind == "restart-proxier" {
@@ -528,7 +529,7 @@ func breakRestart(f *results.File, failures int) *results.File {
 	f.Probes.Failures = nil
 	f.Probes.Targets[1].Recovered = nil
 	for k := range failures {
-		f.Probes.Failures = append(f.Probes.Failures, results.Failure{Target: 1, Time: restart.Add(time.Duration(k) * 100 * time.Millisecond), Outcome: "no-destination"})
+		f.Probes.Failures = append(f.Probes.Failures, record.Failure{Target: 1, Time: restart.Add(time.Duration(k) * 100 * time.Millisecond), Outcome: "no-destination"})
 	}
 	if failures > 0 {
 		f.Probes.Targets[1].Recovered = []time.Time{restart.Add(time.Duration(failures) * 100 * time.Millisecond)}
@@ -555,7 +556,7 @@ func TestCompareGatesOnBrokenTraffic(t *testing.T) {
 	}{{name: "kpsim's proxier on the modeled clock", perSide: 1}, {name: "a release", release: "kube-proxy@v1.30.3", perSide: 8}} {
 		t.Run(tt.name, func(t *testing.T) {
 			o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Modeled: true, Probes: true, Release: tt.release}
-			var base, head []*results.File
+			var base, head []*record.File
 			var bl, hl []string
 			for i := range tt.perSide {
 				o.Run = uint64(i)
@@ -588,14 +589,14 @@ func TestCompareGatesOnBrokenTraffic(t *testing.T) {
 // verdict of its own direction.
 func TestCompareRunIsTheSample(t *testing.T) {
 	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Probes: true, Release: "kube-proxy@v1.30.3"}
-	one := func(run uint64, failures int) *results.File {
+	one := func(run uint64, failures int) *record.File {
 		o.Run = run
 		f := breakRestart(resultstest.File(o), failures)
 		f.Probes.Attempts *= 100
 		results.Summarize(f)
 		return f
 	}
-	c := mustCompare(t, []*results.File{one(0, 0)}, []*results.File{one(1, 300)}, []string{"b"}, []string{"h"}, compare.DefaultOptions())
+	c := mustCompare(t, []*record.File{one(0, 0)}, []*record.File{one(1, 300)}, []string{"b"}, []string{"h"}, compare.DefaultOptions())
 	row := byName(c)["disruption/failed-attempts"]
 	require.Equal(t, compare.Undecided, row.Verdict, "0 of 4,000 attempts failed against 300: one window, one sample")
 	require.Equal(t, c.MinRuns, row.RunsNeeded)
@@ -603,7 +604,7 @@ func TestCompareRunIsTheSample(t *testing.T) {
 
 	// Head's runs break more attempts, in a shorter window than base's:
 	// each figure follows its own direction.
-	var base, head []*results.File
+	var base, head []*record.File
 	var bl, hl []string
 	for i := range 8 {
 		b := one(uint64(i), 30+i)
@@ -626,8 +627,8 @@ func TestCompareRunIsTheSample(t *testing.T) {
 // fewer, which says how many it needs.
 func TestCompareCallsWithTheFewestRuns(t *testing.T) {
 	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 8, Probes: true, Release: "kube-proxy@v1.30.3"}
-	sides := func(n int) ([]*results.File, []*results.File, []string, []string) {
-		var base, head []*results.File
+	sides := func(n int) ([]*record.File, []*record.File, []string, []string) {
+		var base, head []*record.File
 		var bl, hl []string
 		for i := range n {
 			o.Run = uint64(i)
@@ -666,7 +667,7 @@ func TestCompareCallsWithTheFewestRuns(t *testing.T) {
 // TestComparePairsSeeds: runs over several seeds pair by seed, and a change
 // is named by the seeds that show it.
 func TestComparePairsSeeds(t *testing.T) {
-	var base, head []*results.File
+	var base, head []*record.File
 	var bl, hl []string
 	for seed := uint64(1); seed <= 3; seed++ {
 		o := resultstest.Options{Name: "smoke", Seed: seed, Syncs: 6, Modeled: true}
@@ -698,7 +699,7 @@ func TestCompareKernelTimeSyncBySync(t *testing.T) {
 	head.Syncs[2].KernelSeconds += 0.25
 	head.Syncs[5].KernelSeconds -= 0.25
 	results.Summarize(head)
-	c := mustCompare(t, []*results.File{base}, []*results.File{head}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
+	c := mustCompare(t, []*record.File{base}, []*record.File{head}, []string{"base.json"}, []string{"head.json"}, compare.DefaultOptions())
 	k := byName(c)["kernel/seconds"]
 	require.InDelta(t, k.Base.Center, k.Head.Center, 1e-12)
 	require.Equal(t, compare.Different, k.Verdict)
@@ -710,7 +711,7 @@ func TestCompareKernelTimeSyncBySync(t *testing.T) {
 // and a run that failed is a regression.
 func TestCompareIncompleteRuns(t *testing.T) {
 	o := resultstest.Options{Name: "smoke", Seed: 5, Syncs: 12, Modeled: true}
-	cut := func(f *results.File, syncs int, interrupted bool, err string) *results.File {
+	cut := func(f *record.File, syncs int, interrupted bool, err string) *record.File {
 		f.Syncs = f.Syncs[:syncs]
 		f.Totals.Ops = dataplane.Ops{}
 		for i := range f.Syncs {
@@ -722,7 +723,7 @@ func TestCompareIncompleteRuns(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		head     *results.File
+		head     *record.File
 		allow    bool
 		verdicts map[string]compare.Verdict
 		warning  string
@@ -735,7 +736,7 @@ func TestCompareIncompleteRuns(t *testing.T) {
 			verdicts: map[string]compare.Verdict{"ops/writes": compare.Different},
 			warning:  "its exact figures are judged as if it had run to the end",
 			fails:    []string{"kernel/seconds", "ops/writes", "ops/ipvs-service-add", "ops/ipvs-destination-add", "ops/ipvs-destination-update", "ops/ipset-add", "ops/ipset-del", "ops/iptables-restore", "ops/iptables-restore-bytes", "ops/ipvs-list"}},
-		{name: "interrupted head that did more", head: func() *results.File {
+		{name: "interrupted head that did more", head: func() *record.File {
 			f := cut(resultstest.File(o), 5, true, "")
 			f.Totals.Ops[dataplane.OpIPVSServiceDelete] = 999
 			return f
@@ -749,7 +750,7 @@ func TestCompareIncompleteRuns(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := compare.DefaultOptions()
 			opts.AllowDifferent = tt.allow
-			c, err := compare.Compare([]*results.File{resultstest.File(o)}, []*results.File{tt.head}, []string{"base.json"}, []string{"head.json"}, opts)
+			c, err := compare.Compare([]*record.File{resultstest.File(o)}, []*record.File{tt.head}, []string{"base.json"}, []string{"head.json"}, opts)
 			require.NoError(t, err, "a run that ended early is warned about, not refused")
 			rows := byName(c)
 			for name, v := range tt.verdicts {
@@ -786,7 +787,7 @@ func TestCompareUnphased(t *testing.T) {
 	results.Summarize(head)
 	o := compare.DefaultOptions()
 	o.AllowDifferent = true
-	c, err := compare.Compare([]*results.File{base}, []*results.File{head}, []string{"kpsim.json"}, []string{"kube-proxy.json"}, o)
+	c, err := compare.Compare([]*record.File{base}, []*record.File{head}, []string{"kpsim.json"}, []string{"kube-proxy.json"}, o)
 	require.NoError(t, err)
 	require.Contains(t, c.Warnings[0], "(proxier under test): kpsim in kpsim.json; kube-proxy@v1.37.1 in kube-proxy.json")
 	require.Contains(t, c.Notes, "phases not compared: not phased in kube-proxy.json (kube-proxy@v1.37.1)")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -240,7 +241,7 @@ func verdictMark(v Verdict) string {
 // format, preceded by a "kpsim-side: SIDE" configuration line, so that
 // `benchstat -col kpsim-side FILE` (or two separate outputs) tabulates it.
 // Seconds become ns/op; other units are kept.
-func WriteBenchstat(w io.Writer, side string, files []*results.File) error {
+func WriteBenchstat(w io.Writer, side string, files []*record.File) error {
 	defs := Catalog(files)
 	fmt.Fprintf(w, "kpsim-side: %s\n", side)
 	for _, f := range files {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -31,10 +32,10 @@ var ignoredSettings = map[string]bool{"description": true}
 // run is one file with the label it is known by.
 type run struct {
 	label string
-	f     *results.File
+	f     *record.File
 }
 
-func runsOf(files []*results.File, labels []string) []run {
+func runsOf(files []*record.File, labels []string) []run {
 	out := make([]run, len(files))
 	for i, f := range files {
 		out[i] = run{f: f, label: fmt.Sprintf("file %d", i+1)}
@@ -129,7 +130,7 @@ func clip(lines []string) []string {
 }
 
 // incomplete says how a run ended early, or "".
-func incomplete(f *results.File) string {
+func incomplete(f *record.File) string {
 	switch {
 	case f.Interrupted:
 		return "was interrupted before its timeline finished"
@@ -141,13 +142,13 @@ func incomplete(f *results.File) string {
 
 // syncSig is what must agree for two runs' k-th syncs to be the same work.
 type syncSig struct {
-	key                 results.SyncKey
+	key                 record.SyncKey
 	trigger             string
 	full                bool
 	services, endpoints int
 }
 
-func signature(f *results.File) []syncSig {
+func signature(f *record.File) []syncSig {
 	out := make([]syncSig, len(f.Syncs))
 	for i := range f.Syncs {
 		s := &f.Syncs[i]
@@ -173,10 +174,10 @@ func (s syncSig) String() string {
 // family and sequence number, trigger, and number of services and
 // endpoints known. A run that ended early pairs its syncs with the first
 // syncs of the others.
-func pairSyncs(runs []run) ([]results.SyncKey, string) {
+func pairSyncs(runs []run) ([]record.SyncKey, string) {
 	name, seed := "", ""
 	for i, r := range runs {
-		if r.f.Clock != results.ClockModeled {
+		if r.f.Clock != record.ClockModeled {
 			return nil, fmt.Sprintf("%s is not on the modeled clock (clock %q)", r.label, r.f.Clock)
 		}
 		s := results.Settings(r.f)
@@ -209,7 +210,7 @@ func pairSyncs(runs []run) ([]results.SyncKey, string) {
 			shortest = sigs[i]
 		}
 	}
-	keys := make([]results.SyncKey, len(shortest))
+	keys := make([]record.SyncKey, len(shortest))
 	for k, s := range shortest {
 		keys[k] = s.key
 	}
@@ -219,14 +220,14 @@ func pairSyncs(runs []run) ([]results.SyncKey, string) {
 // perSync is a side's per-sync samples of a figure: for each sync, the
 // median over the side's files (repetitions; on the modeled clock they
 // agree, and elsewhere the median damps their noise).
-func perSync(files []*results.File, get func(*results.File) []results.SyncValue) map[results.SyncKey]float64 {
-	all := map[results.SyncKey][]float64{}
+func perSync(files []*record.File, get func(*record.File) []results.SyncValue) map[record.SyncKey]float64 {
+	all := map[record.SyncKey][]float64{}
 	for _, f := range files {
 		for _, sv := range get(f) {
 			all[sv.Sync] = append(all[sv.Sync], sv.Value)
 		}
 	}
-	out := make(map[results.SyncKey]float64, len(all))
+	out := make(map[record.SyncKey]float64, len(all))
 	for k, xs := range all {
 		sort.Float64s(xs)
 		out[k] = xs[len(xs)/2]
@@ -235,7 +236,7 @@ func perSync(files []*results.File, get func(*results.File) []results.SyncValue)
 }
 
 // seedOf is the seed a run's scenario ran with.
-func seedOf(f *results.File) string { return results.Settings(f)["seed"] }
+func seedOf(f *record.File) string { return results.Settings(f)["seed"] }
 
 // once keeps one of each set of identical runs of a seed on one side (on
 // the modeled clock a seed repeats a run exactly, and copies are no more
@@ -262,7 +263,7 @@ func (c *Comparison) once(side string, runs []run) []run {
 
 // identical reports whether two files are the same modeled run: the same
 // settings and every figure but the measured ones equal, sync by sync.
-func identical(a, b *results.File) bool {
+func identical(a, b *record.File) bool {
 	if d, _ := differences([]run{{f: a}, {f: b}}, false); len(d) > 0 || a.Proxier != b.Proxier || len(a.Syncs) != len(b.Syncs) {
 		return false
 	}
@@ -272,8 +273,8 @@ func identical(a, b *results.File) bool {
 			return false
 		}
 	}
-	for _, d := range Catalog([]*results.File{a, b}) {
-		if commonBasis([]*results.File{a, b}, d.Basis) != results.Measured && d.Value(a) != d.Value(b) {
+	for _, d := range Catalog([]*record.File{a, b}) {
+		if commonBasis([]*record.File{a, b}, d.Basis) != record.Measured && d.Value(a) != d.Value(b) {
 			return false
 		}
 	}
@@ -301,7 +302,7 @@ func pairedSeeds(base, head []run) []string {
 // seedPair is one seed's runs on each side.
 type seedPair struct {
 	seed       string
-	base, head []*results.File
+	base, head []*record.File
 }
 
 // seedPairs pairs the sides' runs by seed; without common seeds, all runs
@@ -312,8 +313,8 @@ func (c *Comparison) seedPairs(base, head []run) []seedPair {
 	}
 	var out []seedPair
 	for _, s := range c.Seeds {
-		bySeed := func(rs []run) []*results.File {
-			var fs []*results.File
+		bySeed := func(rs []run) []*record.File {
+			var fs []*record.File
 			for _, r := range rs {
 				if seedOf(r.f) == s {
 					fs = append(fs, r.f)
@@ -334,8 +335,8 @@ func labels(rs []run) []string {
 	return out
 }
 
-func files(rs []run) []*results.File {
-	out := make([]*results.File, len(rs))
+func files(rs []run) []*record.File {
+	out := make([]*record.File, len(rs))
 	for i, r := range rs {
 		out[i] = r.f
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/compare"
 	"github.com/kpsim/kpsim/scenarios"
@@ -15,7 +16,7 @@ import (
 )
 
 // runSmoke runs the shipped smoke scenario on the in-memory kernel.
-func runSmoke(t *testing.T, sets ...string) *results.File {
+func runSmoke(t *testing.T, sets ...string) *record.File {
 	t.Helper()
 	s, err := scenarios.Load("smoke", sets)
 	require.NoError(t, err)
@@ -37,16 +38,16 @@ func runSmoke(t *testing.T, sets ...string) *results.File {
 func TestCompareRealSmokeRestoreVsExec(t *testing.T) {
 	restore := runSmoke(t)
 	exec := runSmoke(t, "dataplane.ipset=exec")
-	require.Equal(t, results.ClockModeled, restore.Clock)
+	require.Equal(t, record.ClockModeled, restore.Clock)
 
-	_, err := compare.Compare([]*results.File{restore}, []*results.File{exec}, []string{"restore.json"}, []string{"exec.json"}, compare.DefaultOptions())
+	_, err := compare.Compare([]*record.File{restore}, []*record.File{exec}, []string{"restore.json"}, []string{"exec.json"}, compare.DefaultOptions())
 	var de *compare.DifferentError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, []string{`dataplane.ipset: "restore" in restore.json; "exec" in exec.json`}, de.Differences)
 
 	o := compare.DefaultOptions()
 	o.AllowDifferent = true
-	c, err := compare.Compare([]*results.File{restore}, []*results.File{exec}, []string{"restore.json"}, []string{"exec.json"}, o)
+	c, err := compare.Compare([]*record.File{restore}, []*record.File{exec}, []string{"restore.json"}, []string{"exec.json"}, o)
 	require.NoError(t, err)
 	var text bytes.Buffer
 	require.NoError(t, c.WriteText(&text))
@@ -70,7 +71,7 @@ func TestCompareRealSmokeRestoreVsExec(t *testing.T) {
 
 	// The same run against itself: nothing changed, nothing flagged.
 	again := runSmoke(t)
-	c, err = compare.Compare([]*results.File{restore}, []*results.File{again}, []string{"restore.json"}, []string{"again.json"}, compare.DefaultOptions())
+	c, err = compare.Compare([]*record.File{restore}, []*record.File{again}, []string{"restore.json"}, []string{"again.json"}, compare.DefaultOptions())
 	require.NoError(t, err)
 	require.True(t, c.Modeled)
 	for _, m := range c.Metrics {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results/resultstest"
 	"github.com/kpsim/kpsim/results/sweep"
 )
@@ -23,8 +23,8 @@ type sweepCell struct {
 }
 
 func sweepSide(path string, cells ...sweepCell) *sweep.Loaded {
-	l := &sweep.Loaded{Path: path, Index: &sweep.Index{Sweep: "s", Kpsim: []results.Build{{Version: "v1", Commit: "c"}}},
-		Files: map[string][]*results.File{}}
+	l := &sweep.Loaded{Path: path, Index: &sweep.Index{Sweep: "s", Kpsim: []record.Build{{Version: "v1", Commit: "c"}}},
+		Files: map[string][]*record.File{}}
 	for _, c := range cells {
 		l.Index.Cells = append(l.Index.Cells, sweep.IndexCell{Cell: sweep.Cell{Name: c.name, Runs: 2}, Status: c.status})
 		if c.status != sweep.StatusOK {

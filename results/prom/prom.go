@@ -11,18 +11,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Histograms returns every classic histogram g exports, as they stand: the
 // final state a results file records so that the histogram a dashboard would
 // have drawn can be checked against the raw samples later.
-func Histograms(g prometheus.Gatherer) ([]results.Metric, error) {
+func Histograms(g prometheus.Gatherer) ([]record.Metric, error) {
 	mfs, err := g.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("gather metrics: %w", err)
 	}
-	var out []results.Metric
+	var out []record.Metric
 	for _, mf := range mfs {
 		if mf.GetType() != dto.MetricType_HISTOGRAM {
 			continue
@@ -32,7 +32,7 @@ func Histograms(g prometheus.Gatherer) ([]results.Metric, error) {
 			if h == nil {
 				continue
 			}
-			mt := results.Metric{Name: mf.GetName(), Count: h.GetSampleCount(), Sum: h.GetSampleSum(), Buckets: []results.Bucket{}}
+			mt := record.Metric{Name: mf.GetName(), Count: h.GetSampleCount(), Sum: h.GetSampleSum(), Buckets: []record.Bucket{}}
 			if len(m.GetLabel()) > 0 {
 				mt.Labels = map[string]string{}
 				for _, lp := range m.GetLabel() {
@@ -44,7 +44,7 @@ func Histograms(g prometheus.Gatherer) ([]results.Metric, error) {
 				if math.IsInf(b.GetUpperBound(), +1) {
 					continue
 				}
-				mt.Buckets = append(mt.Buckets, results.Bucket{UpperBound: b.GetUpperBound(), Count: b.GetCumulativeCount()})
+				mt.Buckets = append(mt.Buckets, record.Bucket{UpperBound: b.GetUpperBound(), Count: b.GetCumulativeCount()})
 			}
 			out = append(out, mt)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -66,7 +67,7 @@ type legendItem struct {
 // run is one results file as a report draws it.
 type run struct {
 	Label string
-	File  *results.File
+	File  *record.File
 	Color color.RGBA
 	// begin is when the run started; origin is the zero of its time axis:
 	// begin, or the step the report is aligned at (named by from).
@@ -302,7 +303,7 @@ func timeAxis(runs []*run) string {
 		switch clock {
 		case "mixed":
 			return "seconds from " + from + " (clocks differ between runs)"
-		case results.ClockModeled:
+		case record.ClockModeled:
 			return "seconds from " + from + " (modeled time)"
 		}
 		return "seconds from " + from
@@ -310,7 +311,7 @@ func timeAxis(runs []*run) string {
 	switch clock {
 	case "mixed":
 		return "time since run start (s; clocks differ between runs)"
-	case results.ClockModeled:
+	case record.ClockModeled:
 		return "modeled time since run start (s)"
 	}
 	return "time since run start (s)"
@@ -318,8 +319,8 @@ func timeAxis(runs []*run) string {
 
 // phased reports whether a run's syncs record phases: kpsim's proxier does,
 // a kube-proxy release reports each sync as one block.
-func phased(f *results.File) bool {
-	return slices.ContainsFunc(f.Syncs, func(s results.Sync) bool { return len(s.Phases) > 0 })
+func phased(f *record.File) bool {
+	return slices.ContainsFunc(f.Syncs, func(s record.Sync) bool { return len(s.Phases) > 0 })
 }
 
 // notPhased is the message of a phase chart for runs that have no phases.
@@ -327,7 +328,7 @@ func notPhased(runs []*run) string {
 	var who []string
 	for _, r := range runs {
 		name := r.File.Proxier
-		if name == "" || name == results.ProxierKpsim {
+		if name == "" || name == record.ProxierKpsim {
 			name = "kpsim's proxier"
 		}
 		if !slices.Contains(who, name) {
@@ -372,7 +373,7 @@ func syncTimeline(runs []*run, basis string, v timeView) (chart, error) {
 	// time between two syncs is not a duration of anything.
 	type bar struct {
 		r *run
-		s results.Sync
+		s record.Sync
 	}
 	type series struct {
 		label string
@@ -381,7 +382,7 @@ func syncTimeline(runs []*run, basis string, v timeView) (chart, error) {
 	}
 	var all []series
 	index := map[string]int{}
-	key := func(i int, s results.Sync) string {
+	key := func(i int, s record.Sync) string {
 		if len(runs) > 1 {
 			return strconv.Itoa(i) // two runs' labels may be alike
 		}
@@ -541,7 +542,7 @@ func addCrosses(p *plot.Plot, xys plotter.XYs) error {
 // failed without opening the file; ok is false when none failed.
 func failedLegend(runs []*run) (item legendItem, note string, ok bool) {
 	n, total := 0, 0
-	var first *results.Sync
+	var first *record.Sync
 	for _, r := range runs {
 		total += len(r.File.Syncs)
 		n += r.File.Summary.FailedSyncs
@@ -562,7 +563,7 @@ func withAlpha(c color.RGBA, a uint8) color.RGBA {
 }
 
 // stepText names a step without repeating its kind ("sleep: sleep 300ms").
-func stepText(st results.Step) string {
+func stepText(st record.Step) string {
 	switch {
 	case st.Label == "":
 		return st.Kind
@@ -721,7 +722,7 @@ func phaseStack(r *run, phases []string, multi bool, basis string) (chart, error
 	return ch, err
 }
 
-func phaseTotal(s *results.Sync) float64 {
+func phaseTotal(s *record.Sync) float64 {
 	t := 0.0
 	for _, p := range s.Phases {
 		t += p.Seconds
@@ -891,7 +892,7 @@ func cdfPoints(xs []float64, maxSteps int) plotter.XYs {
 	return pts
 }
 
-func programmedSeconds(f *results.File) []float64 {
+func programmedSeconds(f *record.File) []float64 {
 	var xs []float64
 	for _, s := range f.Syncs {
 		for _, p := range s.Programmed {
@@ -1070,30 +1071,30 @@ func failureSteps(times []float64, lo, hi, base, width float64, buckets int) plo
 
 // probeKind names how a target was probed, as Kubernetes spells the
 // service type, and from where: "NodePort from node".
-func probeKind(t results.Target) string {
+func probeKind(t record.Target) string {
 	kind := map[string]string{"clusterip": "ClusterIP", "nodeport": "NodePort", "loadbalancer": "LoadBalancer", "external": "external IP"}[t.Kind]
 	if kind == "" {
 		kind = results.OrDash(t.Kind)
 	}
 	from := t.From
 	if from == "" {
-		from = results.FromPod
+		from = record.FromPod
 	}
 	return kind + " from " + from
 }
 
 // firstSuccesses are f's samples of the time to first success
 // (results.FirstSuccesses): one per disruption window.
-func firstSuccesses(f *results.File) []results.FirstSuccess {
+func firstSuccesses(f *record.File) []results.FirstSuccess {
 	return results.FirstSuccesses(f, f.Summary.Disruption.Windows)
 }
 
 // target is the probe target a first success is of.
-func target(f *results.File, fs results.FirstSuccess) results.Target {
+func target(f *record.File, fs results.FirstSuccess) record.Target {
 	if p := f.Probes; p != nil && fs.Window.Target >= 0 && fs.Window.Target < len(p.Targets) {
 		return p.Targets[fs.Window.Target]
 	}
-	return results.Target{Service: fs.Window.Service}
+	return record.Target{Service: fs.Window.Service}
 }
 
 // reachability is the cumulative share of disruption windows that had
@@ -1272,7 +1273,7 @@ func opsChart(runs []*run, phases []string) (chart, error) {
 	return ch, err
 }
 
-func phaseOpsTotal(f *results.File, op dataplane.Op) int64 {
+func phaseOpsTotal(f *record.File, op dataplane.Op) int64 {
 	var n int64
 	for _, s := range f.Syncs {
 		for _, p := range s.Phases {

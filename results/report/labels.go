@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -13,7 +14,7 @@ import (
 // from the others. The scenario name when scenarios differ, then the
 // proxier settings whose values differ (ipset=exec, initialSync=legacy), and
 // the file name when that is still not enough to tell two files apart.
-func RunLabels(paths []string, files []*results.File) []string {
+func RunLabels(paths []string, files []*record.File) []string {
 	labels := make([][]string, len(files))
 	names := make([]string, len(files))
 	settings := make([]map[string]string, len(files))
@@ -74,7 +75,7 @@ func distinct(xs []string) int {
 // proxierSettings are the scenario's proxier and dataplane settings (the
 // ipset strategy moved from the first to the second), by name, with
 // strings unquoted: ipset -> exec.
-func proxierSettings(f *results.File) map[string]string {
+func proxierSettings(f *record.File) map[string]string {
 	out := map[string]string{}
 	for k, v := range results.Settings(f) {
 		name, ok := strings.CutPrefix(k, "proxier.")

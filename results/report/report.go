@@ -16,6 +16,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -29,7 +30,7 @@ type Report struct {
 // New prepares a report of files (read from paths, which name them).
 // The files' summaries are recomputed, so a report never trusts a stored
 // headline over the raw samples.
-func New(paths []string, files []*results.File) (*Report, error) {
+func New(paths []string, files []*record.File) (*Report, error) {
 	if len(files) == 0 || len(paths) != len(files) {
 		return nil, fmt.Errorf("report: want one path per file and at least one file, got %d paths and %d files", len(paths), len(files))
 	}
@@ -52,8 +53,8 @@ func (r *Report) durationBasis() string {
 	return results.BasisText(results.CommonBasis(r.files()))
 }
 
-func (r *Report) files() []*results.File {
-	fs := make([]*results.File, len(r.runs))
+func (r *Report) files() []*record.File {
+	fs := make([]*record.File, len(r.runs))
 	for i, rn := range r.runs {
 		fs[i] = rn.File
 	}
@@ -137,7 +138,7 @@ type scenarioInfo struct {
 	Seed        *int64 `json:"seed"`
 }
 
-func scenarioOf(f *results.File) scenarioInfo {
+func scenarioOf(f *record.File) scenarioInfo {
 	var s scenarioInfo
 	if len(f.Scenario) > 0 {
 		_ = json.Unmarshal(f.Scenario, &s) // a scenario we cannot read leaves the fields empty
@@ -176,9 +177,9 @@ func (r *Report) environment() []row {
 		r.rowOf("durations", func(rn *run) results.Line { return results.Line{Text: "", Basis: results.BasisText(rn.File.Basis)} }),
 		r.rowOf("clock", text(func(rn *run) string {
 			switch rn.File.Clock {
-			case results.ClockModeled:
+			case record.ClockModeled:
 				return "modeled: timestamps are modeled instants, a sync lasts its modeled duration, a seed repeats the run"
-			case results.ClockWall:
+			case record.ClockWall:
 				return "wall"
 			}
 			return rn.File.Clock
@@ -194,7 +195,7 @@ func (r *Report) environment() []row {
 				return ""
 			}
 			ran := results.FormatSeconds(rn.File.End.Sub(rn.File.Start).Seconds())
-			if rn.File.Clock == results.ClockModeled {
+			if rn.File.Clock == record.ClockModeled {
 				ran += " of modeled time"
 			}
 			return rn.File.Start.UTC().Format(time.RFC3339) + ", ran " + ran
@@ -238,7 +239,7 @@ func (r *Report) question() (name string, titles []string) {
 			return "", nil
 		}
 		name = q
-		seg, _ := rn.File.SegmentNamed(q)
+		seg, _ := results.SegmentNamed(rn.File, q)
 		titles = append(titles, results.SegmentTitle(rn.File, seg.Segment))
 	}
 	return name, titles
@@ -355,7 +356,7 @@ func (r *Report) timeOrigin() string {
 
 func (r *Report) windows() (rows []windowRow, more int) {
 	for _, rn := range r.runs {
-		ws := append([]results.Window(nil), rn.File.Summary.Disruption.Windows...)
+		ws := append([]record.Window(nil), rn.File.Summary.Disruption.Windows...)
 		sort.SliceStable(ws, func(i, j int) bool { return ws[i].End.Sub(ws[i].Start) > ws[j].End.Sub(ws[j].Start) })
 		for i, w := range ws {
 			if i == maxWindows {

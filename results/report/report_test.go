@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/report"
 	"github.com/kpsim/kpsim/results/resultstest"
@@ -122,7 +123,7 @@ func selfContained(t *testing.T, doc *html.Node) {
 	f(doc)
 }
 
-func renderHTML(t *testing.T, paths []string, files ...*results.File) []byte {
+func renderHTML(t *testing.T, paths []string, files ...*record.File) []byte {
 	t.Helper()
 	r, err := report.New(paths, files)
 	require.NoError(t, err)
@@ -144,21 +145,21 @@ func TestReportHTML(t *testing.T) {
 	tests := []struct {
 		name   string
 		paths  []string
-		files  []*results.File
+		files  []*record.File
 		charts []string
 		noData map[string]string // chart id -> text its "no data" message must contain
 		legend map[string][]string
 	}{
-		{name: "full run", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(full)}, charts: all,
+		{name: "full run", paths: []string{"out/smoke.json"}, files: []*record.File{resultstest.File(full)}, charts: all,
 			legend: map[string][]string{"sync-timeline": {"proxier 0 IPv4", "proxier 0 IPv6", "proxier 1 IPv4", "proxier 1 IPv6"},
 				"phase-stack": resultstest.Phases, "reachability": {"smoke (6 windows, 1 never recovered)"}}},
-		{name: "zero probes", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(noProbes)}, charts: all,
+		{name: "zero probes", paths: []string{"out/smoke.json"}, files: []*record.File{resultstest.File(noProbes)}, charts: all,
 			noData: map[string]string{"disruption-timeline": "made no probe attempts", "reachability": "made no probe attempts"}},
-		{name: "single sync", paths: []string{"out/smoke.json"}, files: []*results.File{resultstest.File(single)}, charts: all,
+		{name: "single sync", paths: []string{"out/smoke.json"}, files: []*record.File{resultstest.File(single)}, charts: all,
 			noData: map[string]string{"sync-timeline": "single sync", "phase-distribution": "single sync",
 				"programming-cdf": "no sync applied"}},
 		{name: "two runs overlaid", paths: []string{"out/exec.json", "out/netlink.json"},
-			files:  []*results.File{resultstest.File(exec), resultstest.File(full)},
+			files:  []*record.File{resultstest.File(exec), resultstest.File(full)},
 			charts: []string{"sync-timeline", "phase-stack-ipset-exec", "phase-stack-ipset-netlink", "phase-distribution", "programming-cdf", "disruption-timeline", "reachability", "kernel-ops"},
 			legend: map[string][]string{"sync-timeline": {"ipset=exec", "ipset=netlink"}, "phase-distribution": {"ipset=exec", "ipset=netlink"},
 				"kernel-ops": {"ipset=exec", "ipset=netlink"}, "reachability": {"ipset=exec (6 windows, 1 never recovered)"}}},
@@ -209,7 +210,7 @@ func TestReportFlagsInconsistentHistogram(t *testing.T) {
 	require.Contains(t, page, `<span class="bad">inconsistent</span>`)
 	require.Contains(t, page, "cumulative count falls")
 
-	r, err := report.New([]string{"r.json"}, []*results.File{f})
+	r, err := report.New([]string{"r.json"}, []*record.File{f})
 	require.NoError(t, err)
 	var md bytes.Buffer
 	require.NoError(t, r.WriteMarkdown(&md))
@@ -220,7 +221,7 @@ func TestReportFlagsInconsistentHistogram(t *testing.T) {
 func TestReportMarkdown(t *testing.T) {
 	exec := resultstest.File(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 12, Probes: true, Metrics: true, IPSetExec: true})
 	netlink := resultstest.File(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 12, Probes: true, Metrics: true})
-	r, err := report.New([]string{"a.json", "b.json"}, []*results.File{exec, netlink})
+	r, err := report.New([]string{"a.json", "b.json"}, []*record.File{exec, netlink})
 	require.NoError(t, err)
 	var b bytes.Buffer
 	require.NoError(t, r.WriteMarkdown(&b))
@@ -306,7 +307,7 @@ func TestReportShowsFailedSyncs(t *testing.T) {
 	require.Greater(t, figs["sync-timeline"].svgShapes, okFigs["sync-timeline"].svgShapes)
 	require.NotContains(t, okFigs["sync-timeline"].caption, "failed")
 
-	r, err := report.New([]string{"out/smoke.json"}, []*results.File{f})
+	r, err := report.New([]string{"out/smoke.json"}, []*record.File{f})
 	require.NoError(t, err)
 	var md bytes.Buffer
 	require.NoError(t, r.WriteMarkdown(&md))
@@ -316,7 +317,7 @@ func TestReportShowsFailedSyncs(t *testing.T) {
 
 // kubeProxy is f as a kube-proxy release would record it: the same syncs,
 // each one block without phases.
-func kubeProxy(f *results.File) *results.File {
+func kubeProxy(f *record.File) *record.File {
 	g := *f
 	g.Proxier = "kube-proxy@v1.37.1"
 	g.Syncs = slices.Clone(f.Syncs)
@@ -342,7 +343,7 @@ func TestReportNotPhased(t *testing.T) {
 	require.Contains(t, figs["kernel-ops"].caption, msg)
 	require.Greater(t, figs["sync-timeline"].svgShapes, 20)
 
-	r, err := report.New([]string{"kp.json"}, []*results.File{kp})
+	r, err := report.New([]string{"kp.json"}, []*record.File{kp})
 	require.NoError(t, err)
 	var md bytes.Buffer
 	require.NoError(t, r.WriteMarkdown(&md))
@@ -403,20 +404,20 @@ func TestReportModeledClock(t *testing.T) {
 // twoWays is a run in which one service is probed twice, by ClusterIP from
 // a pod and by NodePort from the node, and both probes fail alike: the
 // same failures at the same instants.
-func twoWays() *results.File {
+func twoWays() *record.File {
 	f := resultstest.File(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 12, Probes: true})
 	pr := f.Probes
-	pr.Targets[3].Service, pr.Targets[3].Kind, pr.Targets[3].From = pr.Targets[1].Service, "nodeport", results.FromNode
-	var same []results.Failure
+	pr.Targets[3].Service, pr.Targets[3].Kind, pr.Targets[3].From = pr.Targets[1].Service, "nodeport", record.FromNode
+	var same []record.Failure
 	for _, fl := range pr.Failures {
 		if fl.Target == 1 {
 			fl.Target = 3
 			same = append(same, fl)
 		}
 	}
-	pr.Failures = slices.DeleteFunc(pr.Failures, func(fl results.Failure) bool { return fl.Target == 3 })
+	pr.Failures = slices.DeleteFunc(pr.Failures, func(fl record.Failure) bool { return fl.Target == 3 })
 	pr.Failures = append(pr.Failures, same...)
-	slices.SortStableFunc(pr.Failures, func(a, b results.Failure) int { return a.Time.Compare(b.Time) })
+	slices.SortStableFunc(pr.Failures, func(a, b record.Failure) int { return a.Time.Compare(b.Time) })
 	results.Summarize(f)
 	return f
 }
@@ -522,7 +523,7 @@ func TestDisruptionNamesTheProbe(t *testing.T) {
 	require.Contains(t, legend, svc+" (ClusterIP from pod)")
 	require.Contains(t, legend, svc+" (NodePort from node)")
 
-	r, err := report.New([]string{"incident.json"}, []*results.File{f})
+	r, err := report.New([]string{"incident.json"}, []*record.File{f})
 	require.NoError(t, err)
 	var md bytes.Buffer
 	require.NoError(t, r.WriteMarkdown(&md))
@@ -535,12 +536,12 @@ func TestDisruptionNamesTheProbe(t *testing.T) {
 // nothing was probed, and no line is drawn there.
 func TestDisruptionLinesBeginWithTheProbes(t *testing.T) {
 	// The failed-probes chart, where the first line is the first service's.
-	page := func(f *results.File) string {
+	page := func(f *record.File) string {
 		s := string(renderHTML(t, []string{"incident.json"}, f))
 		return s[strings.Index(s, `id="disruption-timeline"`):]
 	}
 	start := regexp.MustCompile(`<path d="M([0-9.]+),[0-9.]+[^"]*" style="fill:none;stroke:#4E79A7;stroke-width`)
-	x := func(f *results.File) float64 {
+	x := func(f *record.File) float64 {
 		m := start.FindStringSubmatch(page(f))
 		require.NotNil(t, m)
 		v, err := strconv.ParseFloat(m[1], 64)
@@ -549,7 +550,7 @@ func TestDisruptionLinesBeginWithTheProbes(t *testing.T) {
 	}
 	f := twoWays()
 	whole := x(f)
-	restart := f.Steps[slices.IndexFunc(f.Steps, func(st results.Step) bool { return st.Kind == "restart-proxier" })].Start
+	restart := f.Steps[slices.IndexFunc(f.Steps, func(st record.Step) bool { return st.Kind == "restart-proxier" })].Start
 	for i := range f.Probes.Targets {
 		f.Probes.Targets[i].First = restart.Add(-time.Second)
 	}
@@ -567,11 +568,11 @@ func TestReportLeadsWithTheQuestion(t *testing.T) {
 	whole := strings.Index(page, `<h2 id="headline">The whole run</h2>`)
 	require.Positive(t, q)
 	require.Less(t, q, whole)
-	restart := f.View("restart")
+	restart := results.View(f, "restart")
 	require.Contains(t, page[q:whole], fmt.Sprintf("<th>kernel writes</th><td>%d", restart.Totals.Ops.Writes()))
 	require.Contains(t, page[whole:], fmt.Sprintf("<th>kernel writes</th><td>%d", f.Totals.Ops.Writes()))
 
-	r, err := report.New([]string{"smoke.json"}, []*results.File{f})
+	r, err := report.New([]string{"smoke.json"}, []*record.File{f})
 	require.NoError(t, err)
 	var md bytes.Buffer
 	require.NoError(t, r.WriteMarkdown(&md))

@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // stepMark is one scenario step as a time chart marks it: a dashed line
@@ -247,15 +247,15 @@ func (v timeView) name(ch *chart, runs []*run) {
 // first (restart-proxier, or one of its words: restart), then by a word of
 // the label or a phrase in it ("probes on"), so that "restart" finds the
 // restart and not a "rolling restarts" churn before it.
-func matchStep(steps []results.Step, q string) int {
+func matchStep(steps []record.Step, q string) int {
 	words := func(s string) []string {
 		return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 	}
-	rules := []func(results.Step) bool{
-		func(st results.Step) bool { return strings.ToLower(st.Kind) == q },
-		func(st results.Step) bool { return slices.Contains(words(st.Kind), q) },
-		func(st results.Step) bool { return slices.Contains(words(st.Label), q) },
-		func(st results.Step) bool { return strings.Contains(strings.ToLower(st.Label), q) },
+	rules := []func(record.Step) bool{
+		func(st record.Step) bool { return strings.ToLower(st.Kind) == q },
+		func(st record.Step) bool { return slices.Contains(words(st.Kind), q) },
+		func(st record.Step) bool { return slices.Contains(words(st.Label), q) },
+		func(st record.Step) bool { return strings.Contains(strings.ToLower(st.Label), q) },
 	}
 	for _, rule := range rules {
 		if j := slices.IndexFunc(steps, rule); j >= 0 {
@@ -275,7 +275,7 @@ func (r *Report) AlignAt(step string) error {
 	if q == "" {
 		return fmt.Errorf("want a step kind or a word of a step's label")
 	}
-	found := make([]results.Step, len(r.runs))
+	found := make([]record.Step, len(r.runs))
 	for i, rn := range r.runs {
 		j := matchStep(rn.File.Steps, q)
 		if j < 0 {

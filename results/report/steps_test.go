@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results/report"
 	"github.com/kpsim/kpsim/results/resultstest"
 )
@@ -59,24 +59,24 @@ func chartTexts(t *testing.T, page []byte, id string) []svgText {
 // crowded is a synthetic incident whose steps crowd the restart as the
 // restart-stale-ipsets scenario's do: probes on, a one-second sleep, the
 // restart, waiting for the sync; "probes on" used to hide the restart.
-func crowded(o resultstest.Options) *results.File {
+func crowded(o resultstest.Options) *record.File {
 	f := resultstest.File(o)
-	i := slices.IndexFunc(f.Steps, func(st results.Step) bool { return st.Kind == "restart-proxier" })
+	i := slices.IndexFunc(f.Steps, func(st record.Step) bool { return st.Kind == "restart-proxier" })
 	at := f.Steps[i].Start
-	before := []results.Step{
+	before := []record.Step{
 		{Kind: "probes", Label: "probes on", Start: at.Add(-time.Second), End: at.Add(-time.Second)},
 		{Kind: "sleep", Label: "sleep 1s", Start: at.Add(-time.Second), End: at},
 	}
 	f.Steps[i].Label = "restart proxier (36% known at first sync)"
-	after := results.Step{Kind: "wait-synced", Start: at, End: at.Add(2 * time.Second)}
-	f.Steps = slices.Concat(f.Steps[:i], before, f.Steps[i:i+1], []results.Step{after}, f.Steps[i+1:])
+	after := record.Step{Kind: "wait-synced", Start: at, End: at.Add(2 * time.Second)}
+	f.Steps = slices.Concat(f.Steps[:i], before, f.Steps[i:i+1], []record.Step{after}, f.Steps[i+1:])
 	for j := range f.Steps {
 		f.Steps[j].Index = j
 	}
 	return f
 }
 
-func stepTexts(f *results.File) []string {
+func stepTexts(f *record.File) []string {
 	var out []string
 	for _, st := range f.Steps {
 		switch {
@@ -159,7 +159,7 @@ func TestAlignAt(t *testing.T) {
 	long := crowded(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 60, Probes: true, IPSetExec: true})
 	short := crowded(resultstest.Options{Name: "restart-stale-ipsets", Seed: 1, Syncs: 4, Probes: true})
 	paths := []string{"incident.json", "fix.json"}
-	r, err := report.New(paths, []*results.File{long, short})
+	r, err := report.New(paths, []*record.File{long, short})
 	require.NoError(t, err)
 
 	var unaligned bytes.Buffer
@@ -205,7 +205,7 @@ func TestAlignAt(t *testing.T) {
 	require.Greater(t, abs(xs[0]-xs[1]), 10.0)
 
 	// Equal runs aligned need no zoom.
-	r2, err := report.New(paths, []*results.File{long, long})
+	r2, err := report.New(paths, []*record.File{long, long})
 	require.NoError(t, err)
 	require.NoError(t, r2.AlignAt("restart-proxier"))
 	figs, _ = parseReport(t, renderOf(t, r2))

@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/sweep"
 )
@@ -26,7 +27,7 @@ import (
 // comparison reads (results.Figures).
 type SweepReport struct {
 	ix    *sweep.Index
-	files map[string][]*results.File
+	files map[string][]*record.File
 }
 
 // NewSweep prepares the report of a loaded index; the results files'

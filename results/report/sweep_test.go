@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/report"
 	"github.com/kpsim/kpsim/results/resultstest"
@@ -19,7 +20,7 @@ import (
 // cell is given; the runs of an ok cell are made, the others have none.
 func sweepOf(values []string, modes []string, status map[string]string) *sweep.Loaded {
 	ix := &sweep.Index{Sweep: "synthetic-sweep", Axes: []sweep.Axis{{Scenario: "synthetic", Key: "cluster.services", Values: values}}}
-	l := &sweep.Loaded{Index: ix, Files: map[string][]*results.File{}}
+	l := &sweep.Loaded{Index: ix, Files: map[string][]*record.File{}}
 	for i, v := range values {
 		for _, m := range modes {
 			c := sweep.Cell{Scenario: "synthetic", Axes: []sweep.Setting{{Key: "cluster.services", Value: v}}, Mode: m,
@@ -146,7 +147,7 @@ func TestSweepReportPlotsTheQuestion(t *testing.T) {
 	var md bytes.Buffer
 	require.NoError(t, report.NewSweep(l).WriteMarkdown(&md))
 	cell := l.Files[l.Index.Cells[0].Name]
-	restart := cell[0].View("restart").Totals.Ops.Writes()
+	restart := results.View(cell[0], "restart").Totals.Ops.Writes()
 	require.Less(t, restart, cell[0].Totals.Ops.Writes(), "the cold start wrote too")
 	require.Contains(t, md.String(), fmt.Sprintf("**Kernel writes against cluster.services** (synthetic, restart segment)\n\n| cluster.services | kpsim on sim |\n|---:|---:|\n| 100 | %d |", restart))
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/prom"
 )
@@ -56,7 +57,7 @@ var Phases = []string{"read-kernel", "ipsets", "ipset-entries", "ipvs-services",
 var Epoch = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 // File returns a summarized synthetic results file.
-func File(o Options) *results.File {
+func File(o Options) *record.File {
 	if o.Name == "" {
 		o.Name = "synthetic"
 	}
@@ -97,20 +98,20 @@ func File(o Options) *results.File {
 	if o.Modeled {
 		timeScale = 0
 	}
-	f := &results.File{
-		SchemaVersion: results.SchemaVersion,
-		Kpsim:         results.Build{Version: "v0.0.0-test", Commit: "0123456789ab"},
-		Environment:   results.Environment{OS: "linux", Kernel: "6.1.0", CPU: "synthetic CPU", CPUs: 2, GoVersion: "go1.26.0"},
+	f := &record.File{
+		SchemaVersion: record.SchemaVersion,
+		Kpsim:         record.Build{Version: "v0.0.0-test", Commit: "0123456789ab"},
+		Environment:   record.Environment{OS: "linux", Kernel: "6.1.0", CPU: "synthetic CPU", CPUs: 2, GoVersion: "go1.26.0"},
 		Backend:       dataplane.BackendSim,
-		Basis:         results.Modeled,
-		Clock:         results.ClockWall,
-		Proxier:       results.ProxierKpsim,
-		CostProfile:   &results.ProfileRef{Name: "host-2026", Source: "synthetic", TimeScale: timeScale},
+		Basis:         record.Modeled,
+		Clock:         record.ClockWall,
+		Proxier:       record.ProxierKpsim,
+		CostProfile:   &record.ProfileRef{Name: "host-2026", Source: "synthetic", TimeScale: timeScale},
 		Scenario:      scenario,
 		Start:         Epoch,
 	}
 	if o.Modeled {
-		f.Clock = results.ClockModeled
+		f.Clock = record.ClockModeled
 	}
 	if o.Release != "" {
 		f.Proxier = o.Release
@@ -119,7 +120,7 @@ func File(o Options) *results.File {
 	restartAt := o.Syncs / 2
 	t := Epoch
 	step := func(kind, label string, d time.Duration) {
-		f.Steps = append(f.Steps, results.Step{Index: len(f.Steps), Kind: kind, Label: label, Start: t, End: t.Add(d)})
+		f.Steps = append(f.Steps, record.Step{Index: len(f.Steps), Kind: kind, Label: label, Start: t, End: t.Add(d)})
 	}
 	step("create-cluster", fmt.Sprintf("%d services", o.Services), 500*time.Millisecond)
 	proxier, seq := 0, 0
@@ -167,9 +168,9 @@ func File(o Options) *results.File {
 	return f
 }
 
-func syncOf(f *results.File, o Options, det, vary *rand.Rand, jitter func(float64) float64, fam dataplane.Family,
-	proxier, seq int, full bool, changed int, perEntry float64, t time.Time) results.Sync {
-	s := results.Sync{Proxier: proxier, Family: fam, Seq: seq, Trigger: "changes", Full: full, Start: t,
+func syncOf(f *record.File, o Options, det, vary *rand.Rand, jitter func(float64) float64, fam dataplane.Family,
+	proxier, seq int, full bool, changed int, perEntry float64, t time.Time) record.Sync {
+	s := record.Sync{Proxier: proxier, Family: fam, Seq: seq, Trigger: "changes", Full: full, Start: t,
 		Services: o.Services, Endpoints: o.Services * 3}
 	if full {
 		s.Trigger = "initial"
@@ -185,7 +186,7 @@ func syncOf(f *results.File, o Options, det, vary *rand.Rand, jitter func(float6
 		"cleanup":           0.2e-3,
 	}
 	for _, name := range Phases {
-		p := results.Phase{Name: name, Seconds: jitter(base[name])}
+		p := record.Phase{Name: name, Seconds: jitter(base[name])}
 		if o.Modeled {
 			p.KernelSeconds, p.ProxierSeconds = base[name], jitter(base[name]/10)
 			p.Seconds = p.KernelSeconds + p.ProxierSeconds
@@ -218,7 +219,7 @@ func syncOf(f *results.File, o Options, det, vary *rand.Rand, jitter func(float6
 	}
 	if !full {
 		for k := 0; k < 1+det.IntN(3); k++ {
-			s.Programmed = append(s.Programmed, results.Programmed{
+			s.Programmed = append(s.Programmed, record.Programmed{
 				Object:  fmt.Sprintf("ns-%d/svc-%d-abcde", k, det.IntN(o.Services)),
 				Seconds: jitter(0.3+det.Float64()) + s.Seconds,
 			})
@@ -227,10 +228,10 @@ func syncOf(f *results.File, o Options, det, vary *rand.Rand, jitter func(float6
 	return s
 }
 
-func probes(o Options, vary *rand.Rand, restart time.Time) *results.Probes {
-	p := &results.Probes{Basis: results.Modeled, Interval: 0.1}
+func probes(o Options, vary *rand.Rand, restart time.Time) *record.Probes {
+	p := &record.Probes{Basis: record.Modeled, Interval: 0.1}
 	for i := 0; i < 5; i++ {
-		p.Targets = append(p.Targets, results.Target{Service: fmt.Sprintf("default/svc-%d:http", i), Kind: "clusterip",
+		p.Targets = append(p.Targets, record.Target{Service: fmt.Sprintf("default/svc-%d:http", i), Kind: "clusterip",
 			Address: fmt.Sprintf("10.96.0.%d:80", 10+i), Protocol: dataplane.TCP, Attempts: 10 * o.Syncs})
 		p.Attempts += 10 * o.Syncs
 	}
@@ -249,7 +250,7 @@ func probes(o Options, vary *rand.Rand, restart time.Time) *results.Probes {
 				fails = t.Attempts
 			}
 			for k := 0; k < fails; k++ {
-				p.Failures = append(p.Failures, results.Failure{Target: i, Time: Epoch.Add(time.Duration(k) * 100 * time.Millisecond), Outcome: "no-address"})
+				p.Failures = append(p.Failures, record.Failure{Target: i, Time: Epoch.Add(time.Duration(k) * 100 * time.Millisecond), Outcome: "no-address"})
 			}
 		}
 	}
@@ -263,7 +264,7 @@ func probes(o Options, vary *rand.Rand, restart time.Time) *results.Probes {
 			n = 8 + vary.IntN(4)
 		}
 		for k := 0; k < n; k++ {
-			p.Failures = append(p.Failures, results.Failure{Target: target,
+			p.Failures = append(p.Failures, record.Failure{Target: target,
 				Time: restart.Add(time.Duration(k) * 100 * time.Millisecond), Outcome: "no-destination"})
 		}
 		p.Targets[target].Recovered = append(p.Targets[target].Recovered, restart.Add(time.Duration(n)*100*time.Millisecond))
@@ -272,12 +273,12 @@ func probes(o Options, vary *rand.Rand, restart time.Time) *results.Probes {
 }
 
 // observe records the histograms a proxier's metrics would hold after the run.
-func observe(f *results.File) []results.Metric {
+func observe(f *record.File) []record.Metric {
 	reg := prometheus.NewRegistry()
-	syncs := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: results.MetricSyncDuration,
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{results.LabelFamily})
-	phases := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: results.MetricSyncPhaseDuration,
-		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{results.LabelFamily, results.LabelPhase})
+	syncs := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: record.MetricSyncDuration,
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{record.LabelFamily})
+	phases := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: record.MetricSyncPhaseDuration,
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{record.LabelFamily, record.LabelPhase})
 	reg.MustRegister(syncs, phases)
 	for _, s := range f.Syncs {
 		syncs.WithLabelValues(string(s.Family)).Observe(s.Seconds)
@@ -294,7 +295,7 @@ func observe(f *results.File) []results.Metric {
 
 // Ask makes f's scenario ask about one segment of its timeline (as
 // `question:` does) and summarizes it again.
-func Ask(f *results.File, segment string) {
+func Ask(f *record.File, segment string) {
 	var sc map[string]any
 	if err := json.Unmarshal(f.Scenario, &sc); err != nil {
 		panic(fmt.Sprintf("synthetic scenario: %v", err))

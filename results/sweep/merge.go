@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -23,8 +24,8 @@ type Index struct {
 	Spec          string `json:"spec"`
 	// Kpsim lists the builds that planned and ran the cells: one, unless
 	// the merge was told to allow more (MergeOptions.AllowMixed).
-	Kpsim []results.Build `json:"kpsim"`
-	Axes  []Axis          `json:"axes,omitempty"`
+	Kpsim []record.Build `json:"kpsim"`
+	Axes  []Axis         `json:"axes,omitempty"`
 	// Cells are the planned cells in the plan's order: none is dropped,
 	// whatever became of it.
 	Cells []IndexCell `json:"cells"`
@@ -143,13 +144,13 @@ func scan(dirs []string) (found, error) {
 
 // builds collects the builds found and where, in the order first seen.
 type builds struct {
-	order []results.Build
-	where map[results.Build][]string
+	order []record.Build
+	where map[record.Build][]string
 }
 
-func (b *builds) add(build results.Build, where string) {
+func (b *builds) add(build record.Build, where string) {
 	if b.where == nil {
-		b.where = map[results.Build][]string{}
+		b.where = map[record.Build][]string{}
 	}
 	if _, ok := b.where[build]; !ok {
 		b.order = append(b.order, build)
@@ -334,7 +335,7 @@ type Loaded struct {
 	Path  string
 	Index *Index
 	// Files are the runs of every cell with StatusOK, by cell name.
-	Files map[string][]*results.File
+	Files map[string][]*record.File
 }
 
 // Load reads the index at path and the results files of its cells that
@@ -344,7 +345,7 @@ func Load(path string) (*Loaded, error) {
 	if err := readDoc(path, KindIndex, &ix); err != nil {
 		return nil, err
 	}
-	l := &Loaded{Path: path, Index: &ix, Files: map[string][]*results.File{}}
+	l := &Loaded{Path: path, Index: &ix, Files: map[string][]*record.File{}}
 	dir := filepath.Dir(path)
 	for _, c := range ix.Cells {
 		if c.Status != StatusOK {

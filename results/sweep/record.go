@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -23,11 +24,11 @@ const RecordFile = "cell.json"
 // It is written before the first run (StatusRunning) and again after each,
 // so a job that dies part way leaves a record that says how far it got.
 type Record struct {
-	Kind          string        `json:"kind"`
-	SchemaVersion int           `json:"schemaVersion"`
-	Cell          Cell          `json:"cell"`
-	Kpsim         results.Build `json:"kpsim"`
-	Status        string        `json:"status"`
+	Kind          string       `json:"kind"`
+	SchemaVersion int          `json:"schemaVersion"`
+	Cell          Cell         `json:"cell"`
+	Kpsim         record.Build `json:"kpsim"`
+	Status        string       `json:"status"`
 	// Error says why the cell failed (the first run that did, or why none could start).
 	Error string      `json:"error,omitempty"`
 	Runs  []RunRecord `json:"runs"`

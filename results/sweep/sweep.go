@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -56,7 +57,7 @@ type Cell struct {
 	// Mode names one of the spec's fixed sets of overrides, ModeSet.
 	Mode    string   `json:"mode,omitempty"`
 	ModeSet []string `json:"modeSet,omitempty"`
-	// Proxier is the proxier under test: results.ProxierKpsim, or a
+	// Proxier is the proxier under test: record.ProxierKpsim, or a
 	// kube-proxy release as "kube-proxy@v1.37.1".
 	Proxier string `json:"proxier"`
 	Backend string `json:"backend"`
@@ -75,7 +76,7 @@ func (c *Cell) Sets() []string {
 		out = append(out, a.String())
 	}
 	out = append(out, c.ModeSet...)
-	if c.Proxier != results.ProxierKpsim {
+	if c.Proxier != record.ProxierKpsim {
 		out = append(out, "proxier.implementation="+c.Proxier)
 	}
 	return append(out, "backend="+c.Backend)
@@ -141,9 +142,9 @@ type Plan struct {
 	Spec string `json:"spec"`
 	// Kpsim is the build that planned: a plan and the runs of its cells
 	// belong to one build (see Merge).
-	Kpsim results.Build `json:"kpsim"`
-	Axes  []Axis        `json:"axes,omitempty"`
-	Cells []Cell        `json:"cells"`
+	Kpsim record.Build `json:"kpsim"`
+	Axes  []Axis       `json:"axes,omitempty"`
+	Cells []Cell       `json:"cells"`
 }
 
 // MaxMatrixJobs is the most jobs GitHub Actions makes of one matrix.

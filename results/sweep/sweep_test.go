@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/resultstest"
 )
 
 func cellOf(services, mode string, modeSet ...string) Cell {
 	c := Cell{Scenario: "smoke", Axes: []Setting{{"cluster.services", services}}, Mode: mode, ModeSet: modeSet,
-		Proxier: results.ProxierKpsim, Backend: dataplane.BackendSim, Runs: 1}
+		Proxier: record.ProxierKpsim, Backend: dataplane.BackendSim, Runs: 1}
 	c.Name = CellName(&c)
 	return c
 }
@@ -72,7 +73,7 @@ func TestCellKeyIgnoresOrder(t *testing.T) {
 func TestCellSetsNameTheRelease(t *testing.T) {
 	c := Cell{Scenario: "smoke", Proxier: "kube-proxy@v1.37.1", Backend: dataplane.BackendKernel, Kernel: "6.1.0-56-amd64"}
 	require.Equal(t, []string{"proxier.implementation=kube-proxy@v1.37.1", "backend=kernel"}, c.Sets())
-	c.Proxier = results.ProxierKpsim
+	c.Proxier = record.ProxierKpsim
 	require.Equal(t, []string{"backend=kernel"}, c.Sets())
 }
 
@@ -107,12 +108,12 @@ func newFixture(t *testing.T, cells ...Cell) *fixture {
 	return f
 }
 
-var build = results.Build{Version: "v0.0.0-test", Commit: "0123456789ab"} // resultstest's
+var build = record.Build{Version: "v0.0.0-test", Commit: "0123456789ab"} // resultstest's
 
 // ran writes cell c's directory as `kpsim sweep run` leaves it, under
 // the artifact's name, with one results file per given file (nil: the
 // run wrote none).
-func (f *fixture) ran(c Cell, status, why string, files ...*results.File) string {
+func (f *fixture) ran(c Cell, status, why string, files ...*record.File) string {
 	dir := filepath.Join(f.root, "cell-"+c.Name)
 	rec := &Record{Cell: c, Kpsim: build, Status: status, Error: why}
 	for i, rf := range files {
@@ -127,7 +128,7 @@ func (f *fixture) ran(c Cell, status, why string, files ...*results.File) string
 	return dir
 }
 
-func synth() *results.File {
+func synth() *record.File {
 	return resultstest.File(resultstest.Options{Seed: 1, Syncs: 4, Modeled: true})
 }
 
@@ -195,7 +196,7 @@ func TestMergeRefusesMixedBuilds(t *testing.T) {
 	f := newFixture(t, a, b)
 	f.ran(a, StatusOK, "", synth())
 	other := synth()
-	other.Kpsim = results.Build{Version: "v0.0.1", Commit: "fedcba987654"}
+	other.Kpsim = record.Build{Version: "v0.0.1", Commit: "fedcba987654"}
 	f.ran(b, StatusOK, "", other)
 
 	_, err := f.merge(MergeOptions{})

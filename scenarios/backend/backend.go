@@ -19,7 +19,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Backend is the node a scenario runs on: the dataplane the proxier
@@ -34,13 +34,13 @@ type Backend interface {
 	// Prepare is called once with the cluster before the proxier starts: the
 	// kernel backend creates backend pods (namespaces, servers) for the
 	// probe targets' endpoints.
-	Prepare(ctx context.Context, c *objects.Set, probeTargets []results.Target) error
+	Prepare(ctx context.Context, c *objects.Set, probeTargets []record.Target) error
 	// Probe makes one attempt against target; serving tells which endpoints
 	// the API says serve right now, and lists them. The outcome is ProbeOK on success,
-	// otherwise one of the results.Failure outcomes (refused, reset, timeout,
+	// otherwise one of the record.Failure outcomes (refused, reset, timeout,
 	// no-address, ...). err is for the backend failing, not the connection.
-	Probe(ctx context.Context, target results.Target, serving Serving) (outcome string, latency time.Duration, err error)
-	// Basis is results.Modeled or results.Measured.
+	Probe(ctx context.Context, target record.Target, serving Serving) (outcome string, latency time.Duration, err error)
+	// Basis is record.Modeled or record.Measured.
 	Basis() string
 	// UseClock puts the backend's dataplane on a modeled clock when it can
 	// run on one (the in-memory kernel at time scale 0), so that the run
@@ -60,7 +60,7 @@ const ProbeOK = "ok"
 // Profiled is implemented by backends whose durations come from a cost
 // profile (the in-memory kernel), so the results file can name it.
 type Profiled interface {
-	CostProfile() *results.ProfileRef
+	CostProfile() *record.ProfileRef
 }
 
 // Spec is what a backend is built from: a scenario's backend settings.

@@ -12,7 +12,7 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/testbed"
 	"github.com/kpsim/kpsim/objects"
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/sim"
 )
 
@@ -65,14 +65,14 @@ func (b *Sim) Kernel() *sim.Kernel { return b.k }
 func (b *Sim) Dataplane() dataplane.Dataplane { return b.k.Dataplane() }
 
 // Prepare does nothing: the model needs no backend pods.
-func (b *Sim) Prepare(context.Context, *objects.Set, []results.Target) error { return nil }
+func (b *Sim) Prepare(context.Context, *objects.Set, []record.Target) error { return nil }
 
 // Probe asks the model. A UDP client keeps one source port per target, like
 // a resolver's socket, so conntrack entries it left behind are followed by
 // its next datagram; TCP and SCTP use a fresh ephemeral port per attempt.
 // The latency is the model's wall time, or none on the modeled clock, where
 // a probe takes no time and a run repeats exactly.
-func (b *Sim) Probe(_ context.Context, t results.Target, s Serving) (string, time.Duration, error) {
+func (b *Sim) Probe(_ context.Context, t record.Target, s Serving) (string, time.Duration, error) {
 	dst, err := netip.ParseAddrPort(t.Address)
 	if err != nil {
 		return "", 0, fmt.Errorf("probe target %q: %w", t.Address, err)
@@ -85,7 +85,7 @@ func (b *Sim) Probe(_ context.Context, t results.Target, s Serving) (string, tim
 		return time.Since(start)
 	}
 	var outcome string
-	if t.From == results.FromNode {
+	if t.From == record.FromNode {
 		_, outcome = b.k.ProbeFromNode(dst, t.Protocol, s.Serves)
 		return outcome, took(), nil
 	}
@@ -101,7 +101,7 @@ func (b *Sim) Probe(_ context.Context, t results.Target, s Serving) (string, tim
 	return outcome, took(), nil
 }
 
-func (b *Sim) Basis() string { return results.Modeled }
+func (b *Sim) Basis() string { return record.Modeled }
 
 // UseClock puts the kernel on the modeled clock at time scale 0; at any other
 // scale its costs are slept, and time is the wall clock's.
@@ -109,6 +109,6 @@ func (b *Sim) UseClock(c dataplane.Clock) bool { return b.k.SetClock(c) == nil }
 
 func (b *Sim) Close() error { return nil }
 
-func (b *Sim) CostProfile() *results.ProfileRef {
-	return &results.ProfileRef{Name: b.profile.Name, Source: b.profile.Source, TimeScale: b.timeScale, Releases: slices.Sorted(maps.Keys(b.profile.Releases))}
+func (b *Sim) CostProfile() *record.ProfileRef {
+	return &record.ProfileRef{Name: b.profile.Name, Source: b.profile.Source, TimeScale: b.timeScale, Releases: slices.Sorted(maps.Keys(b.profile.Releases))}
 }

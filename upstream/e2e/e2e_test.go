@@ -24,6 +24,7 @@ import (
 	"github.com/kpsim/kpsim/dataplane/state"
 	"github.com/kpsim/kpsim/kernel"
 	"github.com/kpsim/kpsim/kernel/kerneltest"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -92,7 +93,7 @@ func calibrate(t *testing.T, dir string, p proxier, out, name string, entries in
 }
 
 // run runs a scenario on p and returns its results file, written to out.
-func run(t *testing.T, dir string, p proxier, scenario, out string, extra ...string) *results.File {
+func run(t *testing.T, dir string, p proxier, scenario, out string, extra ...string) *record.File {
 	t.Helper()
 	args := []string{"run", "-s", scenario, "-o", out, "--set", "proxier.implementation=" + p.impl}
 	kpsimCmd(t, filepath.Join(dir, p.bin), []int{0}, append(args, extra...)...)
@@ -106,7 +107,7 @@ func run(t *testing.T, dir string, p proxier, scenario, out string, extra ...str
 
 // summary is a run's disruption and every sync on lines of their own: the
 // figures the VM log reports per proxier.
-func summary(label string, f *results.File) string {
+func summary(label string, f *record.File) string {
 	var b strings.Builder
 	d := f.Summary.Disruption
 	fmt.Fprintf(&b, "E2E %s %s: attempts=%d failed=%d services-affected=%d disruption=%.2fs longest-gap=%.2fs syncs=%d p50=%s max=%s",
@@ -132,7 +133,7 @@ func TestKubeProxyRestart(t *testing.T) {
 	out := outDir(t)
 	const scenario = "../../kernel/testbed/testdata/e2e-restart-stale.yaml"
 	files := map[proxier]string{}
-	runs := map[proxier]*results.File{}
+	runs := map[proxier]*record.File{}
 	for _, p := range []proxier{kpsim, v1_30, v1_37} {
 		files[p] = filepath.Join(out, "restart-"+p.label+".json")
 		runs[p] = run(t, dir, p, scenario, files[p])
@@ -258,14 +259,14 @@ func TestKubeProxyAgreement(t *testing.T) {
 		kernState, simState := filepath.Join(out, "agreement-state-kernel-"+p.label+".json"), filepath.Join(out, "agreement-state-sim-"+p.label+".json")
 		sim := run(t, dir, p, scenario, filepath.Join(out, "agreement-sim-"+p.label+".json"), "--state", simState,
 			"--set", "backend=sim", "--set", "sim.profile="+profile)
-		require.Equal(t, results.ClockModeled, sim.Clock)
+		require.Equal(t, record.ClockModeled, sim.Clock)
 		// v1.30.3 may sync before its handlers have heard the whole initial
 		// list (the bug TestKubeProxyRestart shows; on the modeled clock the
 		// list arrives at one instant): a kernel run whose first sync knew
 		// fewer services or endpoints than the sim's is run again, up to
 		// kernelTries times (a run in the VM knew all 300 services and 290
 		// of 706 endpoints).
-		var kern *results.File
+		var kern *record.File
 		for try := 1; ; try++ {
 			kern = run(t, dir, p, scenario, filepath.Join(out, "agreement-kernel-"+p.label+".json"), "--state", kernState)
 			k, m := kern.Syncs[0], sim.Syncs[0]

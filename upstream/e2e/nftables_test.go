@@ -14,6 +14,7 @@ import (
 	"github.com/kpsim/kpsim/dataplane/state"
 	"github.com/kpsim/kpsim/internal/hosttools"
 	"github.com/kpsim/kpsim/kernel"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 )
 
@@ -84,7 +85,7 @@ func agreementAdded(t *testing.T, dir string, p proxier, out, profile, mode stri
 		simState := filepath.Join(out, mode+"-agreement-state-sim-"+label+".json")
 		sim := run(t, dir, p, scenario, filepath.Join(out, mode+"-agreement-sim-"+label+".json"), "--state", simState, "--set", size,
 			"--set", "proxier.mode="+mode, "--set", "backend=sim", "--set", "sim.profile="+profile)
-		require.Equal(t, results.ClockModeled, sim.Clock)
+		require.Equal(t, record.ClockModeled, sim.Clock)
 		a, err := state.ReadFile(simState)
 		require.NoError(t, err)
 
@@ -153,16 +154,16 @@ func rulesAsSets(st *state.State) *state.State {
 // compared is f's first sync and the syncs of its segment "compared"
 // (testdata/nftables-agreement.yaml): not those of the warm-up between, nor
 // a sync the runner had due after the first sync.
-func compared(f *results.File) []results.Sync {
+func compared(f *record.File) []record.Sync {
 	syncs := f.Syncs[:min(1, len(f.Syncs))]
-	if v := f.View("compared"); v != nil {
+	if v := results.View(f, "compared"); v != nil {
 		syncs = append(slices.Clone(syncs), v.Syncs...)
 	}
 	return syncs
 }
 
 // opsOf lists each sync's operations by kind.
-func opsOf(syncs []results.Sync) []string {
+func opsOf(syncs []record.Sync) []string {
 	out := make([]string, len(syncs))
 	for i, s := range syncs {
 		out[i] = fmt.Sprint(s.Ops)
@@ -191,7 +192,7 @@ func agreementMixed(t *testing.T, dir string, p proxier, out, profile string) {
 	simState := filepath.Join(out, "nftables-agreement-state-sim-"+label+".json")
 	sim := run(t, dir, p, scenario, filepath.Join(out, "nftables-agreement-sim-"+label+".json"), "--state", simState,
 		"--set", "backend=sim", "--set", "sim.profile="+profile)
-	require.Equal(t, results.ClockModeled, sim.Clock)
+	require.Equal(t, record.ClockModeled, sim.Clock)
 	a, err := state.ReadFile(simState)
 	require.NoError(t, err)
 	require.Empty(t, emptyChains(a), "%s: the sim left empty chains", label)
@@ -278,7 +279,7 @@ type syncStep struct {
 }
 
 // stepOf is sync s's step in f.
-func stepOf(f *results.File, s results.Sync) syncStep {
+func stepOf(f *record.File, s record.Sync) syncStep {
 	step := syncStep{Proxier: s.Proxier, First: s.Seq == 1, Services: s.Services, Endpoints: s.Endpoints}
 	for _, p := range f.Syncs {
 		if p.Proxier == s.Proxier && p.Seq == s.Seq-1 {
@@ -292,14 +293,14 @@ func stepOf(f *results.File, s results.Sync) syncStep {
 // step's writes reach the proxier at one instant on the modeled clock and
 // over time on the wall clock, so the kernel may batch a step in two syncs
 // where the sim has one: those have no counterpart.
-func syncSteps(f *results.File) map[syncStep]results.Sync {
+func syncSteps(f *record.File) map[syncStep]record.Sync {
 	warm := map[[2]int]bool{}
-	if v := f.View("warm-up"); v != nil {
+	if v := results.View(f, "warm-up"); v != nil {
 		for _, s := range v.Syncs {
 			warm[[2]int{s.Proxier, s.Seq}] = true
 		}
 	}
-	out := map[syncStep]results.Sync{}
+	out := map[syncStep]record.Sync{}
 	for _, s := range f.Syncs {
 		if !warm[[2]int{s.Proxier, s.Seq}] {
 			out[stepOf(f, s)] = s
@@ -309,7 +310,7 @@ func syncSteps(f *results.File) map[syncStep]results.Sync {
 }
 
 // firstStep is the step of proxier's first sync in f.
-func firstStep(f *results.File, proxier int) syncStep {
+func firstStep(f *record.File, proxier int) syncStep {
 	for _, s := range f.Syncs {
 		if s.Proxier == proxier && s.Seq == 1 {
 			return stepOf(f, s)
@@ -319,7 +320,7 @@ func firstStep(f *results.File, proxier int) syncStep {
 }
 
 // totals is the operations of f's syncs outside its warm-up.
-func totals(f *results.File) dataplane.Ops {
+func totals(f *record.File) dataplane.Ops {
 	var o dataplane.Ops
 	for _, s := range syncSteps(f) {
 		o.Add(&s.Ops)
@@ -383,18 +384,18 @@ func TestKubeProxySwitch(t *testing.T) {
 	const scenario = "testdata/switch.yaml"
 	kern := run(t, dir, p, scenario, filepath.Join(out, "switch-kernel.json"))
 	sim := run(t, dir, p, scenario, filepath.Join(out, "switch-sim.json"), "--set", "backend=sim", "--set", "sim.profile="+profile)
-	require.Equal(t, results.ClockModeled, sim.Clock)
+	require.Equal(t, record.ClockModeled, sim.Clock)
 	seconds := map[string]float64{}
-	for name, f := range map[string]*results.File{"kernel": kern, "sim": sim} {
+	for name, f := range map[string]*record.File{"kernel": kern, "sim": sim} {
 		fmt.Printf("SWITCH %s left behind: %s\n", name, strings.Join(f.Leftovers, "; "))
-		require.Equal(t, []string{results.NothingLeft}, f.Leftovers, "%s: what IPVS mode left", name)
+		require.Equal(t, []string{record.NothingLeft}, f.Leftovers, "%s: what IPVS mode left", name)
 		for _, s := range f.Syncs {
 			require.Empty(t, s.Error, "%s: sync %d", name, s.Seq)
 			if s.Proxier > 0 {
 				require.Zero(t, s.Ops[dataplane.OpIPVSServiceAdd]+s.Ops[dataplane.OpIPSetAdd]+s.Ops[dataplane.OpAddressBind], "%s: nftables mode wrote IPVS mode's state: %v", name, s.Ops)
 			}
 		}
-		v := f.View("restart")
+		v := results.View(f, "restart")
 		require.NotNil(t, v, "%s: the restart's segment", name)
 		d := v.Summary.Disruption
 		services := map[string]bool{}

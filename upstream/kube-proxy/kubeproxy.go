@@ -1,5 +1,6 @@
-// Package kubeproxy runs a kube-proxy release's own IPVS proxier as kpsim's
-// proxier under test, on the real kernel: built by its exported
+// Package kubeproxy runs a kube-proxy release's own proxier (IPVS mode, or
+// from v1.33 its nftables or iptables mode) as kpsim's proxier under test,
+// on the real kernel or on the in-memory one (sim.go): built by its exported
 // constructor and wired as cmd/kube-proxy wires it (real ipvs, ipset,
 // iptables and sysctl utilities, its own netlink handle and conntrack, its
 // pkg/proxy/config Service, EndpointSlice and Node configs driven by
@@ -48,11 +49,9 @@ import (
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	utilnode "k8s.io/kubernetes/pkg/util/node"
 
-	"github.com/kpsim/kpsim/cmd/kpsim/cli"
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/observed"
-	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/upstream/kube-proxy/releaseclock"
 )
 
@@ -116,13 +115,11 @@ func (p Params) ofFamily(cidrs []string) []string {
 // informers' resync.
 const configSyncPeriod = 15 * time.Minute
 
-// Main is a release module's main: kpsim's command line with the release
-// as a proxier implementation. version and commit name the binary (the
-// main package's, which the Makefile stamps).
-func (r Release) Main(version, commit string) {
-	scenarios.Register(r.Implementation())
-	cli.Main(version, commit)
-}
+// Register adds the release to the proxier implementations a scenario can
+// ask for. A release module's main calls it, then kpsim's command line
+// (cli.Main): this library sits below the command line and does not
+// import it.
+func (r Release) Register() { proxier.Register(r.Implementation()) }
 
 // Implementation is the release as a proxier implementation of the
 // harness, on the run's kernel (the in-memory one of the sim backend,
@@ -134,16 +131,16 @@ func (r Release) Main(version, commit string) {
 // kube-proxy narrates every sync through klog; kpsim records syncs
 // itself, so the narration goes to the file $KPSIM_KUBE_PROXY_LOG names
 // (at -v=$KPSIM_KUBE_PROXY_V, default 2), or nowhere.
-func (r Release) Implementation() scenarios.Implementation { return r.ImplementationOn(nodeKernel) }
+func (r Release) Implementation() proxier.Implementation { return r.ImplementationOn(nodeKernel) }
 
 // ImplementationOn is Implementation on another kernel (upstream's fakes,
 // in tests). kernel is called as each generation starts, with the run's
 // dataplane, in the network namespace the run programs: kube-proxy makes
 // its utilities as it starts.
-func (r Release) ImplementationOn(kernel func(dataplane.Dataplane) (Kernel, error)) scenarios.Implementation {
+func (r Release) ImplementationOn(kernel func(dataplane.Dataplane) (Kernel, error)) proxier.Implementation {
 	quietKlog()
 	version, replaced := kubernetesModule()
-	impl := scenarios.Implementation{
+	impl := proxier.Implementation{
 		Name: proxier.KubeProxyImplementation(version),
 		Run: func(ctx context.Context, client kubernetes.Interface, dp dataplane.Dataplane, cfg proxier.Config, opts proxier.Options) error {
 			k, err := kernel(dp)

@@ -1,5 +1,5 @@
-// Package cli is kpsim's command line: it runs kube-proxy IPVS scenarios
-// against an in-memory or a real kernel, and turns their results files into
+// Package cli is kpsim's command line: it runs kube-proxy scenarios (IPVS,
+// nftables and iptables modes) against an in-memory or a real kernel, and turns their results files into
 // reports and comparisons. It is a package, not the main package, so that
 // every kpsim binary runs the same command line: cmd/kpsim's, and those the
 // nested modules under upstream/ build with a kube-proxy release as the
@@ -112,11 +112,13 @@ func started(c *cobra.Command) bool { return c.Annotations[startedKey] == "yes" 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kpsim",
-		Short: "simulate and load-test kube-proxy's IPVS mode",
-		Long: `kpsim runs a complete kube-proxy IPVS proxier against an in-memory kernel with a
-measured cost model, or against the real kernel inside throwaway network namespaces,
-replays a scenario through a fake Kubernetes API, and writes every sync, kernel
-operation and probe into one JSON results file that reports and comparisons read.
+		Short: "simulate and load-test kube-proxy in its IPVS, nftables and iptables modes",
+		Long: `kpsim runs a kube-proxy proxier (kpsim's own IPVS proxier, or, in a binary built
+with a kube-proxy release, that release's IPVS, nftables or iptables proxier) against
+an in-memory kernel with a measured cost model, or against the real kernel inside
+throwaway network namespaces, replays a scenario through a fake Kubernetes API, and
+writes every sync, kernel operation and probe into one JSON results file that reports
+and comparisons read.
 
 Exit status: 0 success, 1 a verdict said no (a regression, a difference),
 2 bad usage or input, 3 the run failed or was interrupted.`,

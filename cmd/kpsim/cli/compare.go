@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/compare"
 )
@@ -266,8 +267,8 @@ func compareSides(args []string, baseList, headList string) ([]string, []string,
 
 // readSummarized reads results files and recomputes their summaries, so a
 // file written by an older build is judged by this build's statistics.
-func readSummarized(paths []string) ([]*results.File, error) {
-	fs := make([]*results.File, len(paths))
+func readSummarized(paths []string) ([]*record.File, error) {
+	fs := make([]*record.File, len(paths))
 	for i, p := range paths {
 		f, err := results.Read(p)
 		if err != nil {
@@ -287,7 +288,7 @@ func baseNames(paths []string) []string {
 	return out
 }
 
-func scenarioList(files []*results.File) []string {
+func scenarioList(files []*record.File) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, f := range files {

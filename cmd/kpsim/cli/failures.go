@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Failed syncs are printed as they happen: the first shownFailures in full,
@@ -36,7 +36,7 @@ func newFailurePrinter(w io.Writer, bar *progress, now func() time.Time) *failur
 	return &failurePrinter{w: w, bar: bar, now: now}
 }
 
-func (p *failurePrinter) sync(s results.Sync) {
+func (p *failurePrinter) sync(s record.Sync) {
 	if !s.Failed() {
 		return
 	}

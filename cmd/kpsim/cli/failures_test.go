@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpsim/kpsim/results"
+	"github.com/kpsim/kpsim/record"
 )
 
 // TestFailurePrinter: failed syncs are printed as they happen, the first
@@ -19,11 +19,11 @@ func TestFailurePrinter(t *testing.T) {
 	var out bytes.Buffer
 	now := time.Unix(0, 0)
 	p := newFailurePrinter(&out, nil, func() time.Time { return now })
-	fail := func(seq int) results.Sync {
-		return results.Sync{Family: "IPv4", Seq: seq, Trigger: "retry",
+	fail := func(seq int) record.Sync {
+		return record.Sync{Family: "IPv4", Seq: seq, Trigger: "retry",
 			Error: fmt.Sprintf("ipset add KUBE-CLUSTER-IP 10.96.0.%d,tcp:80: set is full (maxelem 65536)", seq)}
 	}
-	p.sync(results.Sync{Family: "IPv4", Seq: 1, Trigger: "initial"})
+	p.sync(record.Sync{Family: "IPv4", Seq: 1, Trigger: "initial"})
 	require.Empty(t, out.String(), "a successful sync prints nothing")
 	for seq := 2; seq <= 200; seq++ {
 		p.sync(fail(seq))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/report"
 )
@@ -67,7 +68,7 @@ func runReport(cmd *cobra.Command, paths []string, out, format, align string) er
 		return reportSweep(cmd, paths, dest, format)
 	}
 	var err error
-	files := make([]*results.File, len(paths))
+	files := make([]*record.File, len(paths))
 	for i, p := range paths {
 		if files[i], err = results.Read(p); err != nil {
 			return cmp.Or(notResults(p), usageError("%v", err))

@@ -27,6 +27,7 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane/state"
 	"github.com/kpsim/kpsim/kernel/netns"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/backend"
@@ -228,7 +229,7 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	opts.OnSync = failures.sync
 	if bar != nil {
 		opts.OnStep = bar.step
-		opts.OnSync = func(s results.Sync) {
+		opts.OnSync = func(s record.Sync) {
 			bar.sync(s)
 			failures.sync(s)
 		}
@@ -389,7 +390,7 @@ func (p *progress) step(st scenarios.StepStart) {
 	p.describe()
 }
 
-func (p *progress) sync(results.Sync) {
+func (p *progress) sync(record.Sync) {
 	p.syncs.Add(1)
 	p.describe()
 }
@@ -414,7 +415,7 @@ func (p *progress) finish() {
 // wall, wall time being the only time of a run on the wall clock.
 func stepLine(st scenarios.StepStart, wall time.Duration) string {
 	at := fmt.Sprintf("%s wall (the run's only clock)", st.Elapsed.Round(10*time.Millisecond))
-	if st.Clock == results.ClockModeled {
+	if st.Clock == record.ClockModeled {
 		at = fmt.Sprintf("%s modeled, %s wall", st.Elapsed.Round(10*time.Millisecond), wall.Round(10*time.Millisecond))
 	}
 	return fmt.Sprintf("kpsim run: step %d/%d %s: at %s", st.Done+1, st.Total, st.Label, at)
@@ -453,8 +454,8 @@ func serveMetrics(addr string, reg *prometheus.Registry, g prometheus.Gatherer, 
 }
 
 // environment describes the machine the run happened on.
-func environment() results.Environment {
-	e := results.Environment{OS: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+func environment() record.Environment {
+	e := record.Environment{OS: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
 	if name := osRelease(); name != "" {
 		e.OS += " (" + name + ")"
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpsim/kpsim/dataplane/state"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 )
@@ -51,7 +52,7 @@ func TestRunWritesResults(t *testing.T) {
 
 	f, err := results.Read(out)
 	require.NoError(t, err)
-	require.Equal(t, results.SchemaVersion, f.SchemaVersion)
+	require.Equal(t, record.SchemaVersion, f.SchemaVersion)
 	require.Equal(t, version, f.Kpsim.Version)
 	require.NotEmpty(t, f.Kpsim.Commit)
 	require.Positive(t, f.Environment.CPUs)
@@ -88,8 +89,8 @@ func TestRunOnTheWallClock(t *testing.T) {
 	require.Regexp(t, `(?m)^syncs +\d+: .*\(modeled kernel \+ measured proxier\)$`, stdout.String())
 	f, err := results.Read(out)
 	require.NoError(t, err)
-	require.Equal(t, results.ModeledKernel, f.Basis)
-	require.Equal(t, results.ClockWall, f.Clock)
+	require.Equal(t, record.ModeledKernel, f.Basis)
+	require.Equal(t, record.ClockWall, f.Clock)
 }
 
 // TestStepLine: without a progress bar each step prints where the run is,
@@ -102,11 +103,11 @@ func TestStepLine(t *testing.T) {
 		want string
 	}{
 		{"modeled", scenarios.StepStart{Done: 5, Total: 9, Label: "restart proxier (36% known at first sync)",
-			Elapsed: 3214 * time.Millisecond, Clock: results.ClockModeled}, 804 * time.Millisecond,
+			Elapsed: 3214 * time.Millisecond, Clock: record.ClockModeled}, 804 * time.Millisecond,
 			"kpsim run: step 6/9 restart proxier (36% known at first sync): at 3.21s modeled, 800ms wall"},
-		{"wall", scenarios.StepStart{Done: 0, Total: 9, Label: "create-cluster", Clock: results.ClockWall}, 0,
+		{"wall", scenarios.StepStart{Done: 0, Total: 9, Label: "create-cluster", Clock: record.ClockWall}, 0,
 			"kpsim run: step 1/9 create-cluster: at 0s wall (the run's only clock)"},
-		{"wall, later", scenarios.StepStart{Done: 8, Total: 9, Label: "probes off", Elapsed: 75 * time.Second, Clock: results.ClockWall}, 76 * time.Second,
+		{"wall, later", scenarios.StepStart{Done: 8, Total: 9, Label: "probes off", Elapsed: 75 * time.Second, Clock: record.ClockWall}, 76 * time.Second,
 			"kpsim run: step 9/9 probes off: at 1m15s wall (the run's only clock)"},
 	}
 	for _, tc := range tests {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/compare"
 )
@@ -57,7 +58,7 @@ func runRepeated(cmd *cobra.Command, o runFlags) error {
 	if err != nil {
 		return fmt.Errorf("--runs: find this kpsim to run the runs with: %w", err)
 	}
-	var files []*results.File
+	var files []*record.File
 	var paths []string
 	var errs []error
 	for i := 1; i <= o.runs && ctx.Err() == nil; i++ {

@@ -17,9 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/results/sweep"
-	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/sweeps"
 )
 
@@ -152,11 +152,11 @@ func clearCell(dir string) error {
 // kube-proxy release it does not have, the release's binary next to it
 // (bin/kpsim-kube-proxy-v1.36.1 or bin/kpsim-kube-proxy-v1.37 beside
 // bin/kpsim), when there is one.
-func cellBinary(exe, proxier string) string {
-	if scenarios.HasImplementation(proxier) == nil {
+func cellBinary(exe, impl string) string {
+	if proxier.HasImplementation(impl) == nil {
 		return exe
 	}
-	for _, bin := range scenarios.ReleaseBinaries(proxier) {
+	for _, bin := range proxier.ReleaseBinaries(impl) {
 		if p := filepath.Join(filepath.Dir(exe), bin); fileExists(p) {
 			return p
 		}
@@ -172,7 +172,7 @@ func fileExists(p string) bool {
 // cannotRun says why the cell cannot run on this machine with the kpsim
 // at exe, or "".
 func cannotRun(exe string, c *sweep.Cell) string {
-	if err := scenarios.HasImplementation(c.Proxier); err != nil && !slices.Contains(scenarios.ReleaseBinaries(c.Proxier), filepath.Base(exe)) {
+	if err := proxier.HasImplementation(c.Proxier); err != nil && !slices.Contains(proxier.ReleaseBinaries(c.Proxier), filepath.Base(exe)) {
 		return err.Error() + " (kpsim sweep run uses it from beside this kpsim when it is there)"
 	}
 	if c.Backend != dataplane.BackendKernel {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kpsim/kpsim/results"
-	"github.com/kpsim/kpsim/scenarios"
+	"github.com/kpsim/kpsim/proxier"
+	"github.com/kpsim/kpsim/record"
 )
 
 // Set by Main from its main package, which the Makefile stamps:
@@ -43,13 +43,13 @@ Results files record the same version and commit.`,
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(struct {
-					results.Build
+					record.Build
 					Go       string   `json:"go"`
 					Proxiers []string `json:"proxiers"`
-				}{b, goVersion, scenarios.Implementations()})
+				}{b, goVersion, proxier.Implementations()})
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kpsim %s\ncommit %s\ngo %s\nproxiers %s\n", b.Version, b.Commit, goVersion,
-				strings.Join(scenarios.Implementations(), ", "))
+				strings.Join(proxier.Implementations(), ", "))
 			return err
 		},
 	}
@@ -59,8 +59,8 @@ Results files record the same version and commit.`,
 
 // buildInfo names the binary: the Makefile's -X values, else the VCS
 // stamp Go embeds when building inside a checkout.
-func buildInfo() results.Build {
-	b := results.Build{Version: version, Commit: commit}
+func buildInfo() record.Build {
+	b := record.Build{Version: version, Commit: commit}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if b.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			b.Version = bi.Main.Version

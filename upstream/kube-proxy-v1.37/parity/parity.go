@@ -10,8 +10,8 @@
 // of the KUBE-IPVS-OUT-FILTER rules (kube-proxy writes them in map order).
 // So is the one other deliberate difference: with nodePortAddresses CIDRs,
 // kube-proxy also takes the kube-ipvs0 addresses its previous sync bound
-// inside them for node addresses; kpsim never does. README's "Deliberate
-// differences from kube-proxy" gives the reasons.
+// inside them for node addresses; kpsim never does. docs/proxier.md's
+// "Deliberate differences from kube-proxy" gives the reasons.
 package parity
 
 import (

@@ -37,6 +37,7 @@ import (
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/observed"
+	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
 	"github.com/kpsim/kpsim/scenarios/backend"
@@ -135,7 +136,7 @@ timeline:
 
 // registerOnKernel registers release r (register) to run on each run's
 // own kernel, in-memory or real, rather than on fakes a test set.
-func registerOnKernel(r kubeproxy.Release) scenarios.Implementation {
+func registerOnKernel(r kubeproxy.Release) proxier.Implementation {
 	node.Lock()
 	node.fakes = nil
 	node.Unlock()
@@ -145,7 +146,7 @@ func registerOnKernel(r kubeproxy.Release) scenarios.Implementation {
 // register registers release r once per test binary: its kernel is each
 // run's, the fakes a test set (RestartLagging), the in-memory kernel of a
 // sim run (RestartOnSim) or the real one of a kernel run (NFTablesOnKernel).
-func register(r kubeproxy.Release) scenarios.Implementation {
+func register(r kubeproxy.Release) proxier.Implementation {
 	impl := r.ImplementationOn(func(dp dataplane.Dataplane) (kubeproxy.Kernel, error) {
 		node.Lock()
 		defer node.Unlock()
@@ -157,7 +158,7 @@ func register(r kubeproxy.Release) scenarios.Implementation {
 		}
 		return node.fakes.Kernel(), nil
 	})
-	registered.Do(func() { scenarios.Register(impl) })
+	registered.Do(func() { proxier.Register(impl) })
 	return impl
 }
 
@@ -168,7 +169,7 @@ func register(r kubeproxy.Release) scenarios.Implementation {
 // syncs put back; one that waits for its handlers knows them all and
 // deletes nothing. Every sync is recorded, counted and consistent with the
 // release's own histogram.
-func RestartLagging(t *testing.T, r kubeproxy.Release, racy bool) *results.File {
+func RestartLagging(t *testing.T, r kubeproxy.Release, racy bool) *record.File {
 	t.Helper()
 	node.Lock()
 	node.fakes = NewFakes(dataplane.DefaultNodeAddresses[dataplane.IPv4].Addr().String())
@@ -185,7 +186,7 @@ func RestartLagging(t *testing.T, r kubeproxy.Release, racy bool) *results.File 
 		}
 	}
 
-	var first [2]*results.Sync
+	var first [2]*record.Sync
 	for i := range f.Syncs {
 		s := &f.Syncs[i]
 		require.Empty(t, s.Phases, "a release's sync is not phased")
@@ -228,7 +229,7 @@ func RestartLagging(t *testing.T, r kubeproxy.Release, racy bool) *results.File 
 	}
 	var checked bool
 	for _, c := range results.CheckHistograms(f) {
-		if c.Name == results.MetricSyncDuration {
+		if c.Name == record.MetricSyncDuration {
 			require.True(t, c.Consistent, "%+v", c)
 			require.NotEmpty(t, c.Samples, "checked against the syncs' durations")
 			checked = true
@@ -282,16 +283,16 @@ timeline:
 // the same modeled instants with the same operations (the order of
 // operations within a sync follows the release's map iteration, which Go
 // randomizes, so what a probe sees mid-sync is not compared).
-func RestartOnSim(t *testing.T, r kubeproxy.Release, racy bool) *results.File {
+func RestartOnSim(t *testing.T, r kubeproxy.Release, racy bool) *record.File {
 	t.Helper()
 	impl := registerOnKernel(r)
-	var files [2]*results.File
+	var files [2]*record.File
 	for i := range files {
 		files[i] = runOnSim(t, "restart-sim.yaml", restartOnSim, impl)
-		require.Equal(t, results.ClockModeled, files[i].Clock)
+		require.Equal(t, record.ClockModeled, files[i].Clock)
 	}
 	f := files[0]
-	var first [2]*results.Sync
+	var first [2]*record.Sync
 	for i := range f.Syncs {
 		s := &f.Syncs[i]
 		t.Logf("proxier %d %s #%d %s at %v: %d services, %.1fms modeled (%.1fms its own), %.1fms wall, %v %s", s.Proxier, s.Family, s.Seq, s.Trigger,
@@ -324,7 +325,7 @@ func RestartOnSim(t *testing.T, r kubeproxy.Release, racy bool) *results.File {
 	}
 
 	// The same syncs, at the same instants, with the same operations.
-	sig := func(f *results.File) []string {
+	sig := func(f *record.File) []string {
 		var out []string
 		for _, s := range f.Syncs {
 			out = append(out, fmt.Sprintf("%d %s #%d %s at %v: %.9f s, %d services, %v", s.Proxier, s.Family, s.Seq, s.Trigger, s.Start.Sub(f.Start).Round(time.Microsecond), s.Seconds, s.Services, s.Ops))
@@ -337,7 +338,7 @@ func RestartOnSim(t *testing.T, r kubeproxy.Release, racy bool) *results.File {
 }
 
 // runOnSim runs the scenario text with impl on the sim backend.
-func runOnSim(t *testing.T, file, text string, impl scenarios.Implementation) *results.File {
+func runOnSim(t *testing.T, file, text string, impl proxier.Implementation) *record.File {
 	t.Helper()
 	s, err := scenarios.Parse(file, []byte(text), []string{"proxier.implementation=" + impl.Name})
 	require.NoError(t, err)
@@ -351,7 +352,7 @@ func simBackend(s backend.Spec) (backend.Backend, error) { return backend.NewSim
 // runScenario runs s, whose proxier is impl, on the backend newBackend
 // builds from its spec: simBackend, or backend.New (the kernel's, in a
 // namespace the test process was isolated in).
-func runScenario(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) *results.File {
+func runScenario(t *testing.T, s *scenarios.Scenario, impl proxier.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) *record.File {
 	t.Helper()
 	f, _ := runScenarioState(t, s, impl, newBackend)
 	return f
@@ -359,7 +360,7 @@ func runScenario(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementat
 
 // runScenarioState is runScenario that also reads back what the run left
 // in the dataplane.
-func runScenarioState(t *testing.T, s *scenarios.Scenario, impl scenarios.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) (*results.File, *state.State) {
+func runScenarioState(t *testing.T, s *scenarios.Scenario, impl proxier.Implementation, newBackend func(backend.Spec) (backend.Backend, error)) (*record.File, *state.State) {
 	t.Helper()
 	spec, err := s.BackendSpec()
 	require.NoError(t, err)
@@ -440,11 +441,11 @@ timeline:
 // sync (the first of each generation) lists the table's maps back; probes
 // to ClusterIPs and NodePorts reach endpoints through its DNAT rules alone
 // (nothing else is programmed), through churn, a restart and deletions.
-func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
+func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *record.File {
 	t.Helper()
 	impl := registerOnKernel(r)
 	f := runOnSim(t, "nftables-sim.yaml", nftablesOnSim, impl)
-	first := firstSyncs(t, f, func(s *results.Sync) {
+	first := firstSyncs(t, f, func(s *record.Sync) {
 		// A sync is one transaction, and a second of its own where it deletes
 		// the chains an earlier sync flushed (a second or more before).
 		require.Contains(t, []int64{1, 2}, s.Ops[dataplane.OpNFTTransaction], "a sync is one transaction, two to delete flushed chains: %v", s.Ops)
@@ -465,9 +466,9 @@ func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 
 // firstSyncs logs every sync of a run of two generations, requires each to
 // have succeeded and to pass check, and returns each generation's first.
-func firstSyncs(t *testing.T, f *results.File, check func(*results.Sync)) [2]*results.Sync {
+func firstSyncs(t *testing.T, f *record.File, check func(*record.Sync)) [2]*record.Sync {
 	t.Helper()
-	var first [2]*results.Sync
+	var first [2]*record.Sync
 	for i := range f.Syncs {
 		s := &f.Syncs[i]
 		t.Logf("proxier %d %s #%d %s at %v: %d services, %.1fms modeled (%.1fms kernel), %v %s", s.Proxier, s.Family, s.Seq, s.Trigger,
@@ -500,7 +501,7 @@ func IPTablesOnSim(t *testing.T, r kubeproxy.Release) {
 	s, err := scenarios.Parse("iptables-sim.yaml", []byte(iptablesOnSim), []string{"proxier.implementation=" + impl.Name})
 	require.NoError(t, err)
 	f, st := runScenarioState(t, s, impl, simBackend)
-	first := firstSyncs(t, f, func(s *results.Sync) {
+	first := firstSyncs(t, f, func(s *record.Sync) {
 		require.Equal(t, int64(1), s.Ops[dataplane.OpIPTablesRestore], "a sync is one iptables-restore: %v", s.Ops)
 		require.Zero(t, s.Ops[dataplane.OpIPVSServiceAdd]+s.Ops[dataplane.OpIPSetAdd]+s.Ops[dataplane.OpAddressBind]+s.Ops[dataplane.OpNFTTransaction], "%v", s.Ops)
 	})
@@ -646,7 +647,7 @@ func NFTablesOnKernel(t *testing.T, r kubeproxy.Release) {
 // Every sync on the kernel succeeds, every TCP probe too, and the first
 // sync makes the same operations by kind on both; its modeled duration
 // next to the measured one is logged.
-func onKernelAndSim(t *testing.T, r kubeproxy.Release, mode, text string, host func() string) (kernelRun, simRun *results.File, kernelState, simState *state.State) {
+func onKernelAndSim(t *testing.T, r kubeproxy.Release, mode, text string, host func() string) (kernelRun, simRun *record.File, kernelState, simState *state.State) {
 	t.Helper()
 	if !netns.Isolated() {
 		netnstest.RequireHostTools(t)
@@ -669,7 +670,7 @@ func onKernelAndSim(t *testing.T, r kubeproxy.Release, mode, text string, host f
 	s, err = scenarios.Parse(mode+"-sim.yaml", []byte(text), []string{"proxier.implementation=" + impl.Name})
 	require.NoError(t, err)
 	simRun, simState = runScenarioState(t, s, impl, simBackend)
-	require.Equal(t, results.Measured, kernelRun.Basis)
+	require.Equal(t, record.Measured, kernelRun.Basis)
 	for _, sy := range kernelRun.Syncs {
 		t.Logf("proxier %d #%d %s at %v: %d services, %.1f ms, %v %s", sy.Proxier, sy.Seq, sy.Trigger, sy.Start.Sub(kernelRun.Start), sy.Services, sy.Seconds*1e3, sy.Ops, sy.Error)
 		if !sy.Stopped { // cut short by the run's end
@@ -718,13 +719,13 @@ func IPTablesOnKernel(t *testing.T, r kubeproxy.Release) {
 // every probed service breaks for a while and then recovers; no generation
 // after the switch writes anything of IPVS mode; nothing of it is left on
 // this IPv4 node.
-func SwitchToNFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
+func SwitchToNFTablesOnSim(t *testing.T, r kubeproxy.Release) *record.File {
 	t.Helper()
 	impl := registerOnKernel(r)
 	s, err := scenarios.Load("migrate-to-nftables", []string{"cluster.services=500", "timeline[7].churnEndpoints.duration=2s"})
 	require.NoError(t, err)
 	f := runScenario(t, s, impl, simBackend)
-	require.Equal(t, []string{results.NothingLeft}, f.Leftovers)
+	require.Equal(t, []string{record.NothingLeft}, f.Leftovers)
 	for _, sy := range f.Syncs {
 		require.Empty(t, sy.Error)
 		if sy.Proxier == 0 {
@@ -734,7 +735,7 @@ func SwitchToNFTablesOnSim(t *testing.T, r kubeproxy.Release) *results.File {
 		require.Zero(t, sy.Ops[dataplane.OpIPVSServiceAdd]+sy.Ops[dataplane.OpIPSetAdd]+sy.Ops[dataplane.OpAddressBind], "nftables mode: %v", sy.Ops)
 		require.Positive(t, sy.Ops[dataplane.OpNFTTransaction], "%v", sy.Ops)
 	}
-	v := f.View("restart")
+	v := results.View(f, "restart")
 	require.NotNil(t, v)
 	// The cleanup is a process on the modeled clock: nftables mode's first
 	// sync begins once its commands have taken their modeled time.

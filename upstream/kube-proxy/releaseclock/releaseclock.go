@@ -14,7 +14,7 @@
 // What a release measures stays wall time: its metrics package's
 // time.Since becomes Measured, which times an instant this package handed
 // out from the wall instant it was handed out at. So its sync-duration
-// histogram still says how long its own code took (results.Sync.Wall), as
+// histogram still says how long its own code took (record.Sync.Wall), as
 // kpsim's calibration reads it, while its decisions follow the model.
 //
 // The clock is the process's: a kpsim process runs one scenario at a time,

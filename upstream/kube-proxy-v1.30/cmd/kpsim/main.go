@@ -8,9 +8,16 @@
 // tags `releasemodule -tags v1.30.3` prints: make bin/kpsim-kube-proxy-v1.30.
 package main
 
-import kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
+import (
+	"github.com/kpsim/kpsim/cmd/kpsim/cli"
+	kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
+)
 
 // Set by the Makefile: go build -ldflags "-X main.version=... -X main.commit=...".
 var version, commit = "dev", ""
 
-func main() { kubeproxy.Built.Main(version, commit) }
+// main is kpsim's command line with the release as a proxier implementation.
+func main() {
+	kubeproxy.Built.Register()
+	cli.Main(version, commit)
+}

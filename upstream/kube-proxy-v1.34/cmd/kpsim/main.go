@@ -1,6 +1,6 @@
-// Command kpsim is kpsim with kube-proxy v1.34.3's IPVS and nftables
-// proxiers as a proxier implementation (proxier.mode says which), the
-// release go.mod pins: its sync runner, rewritten in kubernetes PR #131615,
+// Command kpsim is kpsim with kube-proxy v1.34.3's IPVS, nftables and
+// iptables proxiers as a proxier implementation (proxier.mode says
+// which), the release go.mod pins: its sync runner, rewritten in kubernetes PR #131615,
 // resyncs IPVS mode once an hour whatever syncPeriod says, until PR #135631
 // reverted it in v1.34.4.
 //
@@ -10,9 +10,16 @@
 // tags `releasemodule -tags v1.34.3` prints: make bin/kpsim-kube-proxy-v1.34.
 package main
 
-import kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
+import (
+	"github.com/kpsim/kpsim/cmd/kpsim/cli"
+	kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
+)
 
 // Set by the Makefile: go build -ldflags "-X main.version=... -X main.commit=...".
 var version, commit = "dev", ""
 
-func main() { kubeproxy.Built.Main(version, commit) }
+// main is kpsim's command line with the release as a proxier implementation.
+func main() {
+	kubeproxy.Built.Register()
+	cli.Main(version, commit)
+}

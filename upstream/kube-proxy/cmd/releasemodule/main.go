@@ -204,12 +204,19 @@ const mainText = `// Written by releasemodule for kube-proxy %[1]s.
 // implementation (proxier.implementation=kube-proxy@%[1]s%[2]s).
 package main
 
-import kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
+import (
+	"github.com/kpsim/kpsim/cmd/kpsim/cli"
+	kubeproxy "github.com/kpsim/kpsim/upstream/kube-proxy"
+)
 
 // Set by the Makefile: go build -ldflags "-X main.version=... -X main.commit=...".
 var version, commit = "dev", ""
 
-func main() { kubeproxy.Built.Main(version, commit) }
+// main is kpsim's command line with the release as a proxier implementation.
+func main() {
+	kubeproxy.Built.Register()
+	cli.Main(version, commit)
+}
 `
 
 const testText = `// Written by releasemodule for kube-proxy %[1]s.

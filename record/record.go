@@ -1,14 +1,23 @@
-// Package results is the results file: one self-describing JSON document per
-// run, reading and writing it, and its summary (the statistics every reader
-// recomputes, and the text that ends a run). Reports (results/report) and
-// comparisons (results/compare) read it from packages of their own, so that
-// the proxier, which records its syncs in this schema, does not carry their
-// charting and statistics libraries. A report or a comparison never re-runs
-// anything; whatever it shows can be recomputed from the file.
-package results
+// Package record is the record a run writes: the types of the results file
+// (File and everything in it, down to a sync's phases and a probe's
+// failures), its schema version, the names of the implementations under
+// test, and the names of the metrics a proxier exports and their labels.
+// It is on the ground floor with dataplane/ and objects/: the proxier and
+// the kernel testbed write these records, and the release adapters name
+// these metrics, without importing results, which computes the summary,
+// the figures, the printed text and reads and writes the file, and sits
+// with its readers (report, compare).
+//
+// Schema returns a JSON Schema of the file generated from these types;
+// results.schema.json is its checked-in copy (go generate ./record), and
+// docs/results-format.md describes the file for readers outside kpsim.
+package record
+
+//go:generate go run ./internal/schemagen
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/kpsim/kpsim/dataplane"
@@ -346,3 +355,38 @@ type Window struct {
 	End      time.Time `json:"end"`
 	Failures int       `json:"failures"`
 }
+
+// Segment is one part of the timeline, from the step that opened it to the
+// step that opened the next (or the run's end).
+type Segment struct {
+	// Name is the opening step's segment name ("restart", "fault", "drift",
+	// a mark's name), with "-2", "-3", ... when a name repeats; FirstSegment
+	// for the part before any such step.
+	Name string `json:"name"`
+	// Step is the index of the step that opened it (-1 for FirstSegment),
+	// Label that step's label.
+	Step  int       `json:"step"`
+	Label string    `json:"label,omitempty"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// SegmentSummary is a segment and its figures: the run's figures over the
+// syncs that started in it and the probe attempts made in it.
+type SegmentSummary struct {
+	Segment
+	Summary Summary `json:"summary"`
+}
+
+// SyncKey names a sync within a run. On the modeled clock, sync k of two
+// runs of one scenario and seed applied the same changes.
+type SyncKey struct {
+	Proxier int
+	Family  dataplane.Family
+	Seq     int
+}
+
+// Key is the sync's SyncKey.
+func (s *Sync) Key() SyncKey { return SyncKey{s.Proxier, s.Family, s.Seq} }
+
+func (k SyncKey) String() string { return fmt.Sprintf("proxier %d %s #%d", k.Proxier, k.Family, k.Seq) }
