@@ -37,8 +37,10 @@ type Options struct {
 	// "QEMU TCG VM, -smp 2"); it opens the profile's source text.
 	Where string
 	// Skip names capabilities this kernel lacks, with why, keyed "ipvs",
-	// "dummy", "conntrack", "nftables": their operations are not measured,
-	// and the source text says so.
+	// "dummy", "conntrack", "nftables", or measurements to leave out,
+	// "iptables-mode" (iptables mode's restores, minutes on an emulated
+	// CPU, and a release's own code in that mode): their operations are not
+	// measured, and the source text says so.
 	Skip map[string]string
 	// NFTVersion is what `nft --version` says, for the source text.
 	NFTVersion string
@@ -129,7 +131,10 @@ func Run(open OpenDataplane, opts Options) (*sim.Profile, error) {
 			}
 			modes := []proxier.Mode{proxier.ModeIPVS}
 			if proxier.HasNFTablesMode(impl) { // and iptables mode
-				modes = append(modes, proxier.ModeNFTables, proxier.ModeIPTables)
+				modes = append(modes, proxier.ModeNFTables)
+				if _, skip := opts.Skip["iptables-mode"]; !skip {
+					modes = append(modes, proxier.ModeIPTables)
+				}
 			}
 			for _, mode := range modes {
 				price, err := FitRelease(impl, mode, opts.ProxierServices, c.where(), c.log)

@@ -272,3 +272,33 @@ func TestCalibrateWarnsWhenTheKernelSlows(t *testing.T) {
 	require.Contains(t, log, "kpsim calibrate: warning:")
 	require.Contains(t, log, "2.00 times")
 }
+
+// TestCalibrateSkipsIPTablesMode: --skip iptables-mode prices a restore by
+// kpsim's ruleset alone (a call, its bytes, and once more when it replaces
+// chains) and says so; nothing grows with the chains.
+func TestCalibrateSkipsIPTablesMode(t *testing.T) {
+	want, err := sim.LoadProfile("host")
+	require.NoError(t, err)
+	want.IPTablesRestore = &sim.IPTablesRestoreCost{Replace: 6e-3, PerDeclared: 7e-9, PerChain: 5e-9, PerDeclaredChain: 7e-13}
+	open := func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
+		k, err := sim.New(sim.Options{Profile: want, IPSetStrategy: s})
+		if err != nil {
+			return dataplane.Dataplane{}, nil, err
+		}
+		return k.Dataplane(), func() {}, nil
+	}
+	modeledOnly := func(dp dataplane.Dataplane) func() time.Duration {
+		_, start := dp.Model.Kernel()
+		return func() time.Duration { _, now := dp.Model.Kernel(); return now - start }
+	}
+	got, err := Run(open, Options{
+		Entries: 200, ExecEntries: 50, Name: "skipped", Where: "the in-memory kernel", SkipProxier: true, Clock: modeledOnly,
+		Skip: map[string]string{"conntrack": "not here", "nftables": "not here", "iptables-mode": "--skip iptables-mode"},
+	})
+	require.NoError(t, err)
+	require.Contains(t, got.Source, "iptables-restore at iptables mode's sizes (--skip iptables-mode)")
+	require.NotNil(t, got.IPTablesRestore)
+	require.Zero(t, got.IPTablesRestore.PerDeclared+got.IPTablesRestore.PerChain+got.IPTablesRestore.PerDeclaredChain)
+	require.Greater(t, got.IPTablesRestore.Replace, want.IPTablesRestore.Replace, "the surcharge and the ruleset's rules and chains")
+	require.Positive(t, got.Ops[dataplane.OpIPTablesRestore.String()])
+}

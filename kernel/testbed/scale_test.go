@@ -65,7 +65,7 @@ func TestE2EScale(t *testing.T) {
 		where = "the end-to-end test's machine"
 	}
 	start := time.Now()
-	out, err := exec.Command(bin, "calibrate", "--name", "calibrated-e2e", "--where", where, "--entries", "5000", "--skip", "nftables", "-o", profile).CombinedOutput()
+	out, err := exec.Command(bin, "calibrate", "--name", "calibrated-e2e", "--where", where, "--entries", "5000", "--skip", "nftables,iptables-mode", "-o", profile).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	t.Logf("kpsim calibrate (%s):\n%s", time.Since(start).Round(time.Second), out)
 	p, err := os.ReadFile(profile)
@@ -86,7 +86,7 @@ func TestE2EScale(t *testing.T) {
 	// model. The runs are priced by both, which bracket them in time.
 	after := filepath.Join(filepath.Dir(profile), "calibrated-after.json")
 	start = time.Now()
-	out, err = exec.Command(bin, "calibrate", "--name", "calibrated-e2e-after", "--where", where, "--entries", "5000", "--skip", "nftables", "-o", after).CombinedOutput()
+	out, err = exec.Command(bin, "calibrate", "--name", "calibrated-e2e-after", "--where", where, "--entries", "5000", "--skip", "nftables,iptables-mode", "-o", after).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	t.Logf("kpsim calibrate, after the kernel runs (%s):\n%s", time.Since(start).Round(time.Second), out)
 	modeled := kpsimRun(t, bin, scenario, "backend=sim", "sim.profile="+profile)

@@ -253,7 +253,7 @@ func TestKubeProxyAgreement(t *testing.T) {
 	const kernelTries = 3
 	dir := binDir(t, kernel.Needs{})
 	out := outDir(t)
-	profile := calibrate(t, dir, kpsim, out, "agreement", 1000, "--skip", "nftables") // IPVS mode only
+	profile := calibrate(t, dir, kpsim, out, "agreement", 1000, "--skip", "nftables,iptables-mode") // IPVS mode only
 	const scenario = "testdata/agreement.yaml"
 	for _, p := range []proxier{v1_30, v1_34, v1_37} {
 		kernState, simState := filepath.Join(out, "agreement-state-kernel-"+p.label+".json"), filepath.Join(out, "agreement-state-sim-"+p.label+".json")

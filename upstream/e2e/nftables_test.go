@@ -380,7 +380,7 @@ func TestKubeProxySwitch(t *testing.T) {
 	hosttools.Require(t, "nft")
 	out := outDir(t)
 	p := v1_37
-	profile := calibrate(t, dir, p, out, "switch", 300)
+	profile := calibrate(t, dir, p, out, "switch", 300, "--skip", "iptables-mode") // IPVS and nftables modes
 	const scenario = "testdata/switch.yaml"
 	kern := run(t, dir, p, scenario, filepath.Join(out, "switch-kernel.json"))
 	sim := run(t, dir, p, scenario, filepath.Join(out, "switch-sim.json"), "--set", "backend=sim", "--set", "sim.profile="+profile)

@@ -29,24 +29,27 @@ type calibrateFlags struct {
 }
 
 // skippable are the operations calibrate can be told to leave out.
-var skippable = []string{"ipvs", "nftables", "conntrack"}
+var skippable = []string{"ipvs", "nftables", "conntrack", "iptables-mode"}
 
 func newCalibrateCommand() *cobra.Command {
 	var o calibrateFlags
 	c := &cobra.Command{
-		Use:   "calibrate [-o FILE] [--name NAME] [--where TEXT] [--entries N] [--exec-entries N] [--iptables legacy|nft] [--skip ipvs,nftables,conntrack]",
+		Use:   "calibrate [-o FILE] [--name NAME] [--where TEXT] [--entries N] [--exec-entries N] [--iptables legacy|nft] [--skip ipvs,nftables,conntrack,iptables-mode]",
 		Short: "measure this kernel's per-operation costs and write a cost profile for the sim (root)",
 		Long: `Measure, in a throwaway network namespace, what each kernel operation kube-proxy's IPVS
 mode issues costs on this machine: IPVS services and destinations, ipset entries by
-each strategy (exec, restore, netlink), addresses, iptables-restore, conntrack; and
-what nft costs kube-proxy's nftables mode: transactions and listings on a table shaped
-like its own, at --entries services and four times as many. Each cost is fitted from a
+each strategy (exec, restore, netlink), addresses, iptables-restore, conntrack; what
+iptables-restore costs kube-proxy's iptables mode (its nat table at half, twice and four
+times --entries services, up to 4,000: about a minute here); and what nft costs
+kube-proxy's nftables mode: transactions and listings on a table shaped like its own,
+at --entries services and four times as many. Each cost is fitted from a
 small and a large batch. Run in a binary with kube-proxy releases (bin/kpsim-kube-proxy-*),
 it also prices each release's own code in each of its modes. The result is a cost
 profile the sim reads (--set sim.profile=FILE), so the in-memory kernel predicts this
 node. Operations this kernel cannot do (IPVS on a kernel without it, nftables without
 nft), and those --skip names, are left out of the profile, and its source text says so
-(nft's loads of rules with maps take minutes at --entries 5000 on an emulated CPU). See
+(nft's loads of rules with maps, and iptables mode's restores, take minutes at --entries
+5000 on an emulated CPU: --skip nftables,iptables-mode there). See
 docs/kernel-costs.md and docs/nftables.md.`,
 		Example: `  sudo kpsim calibrate -o my-node.json
   sudo kpsim calibrate --entries 5000 --iptables nft -o my-node.json
@@ -63,7 +66,7 @@ docs/kernel-costs.md and docs/nftables.md.`,
 	f.IntVar(&o.entries, "entries", 1000, "set entries, IPVS services, addresses and conntrack flows per measurement, `N`")
 	f.IntVar(&o.execEntries, "exec-entries", 100, "`N` entries for the one-process-per-entry ipset strategy")
 	f.StringVar(&o.mode, "iptables", "", "iptables variant, `legacy|nft` (default: detected as kube-proxy does)")
-	f.StringSliceVar(&o.skip, "skip", nil, "leave out these operations, `ipvs,nftables,conntrack`")
+	f.StringSliceVar(&o.skip, "skip", nil, "leave out these operations, `ipvs,nftables,conntrack,iptables-mode`")
 	completeValues(c, "iptables", "legacy", "nft")
 	completeValues(c, "skip", skippable...)
 	completeFiles(c, "output", "json")
