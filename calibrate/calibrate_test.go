@@ -32,19 +32,8 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 				want.IPTablesRestore = &sim.IPTablesRestoreCost{Replace: 6e-3, PerDeclared: 7e-9, PerChain: 5e-9, PerDeclaredChain: 7e-13}
 				want.ListItem[dataplane.OpIPTablesRestore.String()] = 3e-6
 			}
-			open := func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
-				k, err := sim.New(sim.Options{Profile: want, IPSetStrategy: s})
-				if err != nil {
-					return dataplane.Dataplane{}, nil, err
-				}
-				return k.Dataplane(), func() {}, nil
-			}
-			modeledOnly := func(dp dataplane.Dataplane) func() time.Duration {
-				_, start := dp.Model.Kernel()
-				return func() time.Duration { _, now := dp.Model.Kernel(); return now - start }
-			}
 			var log bytes.Buffer
-			got, err := Run(open, Options{
+			got, err := Run(simDataplanes(want), Options{
 				Entries: 200, ExecEntries: 50, Name: "from-sim", Where: "the in-memory kernel",
 				Skip:  map[string]string{"conntrack": "the in-memory kernel's flows cannot be created through the dataplane"},
 				Clock: modeledOnly, Log: &log, SkipProxier: true,
@@ -280,18 +269,7 @@ func TestCalibrateSkipsIPTablesMode(t *testing.T) {
 	want, err := sim.LoadProfile("host")
 	require.NoError(t, err)
 	want.IPTablesRestore = &sim.IPTablesRestoreCost{Replace: 6e-3, PerDeclared: 7e-9, PerChain: 5e-9, PerDeclaredChain: 7e-13}
-	open := func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
-		k, err := sim.New(sim.Options{Profile: want, IPSetStrategy: s})
-		if err != nil {
-			return dataplane.Dataplane{}, nil, err
-		}
-		return k.Dataplane(), func() {}, nil
-	}
-	modeledOnly := func(dp dataplane.Dataplane) func() time.Duration {
-		_, start := dp.Model.Kernel()
-		return func() time.Duration { _, now := dp.Model.Kernel(); return now - start }
-	}
-	got, err := Run(open, Options{
+	got, err := Run(simDataplanes(want), Options{
 		Entries: 200, ExecEntries: 50, Name: "skipped", Where: "the in-memory kernel", SkipProxier: true, Clock: modeledOnly,
 		Skip: map[string]string{"conntrack": "not here", "nftables": "not here", "iptables-mode": "--skip iptables-mode"},
 	})
@@ -301,4 +279,22 @@ func TestCalibrateSkipsIPTablesMode(t *testing.T) {
 	require.Zero(t, got.IPTablesRestore.PerDeclared+got.IPTablesRestore.PerChain+got.IPTablesRestore.PerDeclaredChain)
 	require.Greater(t, got.IPTablesRestore.Replace, want.IPTablesRestore.Replace, "the surcharge and the ruleset's rules and chains")
 	require.Positive(t, got.Ops[dataplane.OpIPTablesRestore.String()])
+}
+
+// simDataplanes opens an in-memory kernel priced by p for each strategy.
+func simDataplanes(p *sim.Profile) OpenDataplane {
+	return func(s dataplane.IPSetStrategy) (dataplane.Dataplane, func(), error) {
+		k, err := sim.New(sim.Options{Profile: p, IPSetStrategy: s})
+		if err != nil {
+			return dataplane.Dataplane{}, nil, err
+		}
+		return k.Dataplane(), func() {}, nil
+	}
+}
+
+// modeledOnly times by the in-memory kernel's modeled cost alone, so that a
+// calibration of it gives back its profile exactly.
+func modeledOnly(dp dataplane.Dataplane) func() time.Duration {
+	_, start := dp.Model.Kernel()
+	return func() time.Duration { _, now := dp.Model.Kernel(); return now - start }
 }

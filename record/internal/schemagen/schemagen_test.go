@@ -38,10 +38,7 @@ func TestSchemaFile(t *testing.T) {
 // optional part, written as kpsim writes them, hold nothing the schema
 // does not describe and everything it requires.
 func TestRunsMatchSchema(t *testing.T) {
-	b, err := Generate(recordDir)
-	require.NoError(t, err)
-	var schema map[string]any
-	require.NoError(t, json.Unmarshal(b, &schema))
+	schema := generated(t)
 
 	s, err := scenarios.Load("smoke", nil)
 	require.NoError(t, err)
@@ -62,12 +59,7 @@ func TestRunsMatchSchema(t *testing.T) {
 			require.NoError(t, results.Write(path, f))
 			raw, err := os.ReadFile(path)
 			require.NoError(t, err)
-			d := json.NewDecoder(bytes.NewReader(raw))
-			d.UseNumber()
-			var doc any
-			require.NoError(t, d.Decode(&doc))
-			v := validator{root: schema}
-			v.check("$", schema, doc)
+			v := validate(t, schema, raw)
 			require.Empty(t, v.problems)
 			require.Greater(t, v.keys, 100, "the walk saw the file")
 		})
@@ -77,22 +69,36 @@ func TestRunsMatchSchema(t *testing.T) {
 // TestValidatorRefuses: the check above fails a key the schema does not
 // describe, a value of the wrong type and a missing required key.
 func TestValidatorRefuses(t *testing.T) {
-	b, err := Generate(recordDir)
-	require.NoError(t, err)
-	var schema map[string]any
-	require.NoError(t, json.Unmarshal(b, &schema))
+	schema := generated(t)
 	for _, doc := range []string{
 		`{"schemaVersion": 3, "surprise": 1}`,
 		`{"schemaVersion": "3"}`,
 	} {
-		d := json.NewDecoder(strings.NewReader(doc))
-		d.UseNumber()
-		var v any
-		require.NoError(t, d.Decode(&v))
-		val := validator{root: schema}
-		val.check("$", schema, v)
-		require.NotEmpty(t, val.problems, doc)
+		require.NotEmpty(t, validate(t, schema, []byte(doc)).problems, doc)
 	}
+}
+
+// generated is the schema Generate writes, decoded.
+func generated(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := Generate(recordDir)
+	require.NoError(t, err)
+	var schema map[string]any
+	require.NoError(t, json.Unmarshal(b, &schema))
+	return schema
+}
+
+// validate checks the JSON document raw against schema (numbers kept as
+// written) and returns the validator with what it found.
+func validate(t *testing.T, schema map[string]any, raw []byte) validator {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var doc any
+	require.NoError(t, d.Decode(&doc))
+	v := validator{root: schema}
+	v.check("$", schema, doc)
+	return v
 }
 
 // validator checks a JSON document against the parts of JSON Schema the
