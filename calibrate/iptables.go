@@ -250,7 +250,7 @@ func (c *calibration) iptables() error {
 	sizes := iptablesModeSizes(n)
 	if why, skip := c.opts.Skip["iptables-mode"]; skip {
 		sizes = nil
-		c.skipped = append(c.skipped, fmt.Sprintf("iptables-restore at iptables mode's sizes (%s): a restore is priced by kpsim's ruleset alone, replacing once more per call", why))
+		c.skipped = append(c.skipped, fmt.Sprintf("iptables-restore at iptables mode's sizes (%s): a restore is priced by kpsim's ruleset alone, replacing per rule flushed", why))
 	}
 	for i, size := range sizes {
 		last := i == len(sizes)-1
@@ -277,9 +277,14 @@ func (c *calibration) iptables() error {
 			}
 		}
 	}
-	replace, perFlushed := max(0, median(rs[1])-median(rs[0])), 0.0
+	// Without iptables mode's tables, what replacing the ruleset costs more
+	// is priced per rule flushed, as a restore of kpsim's ruleset flushes
+	// them all; a restore that flushes a few (IPVS mode's cleanup, in the
+	// VM's switch) then pays for those few.
+	replaced0 := max(0, median(rs[1])-median(rs[0]))
+	replace, perFlushed := 0.0, replaced0/float64(own)
 	if len(sizes) > 0 {
-		replace, perFlushed = fit(replace, replaced[0], own, int(replaced[1]))
+		replace, perFlushed = fit(replaced0, replaced[0], own, int(replaced[1]))
 	}
 	// Without iptables mode's tables the loads cannot tell what grows with
 	// the chains from what grows with the bytes: a call and its bytes only.
