@@ -3,6 +3,7 @@ package objects
 import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // AnnotationDelete marks an object in a changes file as deleted: the object
@@ -69,79 +70,49 @@ func (s *Set) Apply(changes *Set) (*Set, []Event) {
 		}
 	}
 	out.Ignored = append(out.Ignored, changes.Ignored...)
-	var events []Event
-
-	newSvc := map[string]*v1.Service{}
-	for _, svc := range changes.Services {
-		newSvc[joinName(svc.Namespace, svc.Name)] = svc
-	}
-	for _, svc := range s.Services {
-		id := joinName(svc.Namespace, svc.Name)
-		switch n, ok := newSvc[id]; {
-		case ok:
-			events = append(events, serviceEvent(Update, svc, n))
-			out.Services = append(out.Services, n)
-			delete(newSvc, id)
-		case deleted["Service/"+id]:
-			events = append(events, serviceEvent(Delete, svc, nil))
-		default:
-			out.Services = append(out.Services, svc)
-		}
-	}
-	for _, svc := range changes.Services {
-		if _, ok := newSvc[joinName(svc.Namespace, svc.Name)]; ok {
-			events = append(events, serviceEvent(Add, nil, svc))
-			out.Services = append(out.Services, svc)
-		}
-	}
-
-	newSlice := map[string]*discoveryv1.EndpointSlice{}
-	for _, eps := range changes.EndpointSlices {
-		newSlice[joinName(eps.Namespace, eps.Name)] = eps
-	}
-	for _, eps := range s.EndpointSlices {
-		id := joinName(eps.Namespace, eps.Name)
-		switch n, ok := newSlice[id]; {
-		case ok:
-			events = append(events, sliceEvent(Update, eps, n))
-			out.EndpointSlices = append(out.EndpointSlices, n)
-			delete(newSlice, id)
-		case deleted["EndpointSlice/"+id]:
-			events = append(events, sliceEvent(Delete, eps, nil))
-		default:
-			out.EndpointSlices = append(out.EndpointSlices, eps)
-		}
-	}
-	for _, eps := range changes.EndpointSlices {
-		if _, ok := newSlice[joinName(eps.Namespace, eps.Name)]; ok {
-			events = append(events, sliceEvent(Add, nil, eps))
-			out.EndpointSlices = append(out.EndpointSlices, eps)
-		}
-	}
-
-	newNode := map[string]*v1.Node{}
-	for _, n := range changes.Nodes {
-		newNode[n.Name] = n
-	}
-	for _, n := range s.Nodes {
-		switch nn, ok := newNode[n.Name]; {
-		case ok:
-			events = append(events, nodeEvent(Update, n, nn))
-			out.Nodes = append(out.Nodes, nn)
-			delete(newNode, n.Name)
-		case deleted["Node/"+n.Name]:
-			events = append(events, nodeEvent(Delete, n, nil))
-		default:
-			out.Nodes = append(out.Nodes, n)
-		}
-	}
-	for _, n := range changes.Nodes {
-		if _, ok := newNode[n.Name]; ok {
-			events = append(events, nodeEvent(Add, nil, n))
-			out.Nodes = append(out.Nodes, n)
-		}
-	}
+	var events, ev []Event
+	out.Services, ev = merge("Service", s.Services, changes.Services, deleted, serviceEvent)
+	events = append(events, ev...)
+	out.EndpointSlices, ev = merge("EndpointSlice", s.EndpointSlices, changes.EndpointSlices, deleted, sliceEvent)
+	events = append(events, ev...)
+	out.Nodes, ev = merge("Node", s.Nodes, changes.Nodes, deleted, nodeEvent)
+	events = append(events, ev...)
 	out.sort()
+	return out, events
+}
+
+// merge is Apply for the objects of one kind: each base object kept,
+// replaced by its namesake in changes (an update) or deleted, in the base's
+// order, then the objects of changes the base does not hold (adds).
+func merge[T metav1.Object](kind string, base, changes []T, deleted map[string]bool, event func(op Op, old, new T) Event) ([]T, []Event) {
+	var (
+		out    []T
+		events []Event
+		none   T
+	)
+	id := func(o T) string { return joinName(o.GetNamespace(), o.GetName()) }
+	fresh := make(map[string]T, len(changes))
+	for _, o := range changes {
+		fresh[id(o)] = o
+	}
+	for _, o := range base {
+		switch n, ok := fresh[id(o)]; {
+		case ok:
+			events = append(events, event(Update, o, n))
+			out = append(out, n)
+			delete(fresh, id(o))
+		case deleted[kind+"/"+id(o)]:
+			events = append(events, event(Delete, o, none))
+		default:
+			out = append(out, o)
+		}
+	}
+	for _, o := range changes {
+		if _, ok := fresh[id(o)]; ok {
+			events = append(events, event(Add, none, o))
+			out = append(out, o)
+		}
+	}
 	return out, events
 }
 

@@ -44,13 +44,6 @@ vm_tests() {
 	cd /kpsim/src/kernel || return 1
 	kpsim version # run.sh checks the build it names
 	step doctor kpsim doctor --require kernel
-	# The switch from IPVS mode to nftables mode (this kernel has both),
-	# first: it holds the sim, calibrated in the step's first five minutes,
-	# to the kernel's disruption measured in its last one, and this VM runs
-	# a step slower the more steps ran before it, idle or not (the same
-	# commit's calibration priced an iptables-save at 33 ms first, 53 ms
-	# after the agreement step and 89 ms last; docs/kernel-backend.md).
-	step kube-proxy-switch kube_proxy_e2e '^TestKubeProxySwitch$'
 	step kernel-tests kernel.test -test.v -test.count=1 -test.timeout=15m
 	# How a full sync can read the IPVS table and the sets back, at 5,000 services.
 	step readback kernel.test -test.run '^$' -test.bench ReadBack -test.benchtime 3x -test.timeout=10m
@@ -64,4 +57,6 @@ vm_tests() {
 	step kube-proxy-drift kube_proxy_e2e '^TestKubeProxyDrift$'
 	step kube-proxy-parity kube_proxy_e2e '^TestKubeProxyParity$'
 	step kube-proxy-agreement kube_proxy_e2e '^TestKubeProxyAgreement$'
+	# The switch from IPVS mode to nftables mode: this kernel has both.
+	step kube-proxy-switch kube_proxy_e2e '^TestKubeProxySwitch$'
 }

@@ -28,6 +28,16 @@ const (
 	saneLow, saneHigh           = 0.5, 2.0
 )
 
+// switchSaneLow and switchSaneHigh bound the switch's disruption,
+// modeled/measured, in the VM of make test-kernel. Its calibration's
+// prices for an iptables or ipset process moved threefold between boots on
+// 2026-11-28 (an iptables-save of ten rules: 33, 53, 89 and 96 ms) while
+// the kernel's disruption moved from 4.2 to 5.7 s: unchanged code gave
+// ratios of 0.47 to 2.12 over six runs (docs/kernel-backend.md). The bound
+// is that spread twice over, so that a count or a price wrong by more than
+// the VM's noise still fails.
+const switchSaneLow, switchSaneHigh = 0.25, 4.0
+
 // mixedSaneLow and mixedSaneHigh bound each kind of sync's ratio in the
 // mixed scenario, whose syncs write thousands of rules with maps: what
 // nf_tables takes for those moved most between calibrations here (the
@@ -374,7 +384,7 @@ func TestIPTablesAgreement(t *testing.T) {
 // nothing of IPVS mode, and the same is left behind (nothing, on an IPv4
 // node). The switch's disruption (the restart segment's seconds during
 // which a probed service failed) is reported, modeled against measured,
-// against the 0.75-1.25 and held within 0.5-2.
+// against the 0.75-1.25 and held within switchSaneLow-High.
 func TestKubeProxySwitch(t *testing.T) {
 	dir := binDir(t, kernel.Needs{NFTables: true})
 	hosttools.Require(t, "nft")
@@ -419,5 +429,5 @@ func TestKubeProxySwitch(t *testing.T) {
 	}
 	fmt.Printf("SWITCH disruption: modeled %s, measured %s: ratio %.2f, %s %.2f-%.2f\n",
 		results.FormatSeconds(seconds["sim"]), results.FormatSeconds(seconds["kernel"]), ratio, verdict, agreementLow, agreementHigh)
-	require.True(t, ratio >= saneLow && ratio <= saneHigh, "the switch's disruption modeled/measured %.2f, outside %.1f-%.1f", ratio, saneLow, saneHigh)
+	require.True(t, ratio >= switchSaneLow && ratio <= switchSaneHigh, "the switch's disruption modeled/measured %.2f, outside %.2f-%.1f", ratio, switchSaneLow, switchSaneHigh)
 }
