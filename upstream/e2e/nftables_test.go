@@ -29,13 +29,12 @@ const (
 )
 
 // switchSaneLow and switchSaneHigh bound the switch's disruption,
-// modeled/measured, in the VM of make test-kernel. Its calibration's
-// prices for an iptables or ipset process moved threefold between boots on
-// 2026-11-28 (an iptables-save of ten rules: 33, 53, 89 and 96 ms) while
-// the kernel's disruption moved from 4.2 to 5.7 s: unchanged code gave
-// ratios of 0.47 to 2.12 over six runs (docs/kernel-backend.md). The bound
-// is that spread twice over, so that a count or a price wrong by more than
-// the VM's noise still fails.
+// modeled/measured, in the VM of make test-kernel. Both sides move between
+// boots there: on 2026-11-28 the calibration measured an iptables-save of
+// ten rules at 33 to 96 ms and the kernel's disruption came to 4.2 to 10 s,
+// and unchanged code gave ratios of 0.47 to 2.12 over seven runs
+// (docs/kernel-backend.md). The bound is that spread twice over, so that a
+// count or a price wrong by more than the VM's noise still fails.
 const switchSaneLow, switchSaneHigh = 0.25, 4.0
 
 // mixedSaneLow and mixedSaneHigh bound each kind of sync's ratio in the
