@@ -195,7 +195,14 @@ func kubernetes() (dir, required, version, replaced string, err error) {
 		return m.Replace.Dir, m.Version, m.Version + " replaced by " + m.Replace.Dir, m.Replace.Dir, nil
 	}
 	if m.Dir == "" {
-		return "", "", "", "", fmt.Errorf("k8s.io/kubernetes %s is not downloaded: go mod download k8s.io/kubernetes", m.Version)
+		// Not in the module cache yet (a fresh machine): go build would
+		// fetch it, but the overlay is made before the build.
+		var d struct{ Dir, Error string }
+		b, err := exec.Command("go", "mod", "download", "-json", "k8s.io/kubernetes").Output()
+		if jerr := json.Unmarshal(b, &d); jerr != nil || d.Dir == "" {
+			return "", "", "", "", fmt.Errorf("go mod download k8s.io/kubernetes %s: %v %s", m.Version, err, d.Error)
+		}
+		m.Dir = d.Dir
 	}
 	return m.Dir, m.Version, m.Version, "", nil
 }
