@@ -228,6 +228,27 @@ func (c *calibration) iptables() error {
 	if err != nil {
 		return err
 	}
+	// One iptables command on the nat table kube-proxy's IPVS mode holds: a
+	// chain made, then deleted, reps times. Making one is what checking a
+	// rule costs too (the process and its read: about 5 ms each here); a
+	// deletion commits slower (about 15-19 ms with iptables-nft), priced
+	// as the command and an item removed (sim.Kernel.Command).
+	var made, deleted []float64
+	for i := range reps {
+		for _, cmd := range []string{"-N", "-X"} {
+			clk := c.newClock()
+			if err := t.Command(dataplane.IPv4, "nat", cmd, "KPSIM-CAL-CMD"); err != nil {
+				return fmt.Errorf("calibrate iptables %s (%d of %d): %w", cmd, i+1, reps, err)
+			}
+			if cmd == "-N" {
+				made = append(made, clk().Seconds())
+			} else {
+				deleted = append(deleted, clk().Seconds())
+			}
+		}
+	}
+	command, removal := median(made), max(0, median(deleted)-median(made))
+	fmt.Fprintf(c.log, "%-44s n=%-6d %10.1f us median, -X %.1f us\n", "iptables -N (nat, kpsim's ruleset)", reps, command*1e6, median(deleted)*1e6)
 	gs, err := times(fmt.Sprintf("and %d KUBE-IPVS-OUT-FILTER rules", n), reps, cleanup, grown)
 	if err != nil {
 		return err
@@ -312,6 +333,8 @@ func (c *calibration) iptables() error {
 	c.p.IPTablesRestore = &sim.IPTablesRestoreCost{Replace: replace, PerDeclared: price[2], PerChain: price[3], PerDeclaredChain: price[4]}
 	saveCall, perRule := fit(saveA, saveB, rulesA, rulesB)
 	c.set(dataplane.OpIPTablesSave, saveCall)
+	c.set(dataplane.OpIPTablesCommand, command)
+	c.p.ListItem[dataplane.OpIPTablesCommand.String()] = removal
 	c.p.ListItem[dataplane.OpIPTablesSave.String()] = perRule
 	match := "the ipvs match"
 	if !ipvsMatch {
@@ -332,8 +355,9 @@ func (c *calibration) iptables() error {
 		}
 		fmt.Fprintf(&b, "%s (%d bytes, %d rules, %d flushed) %s (%.0f%%), priced %s", l.name, l.bytes, l.written, l.flushed, dur(l.seconds), 100*l.spread, dur(pred))
 	}
-	fmt.Fprintf(&b, ". Fitted (least squares on relative errors): %s per call, %s per byte, %s per rule written and chain declared, %s per rule written and chain of its table, %s per rule written and pair of both; replacing chains %s more per call and %s per rule flushed. iptables-save of the filter table %s per call plus %s per rule",
-		dur(price[0]), dur(price[1]), dur(price[2]), dur(price[3]), fmt.Sprintf("%.3g ps", price[4]*1e12), dur(replace), dur(perFlushed), dur(saveCall), dur(perRule))
+	fmt.Fprintf(&b, ". Fitted (least squares on relative errors): %s per call, %s per byte, %s per rule written and chain declared, %s per rule written and chain of its table, %s per rule written and pair of both; replacing chains %s more per call and %s per rule flushed. iptables-save of the filter table %s per call plus %s per rule. One iptables command (-N on the nat table, median of %d) %s, a deletion (-X) %s more",
+		dur(price[0]), dur(price[1]), dur(price[2]), dur(price[3]), fmt.Sprintf("%.3g ps", price[4]*1e12), dur(replace), dur(perFlushed), dur(saveCall), dur(perRule),
+		reps, dur(command), dur(removal))
 	c.notes = append(c.notes, b.String())
 	// Leave the namespace as it was: no chains, no sets.
 	err = nil

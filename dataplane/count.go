@@ -264,6 +264,11 @@ func (w countedIPTables) Save(f Family, table string) ([]byte, error) {
 	return w.IPTables.Save(f, table)
 }
 
+func (w countedIPTables) Command(f Family, table string, args ...string) error {
+	w.c.ops[OpIPTablesCommand]++
+	return w.IPTables.Command(f, table, args...)
+}
+
 type countedLinks struct {
 	Links
 	c *Counter

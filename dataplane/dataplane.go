@@ -227,6 +227,13 @@ type IPTables interface {
 	Restore(family Family, payload []byte) error
 	// Save returns iptables-save output for one table.
 	Save(family Family, table string) ([]byte, error)
+	// Command runs one iptables command on table, as one iptables process:
+	// args as iptables takes them after -t TABLE (-N, -X, -F, -A, -I, -D,
+	// -C with a chain and a rule). A command that finds no such chain, or
+	// no such rule (-C, -D), fails with an error matching fs.ErrNotExist;
+	// -N of a chain that exists, with one matching fs.ErrExist. How a
+	// kube-proxy release ensures its chains and jumps, and cleans up.
+	Command(family Family, table string, args ...string) error
 }
 
 // ---------------------------------------------------------------------------

@@ -128,6 +128,10 @@ func (replayIPSet) Apply([]SetChange) error { return nil }
 type replayIPTables struct{ r *Replay }
 
 func (replayIPTables) Restore(Family, []byte) error { return nil }
+
+// Command is taken as a write, -C too: kpsim's proxier, the one a replay
+// measures, writes by restore and issues no command.
+func (replayIPTables) Command(Family, string, ...string) error { return nil }
 func (t replayIPTables) Save(f Family, table string) ([]byte, error) {
 	return t.r.saved[f][table], nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -198,6 +199,13 @@ func (w guardedIPTables) Save(f Family, table string) ([]byte, error) {
 		return nil, StoppedError("iptables-save -t " + table)
 	}
 	return w.IPTables.Save(f, table)
+}
+
+func (w guardedIPTables) Command(f Family, table string, args ...string) error {
+	if w.g.stopped.Load() {
+		return StoppedError("iptables -t " + table + " " + strings.Join(args, " "))
+	}
+	return w.IPTables.Command(f, table, args...)
 }
 
 type guardedLinks struct {

@@ -181,7 +181,8 @@ func (e *toolError) Unwrap() error {
 	case strings.Contains(m, "already exists"), strings.Contains(m, "already added"):
 		return unix.EEXIST
 	case strings.Contains(m, "does not exist"), strings.Contains(m, "no chain/target/match by that name"),
-		strings.Contains(m, "doesn't exist"):
+		strings.Contains(m, "doesn't exist"), strings.Contains(m, "does a matching rule exist"),
+		strings.Contains(m, "no such file or directory"):
 		return unix.ENOENT
 	case strings.Contains(m, "syntax error"), strings.Contains(m, "invalid"), strings.Contains(m, "unknown"),
 		strings.Contains(m, "bad argument"), strings.Contains(m, "cannot be parsed"), strings.Contains(m, "error occurred at line"),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/kpsim/kpsim/dataplane"
@@ -43,6 +44,16 @@ func (t *iptables) Save(f dataplane.Family, table string) ([]byte, error) {
 		return nil, fmt.Errorf("%s -t %s: %w", name, table, err)
 	}
 	return out, nil
+}
+
+// Command runs iptables -w -t table args: its message says a chain or a
+// rule is missing (toolError: ENOENT) or a chain exists (EEXIST).
+func (t *iptables) Command(f dataplane.Family, table string, args ...string) error {
+	name := strings.TrimSuffix(t.tool(f, ""), "-")
+	if _, err := run(nil, name, append([]string{"-w", "-t", table}, args...)...); err != nil {
+		return fmt.Errorf("%s -t %s %s: %w", name, table, strings.Join(args, " "), err)
+	}
+	return nil
 }
 
 // kubeletChains are the chains kubelet (1.17+) creates in the mangle table;

@@ -31,10 +31,9 @@ import (
 // as an IPv4 proxier does, so a dual-stack node keeps its KUBE-6-* sets.
 // What IPVS mode set and no cleanup undoes (its sysctls) stays.
 //
-// Each iptables command is an iptables process, which reads its table and
-// writes it back when the command changes it: a Save, and a Restore when it
-// does (a command that finds nothing to do fails, and is not an error here,
-// as kube-proxy ignores "not found").
+// Each iptables command is one iptables process (dataplane.IPTables.Command;
+// one that finds nothing to do fails, and is not an error here, as
+// kube-proxy ignores "not found").
 func CleanupIPVSMode(dp dataplane.Dataplane) error {
 	var errs []error
 	keep := func(err error) {
@@ -44,7 +43,7 @@ func CleanupIPVSMode(dp dataplane.Dataplane) error {
 	}
 	families := []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
 	for _, f := range families {
-		cleanupIPTablesMode(iptCommands{dp.IPTables, f}, keep)
+		cleanupIPTablesMode(dp.IPTables, f, keep)
 	}
 	svcs, err := dp.IPVS.Services()
 	keep(err)
@@ -53,18 +52,14 @@ func CleanupIPVSMode(dp dataplane.Dataplane) error {
 	}
 	keep(dp.Links.DeleteLink(dataplane.DummyLink))
 	for _, f := range families {
-		ipt := iptCommands{dp.IPTables, f}
 		for _, j := range jumpRules {
-			keep(ipt.deleteRule(j.table, j.from, j.args()))
+			keep(deleteRule(dp.IPTables, f, j.table, j.from, j.args()))
 		}
-		for _, t := range ipvsModeChains {
-			for _, c := range t.chains {
-				keep(ipt.change(t.name, c, "-F "+c))
-			}
-		}
-		for _, t := range ipvsModeChains {
-			for _, c := range t.chains {
-				keep(ipt.change(t.name, c, "-X "+c))
+		for _, command := range []string{"-F", "-X"} {
+			for _, t := range ipvsModeChains {
+				for _, c := range t.chains {
+					keep(dp.IPTables.Command(f, t.name, command, c))
+				}
 			}
 		}
 	}
@@ -122,12 +117,12 @@ func iptablesModeChain(table, name string) bool {
 
 // cleanupIPTablesMode is one family's part of iptables mode's cleanup; keep
 // takes each command's error.
-func cleanupIPTablesMode(ipt iptCommands, keep func(error)) {
+func cleanupIPTablesMode(ipt dataplane.IPTables, f dataplane.Family, keep func(error)) {
 	for _, j := range iptablesModeJumps {
-		keep(ipt.deleteRule(j.table, j.from, j.rule))
+		keep(deleteRule(ipt, f, j.table, j.from, j.rule))
 	}
 	for _, t := range iptablesModeChains {
-		tb, err := ipt.table(t.name)
+		tb, err := dataplane.ReadTable(ipt, f, t.name)
 		if err != nil {
 			keep(err)
 			continue
@@ -140,56 +135,20 @@ func cleanupIPTablesMode(ipt iptCommands, keep func(error)) {
 			}
 		}
 		payload := "*" + t.name + "\n" + strings.Join(slices.Concat(flush, remove), "\n") + "\nCOMMIT\n"
-		if err := ipt.ipt.Restore(ipt.f, []byte(payload)); err != nil {
-			keep(fmt.Errorf("remove iptables mode's %s chains (%s): %w", t.name, ipt.f, err))
+		if err := ipt.Restore(f, []byte(payload)); err != nil {
+			keep(fmt.Errorf("remove iptables mode's %s chains (%s): %w", t.name, f, err))
 		}
 	}
-	keep(ipt.change("mangle", "KUBE-PROXY-CANARY", "-X KUBE-PROXY-CANARY"))
+	keep(ipt.Command(f, "mangle", "-X", "KUBE-PROXY-CANARY"))
 }
 
-// iptCommands are one family's iptables commands, as processes: each reads
-// its table (Save) and writes it back (Restore) when it changes it. One
-// that finds nothing to do returns fs.ErrNotExist.
-type iptCommands struct {
-	ipt dataplane.IPTables
-	f   dataplane.Family
-}
-
-func (c iptCommands) table(name string) (*dataplane.Table, error) {
-	return dataplane.ReadTable(c.ipt, c.f, name)
-}
-
-func (c iptCommands) write(table, command string) error {
-	return c.ipt.Restore(c.f, []byte("*"+table+"\n"+command+"\nCOMMIT\n"))
-}
-
-// deleteRule is `iptables -D from rule`.
-func (c iptCommands) deleteRule(table, from, rule string) error {
-	tb, err := c.table(table)
+// deleteRule is `iptables -D from rule`, rule as text.
+func deleteRule(ipt dataplane.IPTables, f dataplane.Family, table, from, rule string) error {
+	args, err := dataplane.SplitRule(rule)
 	if err != nil {
 		return err
 	}
-	canonical, err := dataplane.CanonicalRuleText(c.f, rule)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(tb.Rules[from], canonical) {
-		return fs.ErrNotExist
-	}
-	return c.write(table, "-D "+from+" "+canonical)
-}
-
-// change is `iptables -F chain` or `-X chain` (command): it fails when the
-// chain does not exist.
-func (c iptCommands) change(table, chain, command string) error {
-	tb, err := c.table(table)
-	if err != nil {
-		return err
-	}
-	if _, ok := tb.Chains[chain]; !ok {
-		return fs.ErrNotExist
-	}
-	return c.write(table, command)
+	return ipt.Command(f, table, append([]string{"-D", from}, args...)...)
 }
 
 // IPVSModeLeftovers lists what IPVS mode programmed that is still on the

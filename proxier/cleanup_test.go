@@ -35,11 +35,13 @@ func TestCleanupIPVSMode(t *testing.T) {
 	// them, as on a real node (kube-proxy logs it); IPVS mode's then removes them.
 	ops := e.k.Ops()
 	err = CleanupIPVSMode(e.dp)
-	// Command by command, as kube-proxy issues them, each iptables process
-	// reading its table: per family, iptables mode's 12 jump deletions, its
-	// two table restores and its mangle canary; IPVS mode's 9 jump
-	// deletions, 11 flushes and 11 deletions.
-	require.Equal(t, int64(2*(12+2+1+9+11+11)), e.k.Ops()[dataplane.OpIPTablesSave]-ops[dataplane.OpIPTablesSave])
+	// Command by command, as kube-proxy issues them: per family, iptables
+	// mode's 12 jump deletions and its mangle canary's, IPVS mode's 9 jump
+	// deletions, 11 flushes and 11 deletions, one process each; and iptables
+	// mode's two tables, each read and restored.
+	now := e.k.Ops()
+	require.Equal(t, int64(2*(12+1+9+11+11)), now[dataplane.OpIPTablesCommand]-ops[dataplane.OpIPTablesCommand])
+	require.Equal(t, int64(2*2), now[dataplane.OpIPTablesSave]-ops[dataplane.OpIPTablesSave])
 	require.ErrorContains(t, err, "remove iptables mode's nat chains (IPv4): iptables-restore IPv4: line 5: -X KUBE-MARK-MASQ: chain is referenced from")
 	require.ErrorContains(t, err, "remove iptables mode's filter chains (IPv4)")
 	left, err := IPVSModeLeftovers(e.dp, ModeNFTables)

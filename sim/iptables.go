@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -164,6 +165,65 @@ func (k *Kernel) Restore(f dataplane.Family, payload []byte) error {
 	}
 	k.charge(k.costs.item[dataplane.OpIPTablesRestore]*time.Duration(flushed) + seconds(cost))
 	maps.Copy(tables, staged)
+	return nil
+}
+
+// Command runs one iptables command as one process. It is priced per
+// command (OpIPTablesCommand: a process that reads its table, and writes
+// it back when the command changes it), per rule or chain it removes (its
+// item price: a deletion commits slower than an addition, docs/kernel-costs.md)
+// and per rule it writes as a restore is. kube-proxy runs one per chain
+// and jump it ensures and per step of its cleanups.
+func (k *Kernel) Command(f dataplane.Family, tableName string, args ...string) error {
+	k.lock()
+	defer k.unlock()
+	k.count(dataplane.OpIPTablesCommand, 1)
+	what := fmt.Sprintf("iptables %s -t %s %s", f, tableName, strings.Join(args, " "))
+	if k.faulty(dataplane.OpIPTablesCommand) {
+		if err := k.fault(dataplane.OpIPTablesCommand, what); err != nil {
+			return errorf(err, "%s", what)
+		}
+	}
+	t, ok := k.tables[f][tableName]
+	if !ok || len(args) == 0 {
+		return errorf(syscall.EINVAL, "%s: unknown family, table or command", what)
+	}
+	cmd := args[0]
+	var chain *chain
+	if len(args) > 1 {
+		chain = t.chains[args[1]]
+	}
+	switch {
+	case cmd == "-N" || cmd == "--new-chain":
+		if chain != nil {
+			return errorf(fs.ErrExist, "%s: chain exists", what)
+		}
+	case len(args) > 1 && chain == nil:
+		return errorf(fs.ErrNotExist, "%s: no such chain", what)
+	case cmd == "-C" || cmd == "--check" || cmd == "-D" || cmd == "--delete":
+		r, err := k.parseRule(f, t, args[2:])
+		if err != nil { // a rule jumping to no chain or matching no set: iptables says none is there
+			return errorf(fs.ErrNotExist, "%s: %v", what, err)
+		}
+		if !slices.ContainsFunc(chain.rules, func(x rule) bool { return x.text == r.text }) {
+			return errorf(fs.ErrNotExist, "%s: no such rule", what)
+		}
+		if cmd == "-C" || cmd == "--check" {
+			return nil
+		}
+	}
+	staged := t.clone()
+	if err := k.command(f, staged, args); err != nil {
+		return errorf(syscall.EINVAL, "%s: %v", what, err)
+	}
+	removed := staged.flushed
+	if cmd == "-D" || cmd == "--delete" || cmd == "-X" || cmd == "--delete-chain" {
+		removed++
+	}
+	k.charge(k.costs.item[dataplane.OpIPTablesCommand]*time.Duration(removed) +
+		seconds(k.costs.restore.Price(staged.written, staged.declared, len(staged.chains))))
+	staged.flushed, staged.written, staged.declared, staged.replaced = 0, 0, 0, false
+	k.tables[f][tableName] = staged
 	return nil
 }
 

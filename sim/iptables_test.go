@@ -1,9 +1,11 @@
 package sim_test
 
 import (
+	"io/fs"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -109,4 +111,41 @@ func TestRestoreAtomicAcrossTables(t *testing.T) {
 	out, err := k.Save(dataplane.IPv4, "nat")
 	require.NoError(t, err)
 	require.NotContains(t, string(out), "KUBE-A")
+}
+
+// TestIPTablesCommandCharge: one iptables command costs its process
+// whether it finds what it looks for or not, and a command that removes
+// pays per rule or chain removed; nothing is priced as a save or a
+// restore.
+func TestIPTablesCommandCharge(t *testing.T) {
+	p, err := sim.LoadProfile("host")
+	require.NoError(t, err)
+	p.Ops[dataplane.OpIPTablesCommand.String()] = 5e-3
+	p.ListItem[dataplane.OpIPTablesCommand.String()] = 10e-3
+	p.IPTablesRestore = &sim.IPTablesRestoreCost{PerChain: 1e-6} // per rule written and chain of its table
+	k, err := sim.New(sim.Options{Profile: p})
+	require.NoError(t, err)
+	cost := func(want error, args ...string) time.Duration {
+		t.Helper()
+		_, before := k.Kernel()
+		require.ErrorIs(t, k.Command(dataplane.IPv4, "nat", args...), want, "%q", args)
+		_, after := k.Kernel()
+		return after - before
+	}
+	const process, removal = 5 * time.Millisecond, 10 * time.Millisecond
+	require.Equal(t, process, cost(fs.ErrNotExist, "-C", "PREROUTING", "-j", "KUBE-SERVICES"))
+	require.Equal(t, process, cost(nil, "-N", "KUBE-SERVICES"))
+	require.Equal(t, process, cost(fs.ErrExist, "-N", "KUBE-SERVICES"))
+	written := 5 * time.Microsecond // nat's four built-in chains and KUBE-SERVICES
+	require.Equal(t, process+written, cost(nil, "-A", "KUBE-SERVICES", "-j", "RETURN"))
+	require.Equal(t, process+written, cost(nil, "-I", "KUBE-SERVICES", "-d", "10.96.0.1/32", "-j", "RETURN"))
+	require.Equal(t, process, cost(nil, "-C", "KUBE-SERVICES", "-j", "RETURN"))
+	require.Equal(t, process+removal, cost(nil, "-D", "KUBE-SERVICES", "-j", "RETURN"))
+	require.Equal(t, process+removal, cost(nil, "-F", "KUBE-SERVICES"), "one rule left")
+	require.Equal(t, process, cost(nil, "-F", "KUBE-SERVICES"), "an empty chain's flush removes nothing")
+	require.Equal(t, process+removal, cost(nil, "-X", "KUBE-SERVICES"))
+	require.Equal(t, process, cost(fs.ErrNotExist, "-X", "KUBE-SERVICES"))
+	ops := k.Ops()
+	require.EqualValues(t, 11, ops[dataplane.OpIPTablesCommand])
+	require.Zero(t, ops[dataplane.OpIPTablesSave]+ops[dataplane.OpIPTablesRestore])
 }

@@ -41,8 +41,9 @@ type Profile struct {
 	// ListItem is the extra cost per item a read returns (per virtual server
 	// and per real server for ipvs-list, per real server for
 	// ipvs-destination-list, per entry for ipset-list, per address for
-	// address-list, per rule for iptables-save), and for iptables-restore
-	// per rule a payload flushes out of a chain it replaces.
+	// address-list, per rule for iptables-save), for iptables-restore
+	// per rule a payload flushes out of a chain it replaces, and for
+	// iptables-command per rule or chain a command removes.
 	ListItem map[string]float64 `json:"list_item,omitempty"`
 	// ListPairs is the extra cost per pair of items, for a read whose cost
 	// grows faster than what it goes through: nft 1.0.6's listing of a

@@ -156,6 +156,35 @@ func runIPTables(t *testing.T, newDataplane func(t *testing.T) dataplane.Datapla
 				require.NotContains(t, string(out), "KUBE-OLD")
 			})
 
+			// One command at a time, as a kube-proxy release ensures its
+			// chains and jumps (-N, -C then -A or -I) and cleans up (-D, -F,
+			// -X): what is missing is fs.ErrNotExist, a chain made twice
+			// fs.ErrExist, as utiliptables reads iptables' messages.
+			t.Run("commands", func(t *testing.T) {
+				ipt := newDataplane(t).IPTables
+				jump := []string{"-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
+				cmd := func(args ...string) error { return ipt.Command(f, "nat", args...) }
+				requireNotExist(t, cmd(append([]string{"-C", "PREROUTING"}, jump...)...), "a jump to a chain that does not exist")
+				require.NoError(t, cmd("-N", "KUBE-SERVICES"))
+				requireExist(t, cmd("-N", "KUBE-SERVICES"), "a chain made twice")
+				requireNotExist(t, cmd(append([]string{"-C", "PREROUTING"}, jump...)...), "a jump not yet made")
+				require.NoError(t, cmd(append([]string{"-I", "PREROUTING"}, jump...)...))
+				require.NoError(t, cmd(append([]string{"-C", "PREROUTING"}, jump...)...))
+				require.NoError(t, cmd("-A", "KUBE-SERVICES", "-d", hostRoute(f, "10.96.0.10"), "-j", "RETURN"))
+				requireRules(t, ipt, f, "nat", []string{`-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
+					`-A KUBE-SERVICES -d ` + hostRoute(f, "10.96.0.10") + ` -j RETURN`}, nil)
+				require.Error(t, cmd("-X", "KUBE-SERVICES"), "deleting a chain with rules, jumped to")
+				require.NoError(t, cmd(append([]string{"-D", "PREROUTING"}, jump...)...))
+				requireNotExist(t, cmd(append([]string{"-D", "PREROUTING"}, jump...)...), "a rule deleted twice")
+				require.NoError(t, cmd("-F", "KUBE-SERVICES"))
+				require.NoError(t, cmd("-X", "KUBE-SERVICES"))
+				requireNotExist(t, cmd("-F", "KUBE-SERVICES"), "flushing a chain that is gone")
+				requireNotExist(t, cmd("-X", "KUBE-SERVICES"), "deleting a chain that is gone")
+				out, err := ipt.Save(f, "nat")
+				require.NoError(t, err)
+				require.NotContains(t, string(out), "KUBE-SERVICES")
+			})
+
 			t.Run("set in use", func(t *testing.T) {
 				needSets(t)
 				dp := newDataplane(t)

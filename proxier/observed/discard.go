@@ -35,6 +35,7 @@ func (nothing) DestroySet(string) error                                         
 func (nothing) Apply([]dataplane.SetChange) error                                  { return nil }
 func (nothing) Restore(dataplane.Family, []byte) error                             { return nil }
 func (nothing) Save(dataplane.Family, string) ([]byte, error)                      { return nil, nil }
+func (nothing) Command(dataplane.Family, string, ...string) error                  { return nil }
 func (nothing) EnsureDummy(string) (bool, error)                                   { return true, nil }
 func (nothing) DeleteLink(string) error                                            { return nil }
 func (nothing) Addresses(string, dataplane.Family) ([]netip.Addr, error)           { return nil, nil }

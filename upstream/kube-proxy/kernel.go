@@ -179,9 +179,10 @@ func (c countedIPSet) ListEntries(set string) ([]string, error) {
 	return es, c.f.Result(op, err)
 }
 
-// countedIPTables counts each command; kube-proxy's IPVS mode writes its
-// rules with one iptables-restore and ensures its chains and their jumps
-// one command at a time.
+// countedIPTables counts each command, an iptables process: kube-proxy's
+// IPVS mode writes its rules with one iptables-restore and ensures its
+// chains (-N) and their jumps (-C, and -I or -A when missing) one command
+// at a time.
 type countedIPTables struct {
 	utiliptables.Interface
 	f      *observed.Family
@@ -211,6 +212,9 @@ func (c countedIPTables) EnsureRule(pos utiliptables.RulePosition, table utilipt
 		return false, err
 	}
 	exists, err := c.Interface.EnsureRule(pos, table, chain, args...)
+	if !exists && err == nil {
+		c.f.Add(dataplane.OpIPTablesCommand, 1) // -C found none: -I or -A
+	}
 	return exists, c.f.Result(op, err)
 }
 

@@ -243,36 +243,24 @@ type simIPTables struct {
 	family dataplane.Family
 }
 
-func (t simIPTables) table(table utiliptables.Table) (*dataplane.Table, error) {
-	return dataplane.ReadTable(t.dp.IPTables, t.family, string(table))
-}
-
-// EnsureChain is `iptables -N`: the table read back, and the chain
-// declared when it is missing.
+// EnsureChain is `iptables -N`: one command, which fails for a chain that
+// exists.
 func (t simIPTables) EnsureChain(table utiliptables.Table, chain utiliptables.Chain) (bool, error) {
-	tb, err := t.table(table)
-	if err != nil {
-		return false, err
-	}
-	if _, ok := tb.Chains[string(chain)]; ok {
+	err := t.dp.IPTables.Command(t.family, string(table), "-N", string(chain))
+	if errors.Is(err, fs.ErrExist) {
 		return true, nil
 	}
-	return false, t.dp.IPTables.Restore(t.family, fmt.Appendf(nil, "*%s\n:%s - [0:0]\nCOMMIT\n", table, chain))
+	return false, err
 }
 
-// EnsureRule is `iptables -C` then, for a missing rule, `-I` or `-A`.
+// EnsureRule is `iptables -C`, then, for a missing rule, `-I` or `-A`: one
+// command or two.
 func (t simIPTables) EnsureRule(pos utiliptables.RulePosition, table utiliptables.Table, chain utiliptables.Chain, args ...string) (bool, error) {
-	rule := dataplane.FormatRule(dataplane.CanonicalRule(t.family, args))
-	tb, err := t.table(table)
-	if err != nil {
-		return false, err
+	err := t.dp.IPTables.Command(t.family, string(table), append([]string{"-C", string(chain)}, args...)...)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err == nil, err
 	}
-	for _, r := range tb.Rules[string(chain)] {
-		if r == rule {
-			return true, nil
-		}
-	}
-	return false, t.dp.IPTables.Restore(t.family, fmt.Appendf(nil, "*%s\n%s %s %s\nCOMMIT\n", table, pos, chain, rule))
+	return false, t.dp.IPTables.Command(t.family, string(table), append([]string{string(pos), string(chain)}, args...)...)
 }
 
 func (t simIPTables) IsIPv6() bool { return t.family == dataplane.IPv6 }
