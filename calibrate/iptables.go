@@ -229,10 +229,11 @@ func (c *calibration) iptables() error {
 		return err
 	}
 	// One iptables command on the nat table kube-proxy's IPVS mode holds: a
-	// chain made, then deleted, reps times. Making one is what checking a
-	// rule costs too (the process and its read: about 5 ms each here); a
-	// deletion commits slower (about 15-19 ms with iptables-nft), priced
-	// as the command and an item removed (sim.Kernel.Command).
+	// chain made, then deleted, reps times. Making one costs about what
+	// checking a rule does (the process and its read; timed by hand here
+	// with ip netns exec, -C 4.9-7.5 ms, -N 4.8-7.2 ms); a deletion commits slower with iptables-nft
+	// (here -N 2.2 ms, -X 14 ms: docs/kernel-costs.md), priced as the
+	// command and an item removed (sim.Kernel.Command).
 	var made, deleted []float64
 	for i := range reps {
 		for _, cmd := range []string{"-N", "-X"} {
