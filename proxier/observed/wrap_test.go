@@ -2,7 +2,6 @@ package observed
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -18,55 +17,6 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
 )
-
-// runner stands in for a release's sync runner and its dependencies.
-type runner struct {
-	fn      func()
-	fnErr   func() error
-	handle  interface{ Name() string }
-	counter int
-}
-
-type named string
-
-func (n named) Name() string { return string(n) }
-
-type holder struct{ r *runner }
-
-func TestHookFunc(t *testing.T) {
-	var log []string
-	h := &holder{r: &runner{}}
-	h.r.fn = func() { log = append(log, "sync") }
-	h.r.fnErr = func() error { log = append(log, "sync"); return errors.New("retry") }
-	hook := func(run func() error) error {
-		log = append(log, "before")
-		err := run()
-		log = append(log, "after")
-		return err
-	}
-	require.NoError(t, HookFunc(h, "r.fn", hook))
-	require.NoError(t, HookFunc(h, "r.fnErr", hook))
-	h.r.fn()
-	require.Equal(t, []string{"before", "sync", "after"}, log)
-	require.EqualError(t, h.r.fnErr(), "retry", "the release's error reaches its runner")
-
-	for _, tc := range []struct{ path, err string }{
-		{"r.nope", "has no field nope (not a release this harness knows)"},
-		{"r.counter", "r.counter is a int, not a func() or func() error"},
-		{"r.fn.x", "r.fn.x: func() is not a struct"},
-	} {
-		require.ErrorContains(t, HookFunc(h, tc.path, hook), tc.err)
-	}
-}
-
-func TestWrapField(t *testing.T) {
-	h := &holder{r: &runner{handle: named("netlink")}}
-	require.NoError(t, WrapField(h, "r.handle", func(n interface{ Name() string }) interface{ Name() string } {
-		return named("counted " + n.Name())
-	}))
-	require.Equal(t, "counted netlink", h.r.handle.Name())
-	require.ErrorContains(t, WrapField(h, "r.counter", func(s string) string { return s }), "r.counter is a int, not a string")
-}
 
 // TestInformers: the release's handlers hear what kube-proxy's informer
 // selectors let through (the fake clientset applies none to watches), behind

@@ -100,16 +100,16 @@ func (c *Cell) Key() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// unsafeName matches what a GitHub Actions artifact name, a job name, a
+// badNameChars matches what a GitHub Actions artifact name, a job name, a
 // file name and a make variable all take without quoting.
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9.+-]+`)
+var badNameChars = regexp.MustCompile(`[^A-Za-z0-9.+-]+`)
 
 // CellName names c after what a reader looks for (scenario, swept values,
 // mode, proxier, backend and kernel) and ends with the first 8 hex digits
 // of its Key, which tell apart cells whose readable parts coincide (two
 // axes ending in the same word, settings the name leaves out).
 func CellName(c *Cell) string {
-	clean := func(s string) string { return strings.Trim(unsafeName.ReplaceAllString(s, "-"), "-") }
+	clean := func(s string) string { return strings.Trim(badNameChars.ReplaceAllString(s, "-"), "-") }
 	parts := []string{clean(strings.TrimSuffix(path.Base(c.Scenario), ".yaml"))}
 	for _, a := range c.Axes {
 		parts = append(parts, clean(a.Key[strings.LastIndex(a.Key, ".")+1:])+"-"+clean(a.Value))

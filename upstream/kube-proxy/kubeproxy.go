@@ -50,6 +50,7 @@ import (
 	utilnode "k8s.io/kubernetes/pkg/util/node"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/internal/private"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/proxier/observed"
 	"github.com/kpsim/kpsim/upstream/kube-proxy/releaseclock"
@@ -291,7 +292,7 @@ func (r Release) ipvsProxier(ctx context.Context, k Kernel, params Params, fam *
 			return nil, err
 		}
 	}
-	if err := observed.WrapField(p, "netlinkHandle", func(h ipvs.NetLinkHandle) ipvs.NetLinkHandle { return countedNetlink{h, fam} }); err != nil {
+	if err := private.Wrap(p, fieldNetlink, func(h ipvs.NetLinkHandle) ipvs.NetLinkHandle { return countedNetlink{h, fam} }); err != nil {
 		return nil, fmt.Errorf("kube-proxy %s: %w", params.Family, err)
 	}
 	return p, nil
@@ -364,7 +365,7 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 			return err
 		}
 		if err := errors.Join(
-			observed.HookFunc(p, "syncRunner.fn", fam.Sync),
+			private.Hook(p, fieldSyncFn, fam.Sync),
 			modelRunner(p, fam),
 		); err != nil {
 			return fmt.Errorf("kube-proxy %s: %w", f, err)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/internal/private"
 	"github.com/kpsim/kpsim/proxier/observed"
 )
 
@@ -45,7 +46,7 @@ func (r Release) nftablesProxier(ctx context.Context, k Kernel, params Params, f
 			return nil, err
 		}
 	}
-	f, err := observed.Field(p, "nftables")
+	f, err := private.Field(p, fieldNFTables)
 	if err != nil {
 		return nil, fmt.Errorf("kube-proxy %s: %w", params.Family, err)
 	}
@@ -61,7 +62,7 @@ func (r Release) nftablesProxier(ctx context.Context, k Kernel, params Params, f
 			return nil, err
 		}
 	}
-	if err := observed.SetField(p, "nftables", knftables.Interface(countedNFT{table, fam, netlink})); err != nil {
+	if err := private.Set(p, fieldNFTables, knftables.Interface(countedNFT{table, fam, netlink})); err != nil {
 		return nil, fmt.Errorf("kube-proxy %s: %w", params.Family, err)
 	}
 	return p, nil
@@ -71,12 +72,8 @@ func (r Release) nftablesProxier(ctx context.Context, k Kernel, params Params, f
 // lists names over netlink: it was made with knftables.UseNetlink
 // (kube-proxy's NFTablesNetlink gate), which sets its netlink adapter.
 func listsOverNetlink(own knftables.Interface) bool {
-	v := reflect.ValueOf(own)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return false
-	}
-	nl := v.Elem().FieldByName("nl")
-	return nl.IsValid() && nl.Kind() == reflect.Interface && !nl.IsNil()
+	nl, err := private.Field(own, fieldKnftablesNL)
+	return err == nil && nl.Kind() == reflect.Interface && !nl.IsNil()
 }
 
 // standInMu serializes the stand-in's use of the process's PATH.

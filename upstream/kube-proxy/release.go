@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -21,8 +22,8 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/util/nfacct"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 
+	"github.com/kpsim/kpsim/internal/private"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/observed"
 )
 
 // What kube-proxy 1.33 and later share (the signatures 1.30 has are in
@@ -61,6 +62,12 @@ func releaseCleanupNFTablesMode(ctx context.Context) (failed bool) {
 	return nftables.CleanupLeftovers(ctx)
 }
 
+// modeFields: the nftables proxier's knftables interface, the iptables
+// proxier's nfacct client.
+func modeFields() map[reflect.Type]string {
+	return map[reflect.Type]string{reflect.TypeFor[nftables.Proxier](): fieldNFTables, reflect.TypeFor[iptables.Proxier](): fieldNFAcct}
+}
+
 // adoptIPTablesMode gives a release's iptables proxier the in-memory
 // kernel's nfacct (simNFAcct) for its own client, which would make its
 // counters in the host's network namespace. It reports whether p is one.
@@ -68,7 +75,7 @@ func adoptIPTablesMode(p any) (bool, error) {
 	if _, ok := p.(*iptables.Proxier); !ok {
 		return false, nil
 	}
-	return true, observed.WrapField(p, "nfacct", func(nfacct.Interface) nfacct.Interface { return &simNFAcct{} })
+	return true, private.Wrap(p, fieldNFAcct, func(nfacct.Interface) nfacct.Interface { return &simNFAcct{} })
 }
 
 // simNFAcct stands for the kernel's nfacct on the in-memory kernel: a

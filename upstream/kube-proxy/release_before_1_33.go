@@ -4,6 +4,7 @@ package kubeproxy
 
 import (
 	"context"
+	"reflect"
 
 	v1 "k8s.io/api/core/v1"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
@@ -28,6 +29,9 @@ func newIPTables(f v1.IPFamily) utiliptables.Interface {
 // releaseCleanupNFTablesMode: kpsim runs releases before 1.33 in IPVS mode
 // only.
 func releaseCleanupNFTablesMode(context.Context) bool { return false }
+
+// modeFields: kpsim runs releases before 1.33 in IPVS mode only.
+func modeFields() map[reflect.Type]string { return nil }
 
 // adoptIPTablesMode: kpsim runs releases before 1.33 in IPVS mode only.
 func adoptIPTablesMode(any) (bool, error) { return false, nil }

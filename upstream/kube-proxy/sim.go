@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/internal/private"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/observed"
 )
 
 // SimKernel is the in-memory kernel (kpsim's sim backend) as a release's
@@ -65,7 +65,7 @@ func SimKernel(dp dataplane.Dataplane) Kernel {
 			links := simLinks{dp: dp, family: dataplane.Family(f)}
 			var netlink error // an nftables proxier has no netlink handle
 			if _, ok := p.(*ipvs.Proxier); ok {
-				netlink = observed.WrapField(p, "netlinkHandle", func(ipvs.NetLinkHandle) ipvs.NetLinkHandle { return links })
+				netlink = private.Wrap(p, fieldNetlink, func(ipvs.NetLinkHandle) ipvs.NetLinkHandle { return links })
 			}
 			iptablesMode, nfacct := adoptIPTablesMode(p)
 			if iptablesMode {
@@ -76,9 +76,9 @@ func SimKernel(dp dataplane.Dataplane) Kernel {
 				}
 			}
 			return errors.Join(netlink, nfacct,
-				observed.WrapField(p, "networkInterfacer", func(proxyutil.NetworkInterfacer) proxyutil.NetworkInterfacer { return links }),
-				observed.WrapField(p, "conntrack", func(conntrack.Interface) conntrack.Interface { return simConntrack(dp) }),
-				observed.WrapField(p, "serviceHealthServer", func(healthcheck.ServiceHealthServer) healthcheck.ServiceHealthServer {
+				private.Wrap(p, fieldInterfaces, func(proxyutil.NetworkInterfacer) proxyutil.NetworkInterfacer { return links }),
+				private.Wrap(p, fieldConntrack, func(conntrack.Interface) conntrack.Interface { return simConntrack(dp) }),
+				private.Wrap(p, fieldHealthServer, func(healthcheck.ServiceHealthServer) healthcheck.ServiceHealthServer {
 					return healthcheck.NewFakeServiceHealthServer()
 				}),
 			)

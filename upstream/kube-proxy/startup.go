@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/ipvs"
 	"k8s.io/utils/clock"
 
+	"github.com/kpsim/kpsim/internal/private"
 	"github.com/kpsim/kpsim/proxier/observed"
 )
 
@@ -41,17 +42,26 @@ func releaseCleanupIPVSMode(ctx context.Context) (failed bool) {
 	return ipvs.CleanupLeftovers(ctx) || failed
 }
 
+// The sync runner's fields modelRunner reaches (fields.go).
+const (
+	runnerRun       = "syncRunner.run"
+	runnerNextTimer = "syncRunner.nextRunTimer"
+	runnerClock     = "syncRunner.clock"
+)
+
+var runnerFields = []string{runnerRun, runnerNextTimer, runnerClock}
+
 // modelRunner puts the release's sync runner (pkg/proxy/runner, whose
 // timers come from its clock field) on the modeled clock when the
 // generation runs there: its runs wait on timers of observed.RunnerClock,
 // and it has a request when its run channel holds one as it waits on its
 // next-run timer (the select that also takes requests).
 func modelRunner(p any, f *observed.Family) error {
-	run, err := observed.Field(p, "syncRunner.run")
+	run, err := private.Field(p, runnerRun)
 	if err != nil {
 		return err
 	}
-	next, err := observed.Field(p, "syncRunner.nextRunTimer")
+	next, err := private.Field(p, runnerNextTimer)
 	if err != nil {
 		return err
 	}
@@ -62,5 +72,5 @@ func modelRunner(p any, f *observed.Family) error {
 	if rc == nil {
 		return nil
 	}
-	return observed.SetField(p, "syncRunner.clock", clock.Clock(rc))
+	return private.Set(p, runnerClock, clock.Clock(rc))
 }

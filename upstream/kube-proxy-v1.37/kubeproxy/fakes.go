@@ -1,11 +1,8 @@
 package kubeproxy
 
 import (
-	"fmt"
 	"net"
-	"reflect"
 	"strings"
-	"unsafe"
 
 	"k8s.io/kubernetes/pkg/proxy/conntrack"
 	"k8s.io/kubernetes/pkg/proxy/healthcheck"
@@ -15,6 +12,7 @@ import (
 	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/internal/private"
 )
 
 // useFakes replaces what ipvs.NewProxier wires to the real node and takes no
@@ -23,7 +21,7 @@ import (
 // (NodePort addresses), conntrack (it deletes flows) and the service health
 // server (it listens on health check node ports). Upstream's own tests set
 // these fields from inside the package; from outside they are unexported,
-// so they are set by name, and a kube-proxy whose fields differ fails here
+// so they are set by name (package private), and a kube-proxy whose fields differ fails here
 // rather than touching the host.
 func useFakes(p *ipvs.Proxier, nl *netlinktest.FakeNetlinkHandle) error {
 	for name, v := range map[string]any{
@@ -32,15 +30,9 @@ func useFakes(p *ipvs.Proxier, nl *netlinktest.FakeNetlinkHandle) error {
 		"conntrack":           conntrack.NewFake(),
 		"serviceHealthServer": healthcheck.NewFakeServiceHealthServer(),
 	} {
-		f := reflect.ValueOf(p).Elem().FieldByName(name)
-		if !f.IsValid() {
-			return fmt.Errorf("kube-proxy's ipvs.Proxier has no field %s: not the v1.37 this harness knows", name)
+		if err := private.Set(p, name, v); err != nil {
+			return err
 		}
-		val := reflect.ValueOf(v)
-		if !val.Type().AssignableTo(f.Type()) {
-			return fmt.Errorf("kube-proxy's ipvs.Proxier.%s is a %s, not assignable from %s", name, f.Type(), val.Type())
-		}
-		reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(val)
 	}
 	return nil
 }

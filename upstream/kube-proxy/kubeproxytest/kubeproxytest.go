@@ -33,10 +33,10 @@ import (
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/dataplane/state"
 	"github.com/kpsim/kpsim/internal/hosttools"
+	"github.com/kpsim/kpsim/internal/private"
 	"github.com/kpsim/kpsim/kernel/netns"
 	"github.com/kpsim/kpsim/kernel/netns/netnstest"
 	"github.com/kpsim/kpsim/proxier"
-	"github.com/kpsim/kpsim/proxier/observed"
 	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
 	"github.com/kpsim/kpsim/scenarios"
@@ -82,9 +82,9 @@ func (f *Fakes) Kernel() kubeproxy.Kernel {
 		Adopt: func(p any, fam v1.IPFamily) error { // upstream's fakes are IPVS mode's
 			nl := f.Netlink[fam]
 			return joinErrs(
-				observed.WrapField(p, "netlinkHandle", func(ipvs.NetLinkHandle) ipvs.NetLinkHandle { return nl }),
-				observed.WrapField(p, "conntrack", func(conntrack.Interface) conntrack.Interface { return conntrack.NewFake() }),
-				observed.WrapField(p, "serviceHealthServer", func(healthcheck.ServiceHealthServer) healthcheck.ServiceHealthServer {
+				private.Wrap(p, "netlinkHandle", func(ipvs.NetLinkHandle) ipvs.NetLinkHandle { return nl }),
+				private.Wrap(p, "conntrack", func(conntrack.Interface) conntrack.Interface { return conntrack.NewFake() }),
+				private.Wrap(p, "serviceHealthServer", func(healthcheck.ServiceHealthServer) healthcheck.ServiceHealthServer {
 					return healthcheck.NewFakeServiceHealthServer()
 				}),
 			)
