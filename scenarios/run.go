@@ -140,16 +140,14 @@ func (s *Scenario) run(ctx context.Context, o RunOptions, inspect func(*run)) (*
 	}
 	x.r = newReplay(s, x.now)
 	x.fams = x.r.fams
-	if !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil }) {
-		// API faults delay and relist in wall time, outside the replay's
-		// control: a timeline with one runs on the wall clock.
+	x.drv = &wallDriver{}
+	if s.timelineModeled() {
+		// The backend the run is given decides the rest: the sim at time
+		// scale 0 takes the clock (tests run a kernel scenario on it too).
 		m := newModeledDriver(time.Now(), x.fams, func() int { w, _ := x.r.writeCount(); return w })
 		if o.Backend.UseClock(m.s) {
 			x.drv = m
 		}
-	}
-	if x.drv == nil {
-		x.drv = &wallDriver{}
 	}
 	x.start = x.now()
 	basis := o.Backend.Basis()

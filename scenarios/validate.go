@@ -462,11 +462,18 @@ func (s *Scenario) Repeats() bool {
 	return s.modeledClock() && s.Proxier.Implementation == proxier.ImplementationKpsim
 }
 
-// modeledClock reports whether the scenario runs on the modeled clock: on
-// the sim at time scale 0, unless an API fault (which acts in wall time) is
-// on the timeline.
+// modeledClock reports whether the scenario runs on the modeled clock:
+// on the sim, at a time scale the sim keeps a modeled clock at, with a
+// timeline that allows it.
 func (s *Scenario) modeledClock() bool {
-	return s.Backend == dataplane.BackendSim && s.Sim.TimeScale == 0 && !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil })
+	return s.Backend == dataplane.BackendSim && sim.ModeledAt(s.Sim.TimeScale) && s.timelineModeled()
+}
+
+// timelineModeled reports whether the timeline lets a run go on the
+// modeled clock: not when an API fault is on it, which delays and relists
+// in wall time, outside the replay's control.
+func (s *Scenario) timelineModeled() bool {
+	return !hasStep(s.Timeline, func(st *Step) bool { return st.APIFault != nil })
 }
 
 // warnSetSizes warns when the cluster needs more KUBE-CLUSTER-IP entries

@@ -148,7 +148,7 @@ func (k *Kernel) Dataplane() dataplane.Dataplane {
 // meantime), and Compute prices the proxier's work on it too. Only a kernel
 // at time scale 0 can have a clock: at any other scale time is real.
 func (k *Kernel) SetClock(c dataplane.Clock) error {
-	if k.scale != 0 {
+	if !ModeledAt(k.scale) {
 		return fmt.Errorf("sim: a modeled clock needs time scale 0, not %v", k.scale)
 	}
 	k.mu.Lock()
@@ -156,6 +156,11 @@ func (k *Kernel) SetClock(c dataplane.Clock) error {
 	k.mu.Unlock()
 	return nil
 }
+
+// ModeledAt reports whether a kernel at time scale scale can run on a
+// modeled clock: only at 0, where no cost is slept; at any other scale
+// time is the wall clock's.
+func ModeledAt(scale float64) bool { return scale == 0 }
 
 // Kernel returns the modeled cost of every operation so far and the part not slept.
 func (k *Kernel) Kernel() (total, unspent time.Duration) {
