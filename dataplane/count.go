@@ -1,8 +1,12 @@
 package dataplane
 
 import (
+	"context"
 	"net/netip"
+	"slices"
 	"sync"
+
+	"sigs.k8s.io/knftables"
 )
 
 // Counter counts the operations issued through a Dataplane returned by Count.
@@ -14,11 +18,6 @@ type Counter struct {
 
 // Ops returns the counts so far. Phases take differences of snapshots.
 func (c *Counter) Ops() Ops { return c.ops }
-
-// Add counts n operations of kind op issued by other means than the
-// counted Dataplane: a kube-proxy release's iptables commands, which no
-// Dataplane method issues.
-func (c *Counter) Add(op Op, n int64) { c.ops[op] += n }
 
 // Churn remembers what was deleted from the kernel so that adding it back is
 // counted as wasted work: the incident's signature is thousands of ipset
@@ -140,6 +139,9 @@ func Count(dp Dataplane, churn *Churn) (Dataplane, *Counter) {
 	out.Links = countedLinks{dp.Links, c}
 	out.Sysctls = countedSysctls{dp.Sysctls, c}
 	out.Conntrack = countedConntrack{dp.Conntrack, c}
+	if dp.NFTables != nil {
+		out.NFTables = countedNFTables{dp.NFTables, c}
+	}
 	return out, c
 }
 
@@ -328,4 +330,46 @@ func (w countedConntrack) Delete(f ConntrackFilter) (int, error) {
 	n, err := w.Conntrack.Delete(f)
 	w.c.ops[OpConntrackDelete] += int64(n)
 	return n, err
+}
+
+type countedNFTables struct {
+	NFTables
+	c *Counter
+}
+
+func (w countedNFTables) Table(family knftables.Family, name string, options ...knftables.Option) (knftables.Interface, error) {
+	t, err := w.NFTables.Table(family, name, options...)
+	if err != nil {
+		return nil, err
+	}
+	return countedNFTTable{t, w.c, slices.Contains(options, knftables.UseNetlink)}, nil
+}
+
+// countedNFTTable counts what a sync issues: its transactions and its
+// listings (of names: with nft, or over netlink; of one set's or map's
+// elements). Check, ListAll, ListRules and ListCounters, which kube-proxy
+// calls only in its cleanup and its failure logging, are not counted.
+type countedNFTTable struct {
+	knftables.Interface
+	c       *Counter
+	netlink bool
+}
+
+func (w countedNFTTable) Run(ctx context.Context, tx *knftables.Transaction) error {
+	w.c.ops.NFTTransaction(tx)
+	return w.Interface.Run(ctx, tx)
+}
+
+func (w countedNFTTable) List(ctx context.Context, objectType string) ([]string, error) {
+	if w.netlink {
+		w.c.ops[OpNFTListNetlink]++
+	} else {
+		w.c.ops[OpNFTList]++
+	}
+	return w.Interface.List(ctx, objectType)
+}
+
+func (w countedNFTTable) ListElements(ctx context.Context, objectType, name string) ([]*knftables.Element, error) {
+	w.c.ops[OpNFTListElements]++
+	return w.Interface.ListElements(ctx, objectType, name)
 }

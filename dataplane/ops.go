@@ -137,6 +137,22 @@ func NFTTransactionOps(tx *knftables.Transaction) (deletes bool, mapRules []NFTM
 	return deletes, mapRules
 }
 
+// NFTTransaction counts one nftables transaction as every counter counts
+// it (the counted dataplane, the in-memory kernel, a release's counted
+// knftables): one transaction, its commands, one deleting transaction when
+// it deletes anything, and its rules with a set or map of their own. It
+// returns where each of those stands, for the in-memory kernel's price.
+func (o *Ops) NFTTransaction(tx *knftables.Transaction) []NFTMapRule {
+	deletes, mapRules := NFTTransactionOps(tx)
+	o[OpNFTTransaction]++
+	o[OpNFTCommand] += int64(tx.NumOperations())
+	if deletes {
+		o[OpNFTDeleting]++
+	}
+	o[OpNFTMapRule] += int64(len(mapRules))
+	return mapRules
+}
+
 // HasMap reports whether an nft rule holds a set or map of its own.
 func HasMap(rule string) bool { return strings.Contains(rule, "{") }
 

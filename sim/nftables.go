@@ -139,16 +139,13 @@ func (t nftTable) ListCounters(context.Context) ([]*knftables.Counter, error) {
 func (k *Kernel) transaction(s *nftState, tx *knftables.Transaction) {
 	n := tx.NumOperations()
 	size := time.Duration(s.objects() + n/2)
-	k.ops[dataplane.OpNFTTransaction]++
-	k.ops[dataplane.OpNFTCommand] += int64(n)
+	deleting := k.ops[dataplane.OpNFTDeleting]
+	mapRules := k.ops.NFTTransaction(tx)
 	k.charge(k.costs.op[dataplane.OpNFTTransaction] + k.costs.item[dataplane.OpNFTTransaction]*size +
 		time.Duration(n)*(k.costs.op[dataplane.OpNFTCommand]+k.costs.item[dataplane.OpNFTCommand]*size))
-	deletes, mapRules := dataplane.NFTTransactionOps(tx)
-	if deletes {
-		k.ops[dataplane.OpNFTDeleting]++
+	if k.ops[dataplane.OpNFTDeleting] > deleting {
 		k.charge(k.costs.op[dataplane.OpNFTDeleting])
 	}
-	k.ops[dataplane.OpNFTMapRule] += int64(len(mapRules))
 	inTable := 0
 	if len(mapRules) > 0 || k.costs.mapRule.PerTransaction > 0 {
 		inTable = s.mapRules()

@@ -1,7 +1,10 @@
 package observed
 
 import (
+	"context"
 	"net/netip"
+
+	"sigs.k8s.io/knftables"
 
 	"github.com/kpsim/kpsim/dataplane"
 )
@@ -12,7 +15,7 @@ import (
 // release's own call created.
 func discard() dataplane.Dataplane {
 	var n nothing
-	return dataplane.Dataplane{IPVS: n, IPSet: n, IPTables: n, Links: n, Sysctls: n, Conntrack: n}
+	return dataplane.Dataplane{IPVS: n, IPSet: n, IPTables: n, Links: n, Sysctls: n, Conntrack: n, NFTables: n}
 }
 
 type nothing struct{}
@@ -47,5 +50,19 @@ func (nothing) Flows(dataplane.Family) ([]dataplane.ConntrackFlow, error)       
 func (nothing) Delete(dataplane.ConntrackFilter) (int, error)                      { return 0, nil }
 
 func (nothing) LocalAddresses(dataplane.Family, ...string) ([]dataplane.InterfaceAddr, error) {
+	return nil, nil
+}
+
+func (nothing) Table(knftables.Family, string, ...knftables.Option) (knftables.Interface, error) {
+	return noTable{}, nil
+}
+
+// noTable is an nftables table that takes what a sync issues (the calls
+// dataplane.Count counts) and holds nothing; nothing else is called on it.
+type noTable struct{ knftables.Interface }
+
+func (noTable) Run(context.Context, *knftables.Transaction) error { return nil }
+func (noTable) List(context.Context, string) ([]string, error)    { return nil, nil }
+func (noTable) ListElements(context.Context, string, string) ([]*knftables.Element, error) {
 	return nil, nil
 }

@@ -189,14 +189,6 @@ func (f *Family) Count(record func(dp dataplane.Dataplane)) {
 	record(f.mirror)
 }
 
-// Add counts n operations of kind op that no dataplane method issues
-// (dataplane.OpIPTablesCommand).
-func (f *Family) Add(op dataplane.Op, n int64) {
-	f.kmu.Lock()
-	defer f.kmu.Unlock()
-	f.counter.Add(op, n)
-}
-
 // Result notes the outcome of an operation the release issued: a failed
 // one is the error of its sync, should the sync fail.
 func (f *Family) Result(op string, err error) error {

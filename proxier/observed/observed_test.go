@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"sigs.k8s.io/knftables"
+
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/record"
@@ -111,7 +113,18 @@ func TestSyncRecords(t *testing.T) {
 		g.sliceChanged(nil, slice("web", "web-1", "1", time.Now().Add(-time.Hour), "10.244.0.1", "10.244.0.2"), false)
 		require.NoError(t, f.Sync(func() error {
 			require.NoError(t, f.Record("add", func(dp dataplane.Dataplane) { _ = dp.IPVS.AddService(vs) }))
-			f.Add(dataplane.OpIPTablesCommand, 3)
+			for range 3 {
+				f.Count(func(dp dataplane.Dataplane) { _ = dp.IPTables.Command(v4, "nat", "-N", "KUBE-SERVICES") })
+			}
+			tx := knftables.NewFake(knftables.IPv4Family, dataplane.NFTablesTable).NewTransaction()
+			tx.Add(&knftables.Chain{Name: "svc"})
+			tx.Add(&knftables.Rule{Chain: "svc", Rule: "numgen random mod 2 vmap { 0 : goto a, 1 : goto b }"})
+			tx.Delete(&knftables.Chain{Name: "old"})
+			require.NoError(t, f.Record("nft", func(dp dataplane.Dataplane) {
+				nft, err := dp.NFTables.Table(knftables.IPv4Family, dataplane.NFTablesTable)
+				require.NoError(t, err)
+				_ = nft.Run(context.Background(), tx)
+			}))
 			return r.syncFunc(v4, 0.25, true, time.Now())()
 		}))
 		require.Len(t, recs, 1)
@@ -119,7 +132,9 @@ func TestSyncRecords(t *testing.T) {
 			Seconds: 0.25, Wall: 0.25, Ops: recs[0].Ops, Services: 2, Endpoints: 2}, recs[0])
 		require.Equal(t, int64(1), recs[0].Ops[dataplane.OpIPVSServiceAdd])
 		require.Equal(t, int64(3), recs[0].Ops[dataplane.OpIPTablesCommand])
-		require.Equal(t, int64(4), recs[0].Ops.Writes(), "iptables commands are writes")
+		require.Equal(t, [4]int64{1, 3, 1, 1}, [4]int64{recs[0].Ops[dataplane.OpNFTTransaction], recs[0].Ops[dataplane.OpNFTCommand],
+			recs[0].Ops[dataplane.OpNFTDeleting], recs[0].Ops[dataplane.OpNFTMapRule]}, "counted as dataplane.Ops.NFTTransaction counts")
+		require.Equal(t, int64(1+3+1+3), recs[0].Ops.Writes(), "iptables commands and nft transactions and commands are writes")
 		require.Empty(t, recs[0].Programmed, "a change before the generation started is not its to program")
 
 		// A failed operation, and the release's sync does not finish.

@@ -189,17 +189,9 @@ type countedIPTables struct {
 	family dataplane.Family
 }
 
-func (c countedIPTables) command(op string) error {
-	if err := c.f.Record(op, nil); err != nil {
-		return err
-	}
-	c.f.Add(dataplane.OpIPTablesCommand, 1)
-	return nil
-}
-
 func (c countedIPTables) EnsureChain(table utiliptables.Table, chain utiliptables.Chain) (bool, error) {
 	op := "iptables -N " + string(chain)
-	if err := c.command(op); err != nil {
+	if err := c.f.Record(op, func(dp dataplane.Dataplane) { _ = dp.IPTables.Command(c.family, string(table), "-N", string(chain)) }); err != nil {
 		return false, err
 	}
 	exists, err := c.Interface.EnsureChain(table, chain)
@@ -208,12 +200,17 @@ func (c countedIPTables) EnsureChain(table utiliptables.Table, chain utiliptable
 
 func (c countedIPTables) EnsureRule(pos utiliptables.RulePosition, table utiliptables.Table, chain utiliptables.Chain, args ...string) (bool, error) {
 	op := "iptables " + string(pos) + " " + string(chain)
-	if err := c.command(op); err != nil {
+	command := func(flag string) func(dp dataplane.Dataplane) {
+		return func(dp dataplane.Dataplane) {
+			_ = dp.IPTables.Command(c.family, string(table), append([]string{flag, string(chain)}, args...)...)
+		}
+	}
+	if err := c.f.Record(op, command("-C")); err != nil {
 		return false, err
 	}
 	exists, err := c.Interface.EnsureRule(pos, table, chain, args...)
 	if !exists && err == nil {
-		c.f.Add(dataplane.OpIPTablesCommand, 1) // -C found none: -I or -A
+		c.f.Count(command(string(pos))) // -C found none: -I or -A
 	}
 	return exists, c.f.Result(op, err)
 }

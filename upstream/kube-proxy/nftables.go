@@ -62,7 +62,7 @@ func (r Release) nftablesProxier(ctx context.Context, k Kernel, params Params, f
 			return nil, err
 		}
 	}
-	if err := private.Set(p, fieldNFTables, knftables.Interface(countedNFT{table, fam, netlink})); err != nil {
+	if err := private.Set(p, fieldNFTables, knftables.Interface(countedNFT{table, fam, dataplane.NFTablesFamily(dataplane.Family(params.Family)), netlink})); err != nil {
 		return nil, fmt.Errorf("kube-proxy %s: %w", params.Family, err)
 	}
 	return p, nil
@@ -118,45 +118,38 @@ func standInNFT(build func() error) error {
 }
 
 // countedNFT counts each transaction (and its commands) and each listing
-// of a generation's nftables proxier, and refuses them once the
-// generation is killed. The calls a sync does not make (Check, ListAll,
-// ListRules, ListCounters: kube-proxy's cleanup and failure logging) pass
-// through uncounted.
+// of a generation's nftables proxier, as dataplane.Count counts them, and
+// refuses them once the generation is killed. The calls a sync does not
+// make (Check, ListAll, ListRules, ListCounters: kube-proxy's cleanup and
+// failure logging) pass through uncounted.
 type countedNFT struct {
 	knftables.Interface
 	f       *observed.Family
+	family  knftables.Family
 	netlink bool // the release lists names over netlink (knftables.UseNetlink)
+}
+
+// counted is the table on the counted dataplane that does nothing.
+func (c countedNFT) counted(dp dataplane.Dataplane) knftables.Interface {
+	var options []knftables.Option
+	if c.netlink {
+		options = append(options, knftables.UseNetlink)
+	}
+	t, _ := dp.NFTables.Table(c.family, dataplane.NFTablesTable, options...)
+	return t
 }
 
 func (c countedNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 	const op = "nft transaction"
-	if err := c.f.Record(op, nil); err != nil {
+	if err := c.f.Record(op, func(dp dataplane.Dataplane) { _ = c.counted(dp).Run(ctx, tx) }); err != nil {
 		return err
 	}
-	c.f.Add(dataplane.OpNFTTransaction, 1)
-	c.f.Add(dataplane.OpNFTCommand, int64(tx.NumOperations()))
-	deletes, mapRules := dataplane.NFTTransactionOps(tx)
-	if deletes {
-		c.f.Add(dataplane.OpNFTDeleting, 1)
-	}
-	c.f.Add(dataplane.OpNFTMapRule, int64(len(mapRules)))
 	return c.f.Result(op, c.Interface.Run(ctx, tx))
 }
 
-func (c countedNFT) list(op string, kind dataplane.Op) error {
-	if err := c.f.Record(op, nil); err != nil {
-		return err
-	}
-	c.f.Add(kind, 1)
-	return nil
-}
-
 func (c countedNFT) List(ctx context.Context, objectType string) ([]string, error) {
-	op, kind := "nft list "+objectType, dataplane.OpNFTList
-	if c.netlink {
-		kind = dataplane.OpNFTListNetlink
-	}
-	if err := c.list(op, kind); err != nil {
+	op := "nft list " + objectType
+	if err := c.f.Record(op, func(dp dataplane.Dataplane) { _, _ = c.counted(dp).List(ctx, objectType) }); err != nil {
 		return nil, err
 	}
 	out, err := c.Interface.List(ctx, objectType)
@@ -166,7 +159,7 @@ func (c countedNFT) List(ctx context.Context, objectType string) ([]string, erro
 
 func (c countedNFT) ListElements(ctx context.Context, objectType, name string) ([]*knftables.Element, error) {
 	op := "nft list " + objectType + " " + name
-	if err := c.list(op, dataplane.OpNFTListElements); err != nil {
+	if err := c.f.Record(op, func(dp dataplane.Dataplane) { _, _ = c.counted(dp).ListElements(ctx, objectType, name) }); err != nil {
 		return nil, err
 	}
 	out, err := c.Interface.ListElements(ctx, objectType, name)
