@@ -134,6 +134,14 @@ func EndpointAddress(ep *discoveryv1.Endpoint) (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
+// ProxyConditions is an endpoint's conditions as kube-proxy reads them
+// (its EndpointSlice cache): an unset ready or serving counts as true
+// whatever the others say, an unset terminating as false. Whether the pod
+// answers is another question (Serving).
+func ProxyConditions(c discoveryv1.EndpointConditions) (ready, serving, terminating bool) {
+	return c.Ready == nil || *c.Ready, c.Serving == nil || *c.Serving, c.Terminating != nil && *c.Terminating
+}
+
 // Serving says whether an endpoint's pod answers connections, by what the
 // API says of it: its serving condition, or where that is unset its ready
 // condition (unset counts as true), as the EndpointSlice API defines them.

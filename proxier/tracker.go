@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/internal/k8sapi"
 	"github.com/kpsim/kpsim/objects"
 )
 
@@ -254,21 +255,17 @@ func parseSlice(s *discoveryv1.EndpointSlice, f dataplane.Family, node string) (
 			if !ok || dataplane.FamilyOf(a) != f {
 				continue
 			}
-			// An unset condition counts as ready and as serving, whatever the
-			// others say, as kube-proxy reads them.
 			ep := endpoint{
-				addr:        netip.AddrPortFrom(a, p.Port),
-				local:       e.NodeName != nil && *e.NodeName == node,
-				ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
-				serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
-				terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+				addr:  netip.AddrPortFrom(a, p.Port),
+				local: e.NodeName != nil && *e.NodeName == node,
 			}
+			ep.ready, ep.serving, ep.terminating = objects.ProxyConditions(e.Conditions)
 			if h := e.Hints; h != nil {
 				var zones []string
 				for _, z := range h.ForZones {
 					zones = append(zones, z.Name)
 				}
-				ep.zoneHints, ep.nodeHints = hintSet(zones), hintSet(objects.NodeHints(h))
+				ep.zoneHints, ep.nodeHints = hintSet(zones), hintSet(k8sapi.NodeHints(h))
 			}
 			eps = append(eps, ep)
 		}
