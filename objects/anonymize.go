@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kpsim/kpsim/internal/k8sapi"
 )
 
 // annotationsKept are the only annotations an anonymized object keeps: the
@@ -304,10 +306,10 @@ func (a *anonymizer) slice(in *discoveryv1.EndpointSlice) *discoveryv1.EndpointS
 				o.Hints.ForZones = append(o.Hints.ForZones, discoveryv1.ForZone{Name: a.name("zone", z.Name)})
 			}
 			var nodes []string
-			for _, n := range NodeHints(ep.Hints) {
+			for _, n := range k8sapi.NodeHints(ep.Hints) {
 				nodes = append(nodes, a.name("node", n))
 			}
-			SetNodeHints(o.Hints, nodes)
+			k8sapi.SetNodeHints(o.Hints, nodes)
 		}
 		out.Endpoints = append(out.Endpoints, o)
 	}

@@ -1,7 +1,7 @@
 // Package objects is kube-proxy's view of the Kubernetes objects it reads,
 // on the ground floor beneath every proxier, both backends and the
 // scenarios: which Services and EndpointSlices it acts on and how it reads
-// their ClusterIPs, ports, endpoints and topology hints (rules.go, hints.go),
+// their ClusterIPs, ports, endpoints and topology hints (rules.go; node hints through internal/k8sapi),
 // the informer events and handlers it sees (changes.go), a node's addresses
 // (node.go), and the cluster as a Set of objects. kpsim's proxier, a
 // kube-proxy release's adapters, the kernel backend and the replay all read

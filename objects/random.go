@@ -11,6 +11,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kpsim/kpsim/internal/k8sapi"
 )
 
 // Random draws random but valid clusters, and random changes to them, for
@@ -441,7 +443,7 @@ func (g *Random) endpoints(eps *discoveryv1.EndpointSlice) {
 				}
 			}
 			if h != 4 {
-				SetNodeHints(ep.Hints, append(NodeHints(ep.Hints), oneOf(g, RandomNodes...)))
+				k8sapi.SetNodeHints(ep.Hints, append(k8sapi.NodeHints(ep.Hints), oneOf(g, RandomNodes...)))
 			}
 		}
 		if g.chance(0.04) {
@@ -459,7 +461,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 // The traffic distributions of Kubernetes 1.33 and later, spelled out: the
 // API constants do not exist in the older releases kpsim also builds
-// against (see hints.go).
+// against (internal/k8sapi).
 const (
 	trafficDistributionPreferSameZone = "PreferSameZone"
 	trafficDistributionPreferSameNode = "PreferSameNode"

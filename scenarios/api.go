@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kpsim/kpsim/internal/k8sapi"
 )
 
 // apiStore is the API server behind the fake clientset for the kinds a
@@ -115,7 +117,7 @@ func (s *apiStore) install(cs *fake.Clientset) {
 		if _, ok := apiKinds[action.GetResource()]; !ok {
 			return false, nil, nil
 		}
-		w, err := s.watch(action.GetResource(), action.GetNamespace(), listOptions(action))
+		w, err := s.watch(action.GetResource(), action.GetNamespace(), k8sapi.ListOptions(action))
 		if err != nil {
 			return true, nil, err
 		}
@@ -139,7 +141,7 @@ func (s *apiStore) react(action k8stesting.Action) (bool, runtime.Object, error)
 		o, err := s.get(gvr, ns, action.(k8stesting.GetAction).GetName())
 		return true, o, err
 	case "list":
-		o, err := s.list(gvr, ns, listOptions(action))
+		o, err := s.list(gvr, ns, k8sapi.ListOptions(action))
 		return true, o, err
 	}
 	return true, nil, apierrors.NewMethodNotSupported(gvr.GroupResource(), action.GetVerb())

@@ -19,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kpsim/kpsim/dataplane"
+	"github.com/kpsim/kpsim/internal/k8sapi"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/record"
 	"github.com/kpsim/kpsim/results"
@@ -343,7 +344,7 @@ func TestAPIFaults(t *testing.T) {
 		requireKernelMatchesAPI(t, x)
 		for _, a := range x.r.client.Actions() {
 			// A streamed initial list (the informers', as from 1.35 on a node).
-			if s := listOptions(a).SendInitialEvents; a.GetVerb() == "watch" && a.GetResource().Resource == "services" && s != nil && *s {
+			if s := k8sapi.ListOptions(a).SendInitialEvents; a.GetVerb() == "watch" && a.GetResource().Resource == "services" && s != nil && *s {
 				lists++
 			}
 		}
