@@ -4,7 +4,7 @@ import "time"
 
 // The modeled-time contract: what a proxier, a dataplane and the replay
 // that drives them on a modeled clock (a discrete-event run at time scale
-// 0, scenarios/modeled.go) agree on. The in-memory kernel prices every
+// 0, scenarios/replay_clock.go) agree on. The in-memory kernel prices every
 // operation (Model) and spends it on the Clock; the proxier prices its own
 // work (Work) through the same Model; the replay (Stepper) decides when
 // each sync may start. Together they make a run repeat exactly: the same

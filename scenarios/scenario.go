@@ -3,6 +3,15 @@
 // restarts and faults. The replay drives a client-go fake clientset that the
 // proxier's informers watch, and measures every sync, kernel operation and
 // probe into a results file.
+//
+// The files say which part they are: scenario.go and format_*.go are the
+// scenario format (its types, decoding, --set overrides, validation, the
+// timeline's steps, the shipped files); cluster*.go the generator of a
+// scenario's cluster (its address pools and per-service counts);
+// replay*.go the replay (a run, the API store and watches behind the fake
+// clientset, the handlers' lag, probes, and replay_clock.go and
+// replay_driver.go, the modeled clock and the wall clock it moves on);
+// state.go a node programmed once from a cluster export (kpsim state).
 package scenarios
 
 import (
@@ -121,7 +130,7 @@ type Cluster struct {
 	ExternalCIDRs []string `yaml:"externalCIDRs" json:"externalCIDRs"`
 	// NodePortRange is where NodePorts are allocated from, as
 	// kube-apiserver's --service-node-port-range: "30000-32767" by
-	// default, wider when the cluster's NodePorts need it (sizes.go).
+	// default, wider when the cluster's NodePorts need it (cluster_sizes.go).
 	NodePortRange string `yaml:"nodePortRange" json:"nodePortRange"`
 	Node          Node   `yaml:"node" json:"node"`
 }

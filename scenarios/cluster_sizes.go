@@ -12,7 +12,7 @@ import (
 
 // What a generated cluster can hold follows from the pools the generator
 // allocates from: the service, pod and external CIDRs and the node port
-// range. sizes.go works out, from the scenario alone and before anything is
+// range. cluster_sizes.go works out, from the scenario alone and before anything is
 // built, how much of each the cluster and its timeline take, grows the
 // defaults to fit, and refuses what does not fit, naming the key that moves
 // the limit: 17,117 services built to learn the node ports ran out helped

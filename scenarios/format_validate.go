@@ -18,7 +18,7 @@ import (
 // Limits on generated clusters and timelines. They keep a typo from asking
 // for a run that cannot fit in memory or time, not the proxier's limits.
 // How many services and endpoints a cluster holds follows from its CIDRs
-// and node port range (sizes.go).
+// and node port range (cluster_sizes.go).
 const (
 	maxPortsPerService     = 16
 	maxEndpointsPerService = 1000 // the API's limit per EndpointSlice: the generator gives a service one slice per family
