@@ -8,7 +8,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 KPSIM    := bin/kpsim
 
-.PHONY: all build test scenario test-kernel compare compare-releases parity kube-proxy kube-proxy-test nftables-agreement iptables-agreement sweep sweep-plan sweep-cell sweep-merge clean FORCE
+.PHONY: all build test scenario test-kernel compare compare-releases parity kube-proxy kube-proxy-test side-by-side nftables-agreement iptables-agreement sweep sweep-plan sweep-cell sweep-merge clean FORCE
 all: build
 
 build: $(KPSIM)
@@ -43,6 +43,14 @@ scenario: build
 # kernel conformance suite and an end-to-end scenario with real traffic in it.
 test-kernel:
 	VERSION='$(VERSION)' COMMIT='$(COMMIT)' bash kernel/vm/run.sh
+
+# kpsim's proxier and kube-proxy v1.37.1 in IPVS mode on the same 5,000-service
+# scenario in one boot of the VM (kpsim, v1.37.1, kpsim): prints per figure (first
+# sync, ten changes, periodic sync, restart) each run's time and the release's over
+# kpsim's (upstream/e2e TestSideBySide). A measurement, not a test CI runs: about
+# an hour under emulation.
+side-by-side:
+	KPSIM_VM_ONLY=side-by-side KPSIM_VM_TIMEOUT=$${KPSIM_VM_TIMEOUT:-4800} VERSION='$(VERSION)' COMMIT='$(COMMIT)' bash kernel/vm/run.sh
 
 # Compares kpsim at BASE (a git ref) with the working tree on the in-memory
 # kernel: make compare BASE=HEAD~1 [SCENARIOS=smoke] [RUNS=5] [LATENCY=report|gate]

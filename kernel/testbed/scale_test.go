@@ -17,7 +17,6 @@ import (
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/kernel/kerneltest"
-	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/record"
 )
 
@@ -73,11 +72,11 @@ func TestE2EScale(t *testing.T) {
 	fmt.Printf("CALIBRATED-PROFILE-BEGIN\n%sCALIBRATED-PROFILE-END\n", p)
 
 	const scenario = "testdata/e2e-scale.yaml"
-	runs := make([]syncKinds, kernelRuns)
+	runs := make([]kerneltest.SyncKinds, kernelRuns)
 	for i := range runs {
 		f := kpsimRun(t, bin, scenario)
 		require.Equal(t, record.Measured, f.Basis)
-		runs[i] = kindsOf(t, f)
+		runs[i] = kerneltest.Kinds(t, f)
 	}
 	// Calibrated again, after the kernel runs: the VM's speed moves from
 	// minute to minute (another VM on the host), and two calibrations in
@@ -94,7 +93,7 @@ func TestE2EScale(t *testing.T) {
 	require.Equal(t, record.Modeled, modeled.Basis)
 	require.Equal(t, record.Modeled, modeledAfter.Basis)
 
-	figure := func(name string, bar time.Duration, extra string, of func(syncKinds) time.Duration) {
+	figure := func(name string, bar time.Duration, extra string, of func(kerneltest.SyncKinds) time.Duration) {
 		var ds []time.Duration
 		var each []string
 		for _, k := range runs {
@@ -108,18 +107,12 @@ func TestE2EScale(t *testing.T) {
 		}
 		fmt.Printf("FIGURE %-30s %10s  bar %-6s %s%s  (runs: %s)\n", name, d.Round(time.Millisecond), bar, verdict, extra, strings.Join(each, ", "))
 	}
-	figure("first sync", barFirst, "", func(k syncKinds) time.Duration { return seconds(k.first.Seconds) })
-	figure("slowest sync after changes", barChanges, "", func(k syncKinds) time.Duration {
-		var d time.Duration
-		for _, c := range k.changes {
-			d = max(d, seconds(c.Seconds))
-		}
-		return d
-	})
+	figure("first sync", barFirst, "", func(k kerneltest.SyncKinds) time.Duration { return kerneltest.Seconds(k.First.Seconds) })
+	figure("slowest sync after changes", barChanges, "", kerneltest.SyncKinds.SlowestChange)
 	// Where a change sync's time goes: at 10 changes it is a few
 	// operations, and one process (ipset restore) can be half of it.
 	for i, k := range runs {
-		for _, c := range k.changes {
+		for _, c := range k.Changes {
 			var parts []string
 			for _, ph := range c.Phases {
 				if ph.Seconds >= 0.0005 {
@@ -130,20 +123,20 @@ func TestE2EScale(t *testing.T) {
 		}
 	}
 	for i, k := range runs {
-		require.Zero(t, k.periodic.Ops.Writes(), "run %d: a periodic full sync with no change: %s", i+1, k.periodic.Ops)
-		require.Zero(t, k.restart.Ops.Writes(), "run %d: a restart onto matching state: %s", i+1, k.restart.Ops)
+		require.Zero(t, k.Periodic.Ops.Writes(), "run %d: a periodic full sync with no change: %s", i+1, k.Periodic.Ops)
+		require.Zero(t, k.Restart.Ops.Writes(), "run %d: a restart onto matching state: %s", i+1, k.Restart.Ops)
 	}
-	figure("periodic full sync, no change", barPeriodic, ", 0 writes", func(k syncKinds) time.Duration { return seconds(k.periodic.Seconds) })
-	figure("restart onto matching state", barRestart, ", 0 writes", func(k syncKinds) time.Duration { return seconds(k.restart.Seconds) })
+	figure("periodic full sync, no change", barPeriodic, ", 0 writes", func(k kerneltest.SyncKinds) time.Duration { return kerneltest.Seconds(k.Periodic.Seconds) })
+	figure("restart onto matching state", barRestart, ", 0 writes", func(k kerneltest.SyncKinds) time.Duration { return kerneltest.Seconds(k.Restart.Seconds) })
 	var waits []string
 	for _, k := range runs {
-		waits = append(waits, k.handlerWait.Round(time.Millisecond).String())
+		waits = append(waits, k.HandlerWait.Round(time.Millisecond).String())
 	}
 	fmt.Printf("FIGURE %-30s %s  from the restart step to the new proxier's first sync\n", "restart: handlers", strings.Join(waits, ", "))
 
 	measured := medianKinds(runs)
-	before, kernelWork := ratios(t, "RATIO", "the calibration before the kernel runs", kindsOf(t, modeled), measured)
-	afterSums, _ := ratios(t, "RATIO-AFTER", "the calibration after them", kindsOf(t, modeledAfter), measured)
+	before, kernelWork := ratios(t, "RATIO", "the calibration before the kernel runs", kerneltest.Kinds(t, modeled), measured)
+	afterSums, _ := ratios(t, "RATIO-AFTER", "the calibration after them", kerneltest.Kinds(t, modeledAfter), measured)
 	fmt.Printf("RATIO-BOTH summed modeled/measured (the median of %d kernel runs) of each phase that issued operations, priced by the calibration before the kernel runs and by the one after\n", kernelRuns)
 	for _, n := range slices.Sorted(maps.Keys(before)) {
 		a, b := before[n], afterSums[n]
@@ -170,16 +163,16 @@ func medianOf[T cmp.Ordered](v []T) T {
 // duration the runs' median, and prints each run's; the rest is the first
 // run's (ratios reads a phase's operations only to tell whether it does
 // kernel work).
-func medianKinds(runs []syncKinds) syncKinds {
+func medianKinds(runs []kerneltest.SyncKinds) kerneltest.SyncKinds {
 	m := runs[0]
 	fmt.Printf("RUNS measured s of each phase in each kernel run -> their median\n")
 	for _, kind := range []struct {
 		name string
-		of   func(*syncKinds) *record.Sync
+		of   func(*kerneltest.SyncKinds) *record.Sync
 	}{
-		{"first", func(k *syncKinds) *record.Sync { return &k.first }},
-		{"periodic", func(k *syncKinds) *record.Sync { return &k.periodic }},
-		{"restart", func(k *syncKinds) *record.Sync { return &k.restart }},
+		{"first", func(k *kerneltest.SyncKinds) *record.Sync { return &k.First }},
+		{"periodic", func(k *kerneltest.SyncKinds) *record.Sync { return &k.Periodic }},
+		{"restart", func(k *kerneltest.SyncKinds) *record.Sync { return &k.Restart }},
 	} {
 		s := kind.of(&m)
 		s.Phases = slices.Clone(s.Phases)
@@ -204,9 +197,9 @@ func outside(r float64) bool { return r < ratioLow || r > ratioHigh }
 // ratios prints, under tag, each phase's modeled/measured ratio over the
 // syncs both runs made alike, and returns the summed ratio of each phase
 // that issued operations, and which of them do kernel work.
-func ratios(t *testing.T, tag, priced string, s, k syncKinds) (sums map[string]float64, kernelWork map[string]bool) {
+func ratios(t *testing.T, tag, priced string, s, k kerneltest.SyncKinds) (sums map[string]float64, kernelWork map[string]bool) {
 	t.Helper()
-	pairs := [][2]record.Sync{{s.first, k.first}, {s.periodic, k.periodic}, {s.restart, k.restart}}
+	pairs := [][2]record.Sync{{s.First, k.First}, {s.Periodic, k.Periodic}, {s.Restart, k.Restart}}
 	type cell struct{ modeled, proxier, measured float64 }
 	cells := map[string]*[4]cell{} // by phase: first, periodic, restart, sum
 	issued := map[string]bool{}    // the kernel run's phase issued operations
@@ -284,33 +277,4 @@ func ratios(t *testing.T, tag, priced string, s, k syncKinds) (sums map[string]f
 // mostly the proxier's own work (see ratioLow).
 const apart = "(mostly the proxier's own work: reported apart, not held to the band)"
 
-// syncKinds are the syncs of a scale run the figures are about.
-type syncKinds struct {
-	first, periodic, restart record.Sync
-	changes                  []record.Sync // of the first proxier, after its first sync, that wrote
-	handlerWait              time.Duration
-}
-
-func kindsOf(t *testing.T, f *record.File) syncKinds {
-	t.Helper()
-	var k syncKinds
-	var haveFirst, havePeriodic, haveRestart bool
-	for _, s := range f.Syncs {
-		switch {
-		case s.Proxier == 0 && s.Trigger == proxier.TriggerInitial && !haveFirst:
-			k.first, haveFirst = s, true
-		case s.Proxier == 0 && s.Trigger == proxier.TriggerPeriodic && !havePeriodic:
-			k.periodic, havePeriodic = s, true
-		case s.Proxier == 0 && s.Trigger == proxier.TriggerChanges && s.Ops.Writes() > 0:
-			k.changes = append(k.changes, s)
-		case s.Proxier == 1 && s.Trigger == proxier.TriggerInitial && !haveRestart:
-			k.restart, haveRestart = s, true
-		}
-	}
-	require.True(t, haveFirst && havePeriodic && haveRestart, "a first sync, a periodic full sync and a restart's first sync")
-	require.NotEmpty(t, k.changes, "a sync that applied the EndpointSlice changes")
-	k.handlerWait = k.restart.Start.Sub(kerneltest.StepStart(t, f, "restart-proxier"))
-	return k
-}
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// kerneltest.SyncKinds are the syncs of a scale run the figures are about.

@@ -29,11 +29,11 @@ vm_build() {
 	cp -r upstream/e2e/testdata "$1/src/upstream/e2e/"
 }
 
-# kube_proxy_e2e RUN: the kube-proxy end-to-end tests matching RUN, from
-# their folder; what they wrote is exported.
+# kube_proxy_e2e RUN [TIMEOUT]: the kube-proxy end-to-end tests matching
+# RUN (within TIMEOUT, 20m), from their folder; what they wrote is exported.
 kube_proxy_e2e() (
 	cd /kpsim/src/upstream/e2e || exit 1
-	KPSIM_E2E_BIN_DIR=/kpsim/bin KPSIM_E2E_OUT=/tmp/kube-proxy-e2e kube-proxy-e2e.test -test.v -test.count=1 -test.timeout=20m -test.run "$1"
+	KPSIM_E2E_BIN_DIR=/kpsim/bin KPSIM_E2E_OUT=/tmp/kube-proxy-e2e kube-proxy-e2e.test -test.v -test.count=1 -test.timeout="${2:-20m}" -test.run "$1"
 	rc=$?
 	for f in /tmp/kube-proxy-e2e/*; do [ -f "$f" ] && vm_export "$f"; done
 	rm -rf /tmp/kube-proxy-e2e
@@ -59,4 +59,6 @@ vm_tests() {
 	step kube-proxy-agreement kube_proxy_e2e '^TestKubeProxyAgreement$'
 	# The switch from IPVS mode to nftables mode: this kernel has both.
 	step kube-proxy-switch kube_proxy_e2e '^TestKubeProxySwitch$'
+	# kpsim's proxier and v1.37.1 side by side at 5,000 services (make side-by-side).
+	named_step side-by-side kube_proxy_e2e '^TestSideBySide$' 45m
 }
