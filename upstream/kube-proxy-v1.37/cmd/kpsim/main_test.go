@@ -78,3 +78,9 @@ func TestFullIPSetOnSim(t *testing.T) {
 func TestIssueShapesOnSim(t *testing.T) {
 	kubeproxytest.IssueShapesOnSim(t, kubeproxy.Built)
 }
+
+// BenchmarkNFTablesGrowth: v1.37.1's nftables mode on the in-memory kernel
+// at 10,000, 50,000 and 100,000 services (kubeproxytest.NFTablesGrowth).
+func BenchmarkNFTablesGrowth(b *testing.B) {
+	kubeproxytest.NFTablesGrowth(b, kubeproxy.Built)
+}
