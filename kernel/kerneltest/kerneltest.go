@@ -57,13 +57,16 @@ type SyncKinds struct {
 	HandlerWait              time.Duration
 }
 
-// Kinds finds f's syncs of each kind; a run without one fails the test.
+// Kinds finds f's syncs of each kind, each the first of its kind that
+// finished without an error; a run without one fails the test.
 func Kinds(t testing.TB, f *record.File) SyncKinds {
 	t.Helper()
 	var k SyncKinds
 	var haveFirst, havePeriodic, haveRestart bool
 	for _, s := range f.Syncs {
 		switch {
+		case s.Stopped || s.Error != "":
+			// cut short or failed: not the figure of its kind
 		case s.Proxier == 0 && s.Trigger == proxier.TriggerInitial && !haveFirst:
 			k.First, haveFirst = s, true
 		case s.Proxier == 0 && s.Trigger == proxier.TriggerPeriodic && !havePeriodic:
