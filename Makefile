@@ -47,8 +47,8 @@ test-kernel:
 # kpsim's proxier and kube-proxy v1.37.1 in IPVS mode on the same 5,000-service
 # scenario in one boot of the VM (kpsim, v1.37.1, kpsim): prints per figure (first
 # sync, ten changes, periodic sync, restart) each run's time and the release's over
-# kpsim's (upstream/e2e TestSideBySide). A measurement, not a test CI runs: about
-# an hour under emulation.
+# kpsim's (upstream/e2e TestSideBySide). A measurement, not a test CI runs: 15
+# minutes under emulation here (docs/kernel-backend.md, "Side by side").
 side-by-side:
 	KPSIM_VM_ONLY=side-by-side KPSIM_VM_TIMEOUT=$${KPSIM_VM_TIMEOUT:-4800} VERSION='$(VERSION)' COMMIT='$(COMMIT)' bash kernel/vm/run.sh
 
