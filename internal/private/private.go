@@ -29,6 +29,9 @@ func Field(obj any, path string) (reflect.Value, error) {
 			}
 			v = v.Elem()
 		}
+		if !v.IsValid() {
+			return reflect.Value{}, fmt.Errorf("%T: %s: nil on the way", obj, path)
+		}
 		if v.Kind() != reflect.Struct {
 			return reflect.Value{}, fmt.Errorf("%T: %s: %s is not a struct", obj, path, v.Type())
 		}

@@ -65,6 +65,8 @@ func TestSetAndField(t *testing.T) {
 	require.Equal(t, "conntrack", v.Interface().(named).Name())
 	require.ErrorContains(t, Set(h, "r.counter", "x"), "r.counter is a int, not assignable from string")
 	require.ErrorContains(t, Set(&holder{}, "r.counter", 1), "nil on the way")
+	_, err = Field(nil, "r")
+	require.ErrorContains(t, err, "nil on the way")
 }
 
 func TestTypeAt(t *testing.T) {
