@@ -17,16 +17,14 @@ import (
 // the profile it charges: this checks that every measurement times the
 // operation it names and that the fits separate fixed from per-item costs.
 func TestCalibrateRecoversSimProfile(t *testing.T) {
-	for _, name := range []string{"host", "vm-tcg", "host-knee"} {
+	for _, name := range []string{"host", "vm-tcg", "host-every-price"} {
 		t.Run(name, func(t *testing.T) {
-			want, err := sim.LoadProfile(strings.TrimSuffix(name, "-knee"))
+			want, err := sim.LoadProfile(strings.TrimSuffix(name, "-every-price"))
 			require.NoError(t, err)
-			if name == "host-knee" {
-				// A knee within the calibration's places (its largest load
-				// puts 800 rules up to about 5,600 entries in).
+			if name == "host-every-price" {
+				// Every price of a rule with a map, none zero.
 				want.Ops[dataplane.OpNFTMapRule.String()] = 30e-6
-				want.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 20e-9, PerMap: 500e-9, Knee: 2000, PerEntryPast: 200e-9, PerMapPast: 1500e-9,
-					PerTableMap: 150e-9, PerTransaction: 5e-6}
+				want.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 20e-9, PerElement: 4e-9, PerMap: 500e-9, PerTransaction: 5e-6}
 				// iptables-restore growing as rules times chains, and
 				// dearer when it replaces chains.
 				want.IPTablesRestore = &sim.IPTablesRestoreCost{Replace: 6e-3, PerDeclared: 7e-9, PerChain: 5e-9, PerDeclaredChain: 7e-13}
@@ -87,7 +85,7 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 				require.Positive(t, got.Ops[dataplane.OpNFTTransaction.String()], "the host profile prices nft")
 			}
 			// A rule with a map: the same price at every place the loads
-			// put one, but beside the knee (found among the places).
+			// put one.
 			wantWalk, gotWalk := sim.NFTMapRuleCost{}, sim.NFTMapRuleCost{}
 			if want.NFTMapRule != nil {
 				wantWalk = *want.NFTMapRule
@@ -97,12 +95,9 @@ func TestCalibrateRecoversSimProfile(t *testing.T) {
 			}
 			require.InDelta(t, want.Ops[dataplane.OpNFTMapRule.String()], got.Ops[dataplane.OpNFTMapRule.String()], 1e-7, "nft-map-rule")
 			for before := 0; before < 5500; before += 50 {
-				if wantWalk.Knee > 0 && math.Abs(float64(before-wantWalk.Knee)) < 0.02*float64(wantWalk.Knee) {
-					continue
-				}
 				for _, maps := range []int{0, before / 7} {
 					for _, table := range []int{0, 800} {
-						at := dataplane.NFTMapRule{Entries: before, Maps: maps, Table: table}
+						at := dataplane.NFTMapRule{Entries: before, Elements: 2 * maps, Maps: maps, Table: table}
 						w, g := wantWalk.Price(at), gotWalk.Price(at)
 						require.InDelta(t, float64(w), float64(g), 1e3+0.01*float64(w), "a rule with a map at %+v", at)
 					}
@@ -248,7 +243,7 @@ func TestCalibrateWarnsWhenTheKernelSlows(t *testing.T) {
 	require.NotContains(t, steady.Source, "WARNING")
 	require.NotContains(t, log, "warning")
 	// The clocks of the first load's three repeats at the end.
-	const load = "nft-transaction load 200 services of one endpoint, then 0 of two"
+	const load = "nft-transaction load 200 services of one endpoint, then 0 of 1 "
 	var loads []int
 	for i, from := range at {
 		if strings.HasPrefix(log[from:], load) {

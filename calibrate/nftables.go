@@ -3,7 +3,6 @@ package calibrate
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -30,11 +29,11 @@ import (
 //     (the median of five each), at both sizes, and one element onto the
 //     table of rules with maps below.
 //   - A rule with a map of its own (nft-map-rule) costs a price plus one
-//     per entry of the transaction before it and one per rule with a map
-//     before it in the transaction, others past a knee, and one per rule
-//     with a map the table holds (fitMapRule), fitted apart on what loads
-//     of services of two endpoints took beyond the same loads at one
-//     endpoint (the median of three differences each).
+//     per entry of the transaction before it, one per element of the
+//     sets before it and one per rule with a map before it, in the table
+//     or the transaction (fitMapRule), fitted apart on what loads of
+//     services of two endpoints (and of mapElements) took beyond the same
+//     loads at one endpoint (the median of three differences each).
 //   - A listing of names with the nft binary (nft-list) is its price plus a
 //     price per object and one per pair of objects; over netlink
 //     (nft-list-netlink) and a listing of one set's elements
@@ -148,9 +147,10 @@ func (c *calibration) nftables() error {
 	}
 	defer func() { _ = drop() }()
 	// load creates the table afresh and loads plain services of one
-	// endpoint, then mapped services of two (each DNAT rule with its map),
-	// into it in one transaction, and returns its time and the transaction.
-	load := func(plain, mapped int) (float64, *knftables.Transaction, error) {
+	// endpoint, then mapped services of endpoints each (each DNAT rule with
+	// its map), into it in one transaction, and returns its time and the
+	// transaction.
+	load := func(plain, mapped, endpoints int) (float64, *knftables.Transaction, error) {
 		if err := drop(); err != nil {
 			return 0, nil, fmt.Errorf("calibrate nftables: %w", err)
 		}
@@ -159,13 +159,13 @@ func (c *calibration) nftables() error {
 		}
 		tx := nft.NewTransaction()
 		for j := range plain + mapped {
-			endpoints := 1
+			n := 1
 			if j >= plain {
-				endpoints = 2
+				n = endpoints
 			}
-			nftService(tx, j, endpoints, false)
+			nftService(tx, j, n, false)
 		}
-		d, err := c.once(fmt.Sprintf("nft-transaction load %d services of one endpoint, then %d of two (%d commands)", plain, mapped, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
+		d, err := c.once(fmt.Sprintf("nft-transaction load %d services of one endpoint, then %d of %d (%d commands)", plain, mapped, endpoints, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
 		objects += nftServiceObjects * (plain + mapped)
 		maps += mapped
 		return d, tx, err
@@ -193,7 +193,7 @@ func (c *calibration) nftables() error {
 		var times []float64
 		var n int
 		for range 3 {
-			d, tx, err := load(size, 0)
+			d, tx, err := load(size, 0, 1)
 			if err != nil {
 				return err
 			}
@@ -221,15 +221,17 @@ func (c *calibration) nftables() error {
 		}
 	}
 
-	// Rules with maps: services of two endpoints loaded at four sizes up to
-	// four times --entries, and a quarter of --entries of them after
-	// --entries, four and sixteen times --entries plain ones; and a
-	// quarter of --entries of them added onto the largest, as a sync adds
-	// services. Their rules stand at every place in a transaction up to
-	// the largest's end and far past it, after few or many maps in the
-	// transaction or in the table, so the fit tells the entries before a
-	// rule from the maps before it and finds where the walks leave the
-	// CPU's caches. What the maps cost is measured against a twin: the same
+	// Rules with maps: services of two endpoints loaded at five sizes from
+	// an eighth of --entries (where the rules' own price shows) up to four
+	// times --entries, and --entries of them after --entries, four and
+	// sixteen times --entries plain ones (where the entries before a rule
+	// show apart from the maps); services of mapElements endpoints at
+	// --entries and twice that (what an element of a map before a rule
+	// costs it: 6.1 and later kernels differ); and a quarter of --entries
+	// of services of two added onto the largest, as a sync adds services.
+	// Their rules stand at every place in a transaction up to the
+	// largest's end and far past it, after few or many maps in the
+	// transaction or in the table. What the maps cost is measured against a twin: the same
 	// transaction with those services at one endpoint (the same commands
 	// and objects, no map), run just before it, three times each; the
 	// median of the three differences is the maps' (this kernel's speed
@@ -238,23 +240,24 @@ func (c *calibration) nftables() error {
 	// largest, one element added and deleted (as in the plain table)
 	// prices what every transaction pays for the maps a table holds.
 	var mapLoads []mapLoad
-	for _, l := range [][2]int{{0, small / 2}, {0, small}, {0, 2 * small}, {0, large}, {small, small / 4}, {large, small / 4}, {4 * large, small / 4}} {
+	for _, l := range [][3]int{{0, small / 8, 2}, {0, small / 2, 2}, {0, small, 2}, {0, 2 * small, 2}, {0, large, 2}, {small, small, 2}, {large, small, 2}, {4 * large, small, 2},
+		{0, small, mapElements}, {0, 2 * small, mapElements}} {
 		var times, twins, diffs []float64
 		var tx *knftables.Transaction
 		for range 3 {
-			twin, _, err := load(l[0]+l[1], 0)
+			twin, _, err := load(l[0]+l[1], 0, 1)
 			if err != nil {
 				return err
 			}
-			d, t, err := load(l[0], l[1])
+			d, t, err := load(l[0], l[1], l[2])
 			if err != nil {
 				return err
 			}
 			times, twins, diffs, tx = append(times, d), append(twins, twin), append(diffs, d-twin), t
 		}
 		_, before := dataplane.NFTTransactionOps(tx)
-		mapLoads = append(mapLoads, mapLoad{seconds: median(times), twin: median(twins), beyond: max(0, median(diffs)), low: slices.Min(diffs), high: slices.Max(diffs), before: before})
-		if l != [2]int{0, large} {
+		mapLoads = append(mapLoads, mapLoad{seconds: median(times), twin: median(twins), beyond: max(0, median(diffs)), low: slices.Min(diffs), high: slices.Max(diffs), elements: l[2], before: before})
+		if l != [3]int{0, large, 2} {
 			continue
 		}
 		ontoMaps := maps
@@ -295,7 +298,7 @@ func (c *calibration) nftables() error {
 		for i := range before {
 			before[i].Table = ontoMaps
 		}
-		mapLoads = append(mapLoads, mapLoad{seconds: median(times), twin: median(twins), beyond: max(0, median(diffs)), low: slices.Min(diffs), high: slices.Max(diffs), tableMaps: ontoMaps, before: before})
+		mapLoads = append(mapLoads, mapLoad{seconds: median(times), twin: median(twins), beyond: max(0, median(diffs)), low: slices.Min(diffs), high: slices.Max(diffs), elements: 2, tableMaps: ontoMaps, before: before})
 		if err := change("one element onto maps", element, 1, false); err != nil {
 			return err
 		}
@@ -306,7 +309,7 @@ func (c *calibration) nftables() error {
 	// theirs), and the fits cannot tell that from a price.
 	var again []float64
 	for range 3 {
-		d, _, err := load(small, 0)
+		d, _, err := load(small, 0, 1)
 		if err != nil {
 			return err
 		}
@@ -356,15 +359,15 @@ func (c *calibration) nftables() error {
 	}
 	var mapNote []string
 	for _, l := range mapLoads {
-		mapNote = append(mapNote, fmt.Sprintf("%d rules, the first %d entries in after %d maps, onto %d, %s against %s without maps: %s (%s-%s)", len(l.before), l.before[0].Entries, l.before[0].Maps, l.tableMaps, dur(l.seconds), dur(l.twin), dur(l.beyond), dur(l.low), dur(l.high)))
+		mapNote = append(mapNote, fmt.Sprintf("%d rules of %d elements, the first %d entries in after %d maps, onto %d, %s against %s without maps: %s (%s-%s)", len(l.before), l.elements, l.before[0].Entries, l.before[0].Maps, l.tableMaps, dur(l.seconds), dur(l.twin), dur(l.beyond), dur(l.low), dur(l.high)))
 	}
 	c.notes = append(c.notes, fmt.Sprintf("nftables with %s, a table shaped like kube-proxy's nftables mode (%d objects per service at one endpoint) loaded to %d and %d services in one transaction each "+
 		"(%s and %s), with transactions of one element and of ten services added and deleted at each size (the median of five): a transaction %s plus %s per object the table holds, each command in it %s plus %s per object, %s more if it deletes; "+
-		"services of two endpoints, each DNAT rule with its map, loaded likewise, each load against its twin at one endpoint (the medians of three, and the differences' median and range: %s): such a rule %s plus %s per entry of the transaction before it and %s per rule with a map before it in the transaction, %s and %s once more than %d entries are, and %s per one the table holds; each transaction %s per rule with a map the table holds; "+
+		"services of two endpoints (and of %d), each DNAT rule with its map, loaded likewise, each load against its twin at one endpoint (the medians of three, and the differences' median and range: %s): such a rule %s plus %s per entry of the transaction before it (a command or a rule's set), %s per element of the sets before it and %s per rule with a map before it (in the table or the transaction); each transaction %s per rule with a map the table holds; "+
 		"a listing of names with the nft binary %s plus %s per object plus %.3g ns per pair of objects; over netlink %s plus %s per object; one set's elements %s plus %s per object",
 		c.nftVersion(), nftServiceObjects, small, large, dur(loads[0]), dur(loads[1]),
 		c.op(dataplane.OpNFTTransaction), dur(p[1]), c.op(dataplane.OpNFTCommand), dur(p[3]), c.op(dataplane.OpNFTDeleting),
-		strings.Join(mapNote, ", "), c.op(dataplane.OpNFTMapRule), dur(walk.PerEntry), dur(walk.PerMap), dur(walk.PerEntryPast), dur(walk.PerMapPast), walk.Knee, dur(walk.PerTableMap), dur(walk.PerTransaction),
+		mapElements, strings.Join(mapNote, ", "), c.op(dataplane.OpNFTMapRule), dur(walk.PerEntry), dur(walk.PerElement), dur(walk.PerMap), dur(walk.PerTransaction),
 		c.op(dataplane.OpNFTList), dur(c.p.ListItem[dataplane.OpNFTList.String()]), c.p.ListPairs[dataplane.OpNFTList.String()]*1e9,
 		c.op(dataplane.OpNFTListNetlink), dur(c.p.ListItem[dataplane.OpNFTListNetlink.String()]),
 		c.op(dataplane.OpNFTListElements), dur(c.p.ListItem[dataplane.OpNFTListElements.String()])))
@@ -380,114 +383,55 @@ type mapLoad struct {
 	// beyond is the median of the three differences, low and high their
 	// range.
 	beyond, low, high float64
+	elements          int // in each rule's map
 	tableMaps         int
 	before            []dataplane.NFTMapRule
 }
 
 // fitMapRule prices a rule with a map on the loads' time beyond their
-// commands (sim.NFTMapRuleCost): a price per rule, and per entry and per
-// map before it, below and past a knee. The knee is the place, among the
-// rules', at which the fit errs least relative to each load's whole time;
-// with it set, the prices are a non-negative least-squares fit. A knee
-// must be seen and earn its place, or there is none within the loads: at
-// least two loads put rules on each side of it (two prices past it need
-// two loads; a knee inside the largest load alone fitted that one load
-// and priced entries past it 17 times those before), and it and its two
-// prices at least halve the error of one price per entry and per map for
-// all places (Akaike's criterion over eight loads asks for 0.47). Without
-// these the knee wandered from 25,000 to 81,000 entries between
-// calibrations minutes apart.
+// commands (sim.NFTMapRuleCost): a price per rule, per entry and per
+// element before it, and per rule with a map before it (in the table or
+// earlier in the transaction): a non-negative least squares fit of each
+// load's error relative to its whole time, so the small loads count as
+// much as the large. It searches nothing. A knee (the place past which
+// every step cost more), found as the place the fit erred least,
+// wandered from 21,000 to 81,000 entries between calibrations minutes
+// apart, where the kernel's own time past some tens of thousands of
+// entries is two-valued; a price per square of the rules with maps, to
+// bend the price the same way, came out 0 in two calibrations of three.
 func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
-	var places []int
-	for _, l := range loads {
+	rows := make([][]float64, len(loads))
+	beyond := make([]float64, len(loads))
+	for j, l := range loads {
+		// A rule, entries, elements, rules with maps.
+		row := make([]float64, 4)
+		row[0] = float64(len(l.before))
 		for _, at := range l.before {
-			places = append(places, at.Entries)
+			row[1] += float64(at.Entries)
+			row[2] += float64(at.Elements)
+			row[3] += float64(at.Maps + at.Table)
 		}
+		w := 1 / max(l.seconds, 1e-9)
+		for k := range row {
+			row[k] *= w
+		}
+		rows[j], beyond[j] = row, l.beyond*w
 	}
-	slices.Sort(places)
-	places = slices.Compact(places)
-	// At most 500 candidates, spread evenly over the places, the last
-	// one (no rule past it) among them.
-	seen := func(knee int) bool {
-		below, past := 0, 0
-		for _, l := range loads {
-			if l.before[0].Entries <= knee {
-				below++
-			}
-			if l.before[len(l.before)-1].Entries > knee {
-				past++
-			}
-		}
-		return below >= 2 && past >= 2
+	q, err := fitNonNegative(rows, beyond)
+	if err != nil {
+		return 0, sim.NFTMapRuleCost{}, fmt.Errorf("no non-negative fit of %d loads: %w", len(loads), err)
 	}
-	knees := []int{places[len(places)-1]}
-	step := max(1, len(places)/500)
-	for i := len(places) - 1 - step; i >= 0; i -= step {
-		if seen(places[i]) {
-			knees = append(knees, places[i])
-		}
-	}
-	var best, none sim.NFTMapRuleCost
-	var bestRule, noneRule float64
-	bestErr, noneErr := math.Inf(1), math.Inf(1)
-	for i, knee := range knees {
-		rows := make([][]float64, len(loads))
-		beyond := make([]float64, len(loads))
-		for j, l := range loads {
-			// A rule, entries and maps below the knee, entries and maps
-			// past it, the table's maps.
-			row := make([]float64, 6)
-			row[0] = float64(len(l.before))
-			for _, at := range l.before {
-				past := 0
-				if at.Entries > knee {
-					past = 2
-				}
-				row[1+past] += float64(at.Entries)
-				row[2+past] += float64(at.Maps)
-				row[5] += float64(at.Table)
-			}
-			rows[j], beyond[j] = row, l.beyond
-		}
-		q, err := fitNonNegative(rows, beyond)
-		if err != nil {
-			continue
-		}
-		sum := 0.0
-		for j, r := range rows {
-			e := -beyond[j]
-			for k := range r {
-				e += r[k] * q[k]
-			}
-			e /= max(loads[j].seconds, 1e-9)
-			sum += e * e
-		}
-		fit := sim.NFTMapRuleCost{PerEntry: q[1], PerMap: q[2], Knee: knee, PerEntryPast: q[3], PerMapPast: q[4], PerTableMap: q[5]}
-		if i == 0 {
-			// The last place: no rule past it. Past it, a larger
-			// transaction pays what is measured below it.
-			fit.PerEntryPast, fit.PerMapPast = fit.PerEntry, fit.PerMap
-			noneErr, noneRule, none = sum, q[0], fit
-		}
-		if sum < bestErr {
-			bestErr, bestRule, best = sum, q[0], fit
-		}
-	}
-	if math.IsInf(bestErr, 1) {
-		return 0, best, fmt.Errorf("no non-negative fit of %d loads", len(loads))
-	}
-	if !math.IsInf(noneErr, 1) && bestErr > kneeGain*noneErr {
-		return noneRule, none, nil
-	}
-	return bestRule, best, nil
+	return q[0], sim.NFTMapRuleCost{PerEntry: q[1], PerElement: q[2], PerMap: q[3]}, nil
 }
 
 // maxDrift is how far the first load's time may move by the end of the
 // calibration before its prices are called untrustworthy.
 const maxDrift = 1.25
 
-// kneeGain is how much less error a knee must leave than none.
-const kneeGain = 0.5
+// mapElements is how many endpoints (elements in its map) the services of
+// the loads that price an element of a map have: kube-proxy's rules for
+// services of ten endpoints and one port.
+const mapElements = 11
 
 // nftServiceObjects is how many objects nftService adds.
 const nftServiceObjects = 4

@@ -113,8 +113,8 @@ func TestStoppable(t *testing.T) {
 }
 
 // TestNFTTransactionOps: a transaction deletes or not, and each rule with a
-// set or map of its own stands after one entry per command before it, and
-// per such rule before it its set and each element, and after those rules.
+// set or map of its own stands after one entry per command before it and
+// per such rule's set, after those sets' elements, and after those rules.
 func TestNFTTransactionOps(t *testing.T) {
 	tx := knftables.NewFake(knftables.IPv4Family, "kube-proxy").NewTransaction()
 	tx.Add(&knftables.Table{})
@@ -125,7 +125,7 @@ func TestNFTTransactionOps(t *testing.T) {
 	tx.Add(&knftables.Rule{Chain: "svc", Rule: "ip daddr { 10.0.0.2 } drop"})
 	deletes, before := dataplane.NFTTransactionOps(tx)
 	require.False(t, deletes)
-	require.Equal(t, []dataplane.NFTMapRule{{Entries: 3, Maps: 0}, {Entries: 3 + 1 + 3 + 1 + 1, Maps: 1}}, before)
+	require.Equal(t, []dataplane.NFTMapRule{{Entries: 3, Maps: 0}, {Entries: 3 + 1 + 1 + 1, Elements: 3, Maps: 1}}, before)
 
 	tx.Delete(&knftables.Chain{Name: "svc"})
 	deletes, before = dataplane.NFTTransactionOps(tx)

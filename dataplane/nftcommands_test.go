@@ -17,7 +17,7 @@ import (
 // commands: from the transaction's text, line by line. The oracle its
 // counts are checked against.
 func nftTransactionOpsText(tx *knftables.Transaction) (deletes bool, mapRules []dataplane.NFTMapRule) {
-	entries := 0
+	entries, elements := 0, 0
 	for line := range strings.Lines(tx.String()) {
 		verb, rest, _ := strings.Cut(line, " ")
 		switch {
@@ -26,8 +26,9 @@ func nftTransactionOpsText(tx *knftables.Transaction) (deletes bool, mapRules []
 		case (verb == "add" || verb == "insert" || verb == "replace") && strings.HasPrefix(rest, "rule ") && dataplane.HasMap(rest):
 			_, set, _ := strings.Cut(rest, "{")
 			set, _, _ = strings.Cut(set, "}")
-			mapRules = append(mapRules, dataplane.NFTMapRule{Entries: entries, Maps: len(mapRules)})
-			entries += 1 + strings.Count(set, ",") + 1
+			mapRules = append(mapRules, dataplane.NFTMapRule{Entries: entries, Elements: elements, Maps: len(mapRules)})
+			entries++
+			elements += strings.Count(set, ",") + 1
 		}
 		entries++
 	}

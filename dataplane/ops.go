@@ -98,15 +98,19 @@ func (o Op) IsWrite() bool {
 }
 
 // NFTMapRule is where a rule with a set or map of its own stands in its
-// transaction: how many entries nf_tables' transaction holds before it, how
-// many rules with their own set or map come before it in the same
-// transaction, and how many the table held when the transaction began.
-// nf_tables finds the anonymous set such a rule was sent with by walking
-// its transaction from the start, and names that set by reading the name
-// of every set the table holds, so what the rule costs grows with all
-// three (docs/nftables.md).
+// transaction: how many commands and anonymous sets nf_tables'
+// transaction holds before it (Entries), how many elements of those sets
+// (Elements), how many rules with their own set or map come before it in
+// the same transaction (Maps), and how many the table held when the
+// transaction began (Table). nf_tables finds the anonymous set such a
+// rule was sent with by walking its transaction from the start, and names
+// that set by reading the name of every set the table holds, so what the
+// rule costs grows with all of them. The elements are counted apart
+// because kernels keep them differently: 6.1 as one transaction entry
+// each, later kernels a set's elements together, so what one costs the
+// walk is this kernel's to say (docs/nftables.md).
 type NFTMapRule struct {
-	Entries, Maps, Table int
+	Entries, Elements, Maps, Table int
 }
 
 // NFTTransactionOps counts what a transaction holds besides its commands:
@@ -114,13 +118,13 @@ type NFTMapRule struct {
 // writes with a set or map of its own (OpNFTMapRule) stands in it (the
 // table's maps are the caller's to add). Each command
 // is one entry (a flush is taken as one: what it removes is not in the
-// transaction), and a rule with a set or map of its own is as many more as
-// its set and its elements. It reads the commands themselves: rendering
+// transaction), and a rule with a set or map of its own one more for its
+// set and its elements as many elements. It reads the commands themselves: rendering
 // the transaction's text to read it back took a tenth of a large run's
 // wall time.
 func NFTTransactionOps(tx *knftables.Transaction) (deletes bool, mapRules []NFTMapRule) {
 	cmds, _ := NFTCommands(tx) // one built with an error: the commands before it
-	entries := 0
+	entries, elements := 0, 0
 	for _, c := range cmds {
 		rule, isRule := c.Obj.(*knftables.Rule)
 		switch {
@@ -129,8 +133,9 @@ func NFTTransactionOps(tx *knftables.Transaction) (deletes bool, mapRules []NFTM
 		case (c.Verb == "add" || c.Verb == "insert" || c.Verb == "replace") && isRule && HasMap(rule.Rule):
 			_, set, _ := strings.Cut(rule.Rule, "{")
 			set, _, _ = strings.Cut(set, "}")
-			mapRules = append(mapRules, NFTMapRule{Entries: entries, Maps: len(mapRules)})
-			entries += 1 + strings.Count(set, ",") + 1 // the set, its elements
+			mapRules = append(mapRules, NFTMapRule{Entries: entries, Elements: elements, Maps: len(mapRules)})
+			entries++ // the set
+			elements += strings.Count(set, ",") + 1
 		}
 		entries++
 	}

@@ -604,7 +604,7 @@ func TestLoadProfile(t *testing.T) {
 		{"unknown strategy", `{"name":"x","source":"s","ops":{},"ipset":{"exec":{},"restore":{},"netlink":{},"pigeon":{}}}`, `pigeon`},
 		{"no source", `{"name":"x","source":" ","ops":{},` + strategies + `}`, `source is empty`},
 		{"map rule per item", `{"name":"x","source":"s","ops":{},"list_item":{"nft-map-rule":1e-8},` + strategies + `}`, `under "nft_map_rule"`},
-		{"negative map rule", `{"name":"x","source":"s","ops":{},"nft_map_rule":{"per_map_past":-1},` + strategies + `}`, `non-negative`},
+		{"negative map rule", `{"name":"x","source":"s","ops":{},"nft_map_rule":{"per_map":-1},` + strategies + `}`, `non-negative`},
 		{"not json", `{`, `unexpected EOF`},
 		{"trailing", `{"name":"x","source":"s",` + strategies + `} {}`, `trailing`},
 	}

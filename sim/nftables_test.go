@@ -61,13 +61,14 @@ func TestNFTablesCharges(t *testing.T) {
 }
 
 // TestNFTMapRuleCharge: a rule with a map of its own costs its price plus
-// one per entry of the transaction before it, and the dearer one past the
-// knee; a transaction without one pays neither.
+// one per entry of the transaction before it, per element of the sets of
+// the rules with maps before it and per such rule, in the table or the
+// transaction; a transaction without one pays neither.
 func TestNFTMapRuleCharge(t *testing.T) {
 	p, err := sim.LoadProfile("host")
 	require.NoError(t, err)
 	p.Ops[dataplane.OpNFTMapRule.String()] = 1e-3
-	p.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 1e-6, PerEntryPast: 1e-5, Knee: 100, PerMap: 1e-4}
+	p.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 1e-6, PerElement: 1e-5, PerMap: 1e-4}
 	ctx := context.Background()
 	// cost is what one transaction of plain elements, then a rule with a
 	// map (or a rule without one), costs beyond the same transaction's
@@ -98,15 +99,35 @@ func TestNFTMapRuleCharge(t *testing.T) {
 	beyond := func(elements int) time.Duration { return cost(elements, true) - cost(elements, false) }
 	// 3 entries (table, chain, set) and the elements come before the rule.
 	require.Equal(t, time.Millisecond+47*time.Microsecond, beyond(44))
-	require.Equal(t, time.Millisecond+100*time.Microsecond, beyond(97), "at the knee")
-	require.Equal(t, time.Millisecond+1010*time.Microsecond, beyond(98), "past it, each entry the dearer price")
+	require.Equal(t, time.Millisecond+98*time.Microsecond, beyond(95))
+
+	// A second rule with a map, after the first's set and its two
+	// elements: each rule its price, the second 4 entries (table, chain,
+	// the first's rule and set), 2 elements and 1 map more.
+	twoRules := func(rule string) time.Duration {
+		k, err := sim.New(sim.Options{Profile: p})
+		require.NoError(t, err)
+		nft, err := k.Table(knftables.IPv4Family, "kube-proxy")
+		require.NoError(t, err)
+		tx := nft.NewTransaction()
+		tx.Add(&knftables.Table{})
+		tx.Add(&knftables.Chain{Name: "svc"})
+		tx.Add(&knftables.Rule{Chain: "svc", Rule: rule})
+		tx.Add(&knftables.Rule{Chain: "svc", Rule: rule})
+		_, before := k.Kernel()
+		require.NoError(t, nft.Run(ctx, tx))
+		_, after := k.Kernel()
+		return after - before
+	}
+	twice, plain := twoRules("numgen random mod 2 vmap { 0 : drop , 1 : accept }"), twoRules("drop")
+	require.Equal(t, 2*time.Millisecond+2*time.Microsecond+(4*time.Microsecond+20*time.Microsecond+100*time.Microsecond), twice-plain)
 
 	// A rule with a map in a later transaction, after one in the table,
-	// pays for that one: its second transaction costs PerTableMap more
-	// than with PerTableMap zero; and every transaction onto that table
+	// pays for that one: its second transaction costs PerMap more than
+	// with PerMap zero; and every transaction onto that table
 	// PerTransaction more.
-	second := func(perTableMap, perTransaction float64) time.Duration {
-		p.NFTMapRule.PerTableMap, p.NFTMapRule.PerTransaction = perTableMap, perTransaction
+	second := func(perMap, perTransaction float64) time.Duration {
+		p.NFTMapRule.PerMap, p.NFTMapRule.PerTransaction = perMap, perTransaction
 		k, err := sim.New(sim.Options{Profile: p})
 		require.NoError(t, err)
 		nft, err := k.Table(knftables.IPv4Family, "kube-proxy")

@@ -117,32 +117,26 @@ func (c IPTablesRestoreCost) Price(written, declared, chains int) float64 {
 // NFTMapRuleCost prices what nf_tables does for a rule with a set or map of
 // its own, beyond nft-map-rule's price: it finds the anonymous set the rule
 // was sent with by going through its transaction from the start, a price
-// per entry before the rule; and it names that set by reading the name of
-// every set the table holds, a price per rule with a map before it in the
-// transaction (PerMap) and per one the table held (PerTableMap: measured
-// to cost less). Once more than Knee entries are before the rule the walks
-// of the transaction no longer fit in the CPU's caches, and each of their
-// steps costs the Past price instead. A table's rules with maps weigh on
-// every transaction onto it too, PerTransaction each, whether or not it
-// writes one (measured: docs/nftables.md).
+// per entry before the rule, and one per element of the sets of rules
+// before it (PerElement: 6.1 keeps each element as an entry of the
+// transaction, later kernels a set's elements together); and it names that
+// set by reading the name of every set the table holds, a price per rule
+// with a map before it, in the table or earlier in the transaction (PerMap:
+// the same list of sets either way; fitted apart, the two came out within
+// a fifth of each other in three calibrations here). A table's rules with
+// maps weigh on every transaction onto it too, PerTransaction each,
+// whether or not it writes one (measured: docs/nftables.md).
 type NFTMapRuleCost struct {
 	PerEntry       float64 `json:"per_entry"`
+	PerElement     float64 `json:"per_element"`
 	PerMap         float64 `json:"per_map"`
-	Knee           int     `json:"knee"`
-	PerEntryPast   float64 `json:"per_entry_past"`
-	PerMapPast     float64 `json:"per_map_past"`
-	PerTableMap    float64 `json:"per_table_map"`
 	PerTransaction float64 `json:"per_transaction"`
 }
 
 // Price is what a rule with a map standing at at costs beyond its
 // nft-map-rule price.
 func (c NFTMapRuleCost) Price(at dataplane.NFTMapRule) time.Duration {
-	perEntry, perMap := c.PerEntry, c.PerMap
-	if at.Entries > c.Knee {
-		perEntry, perMap = c.PerEntryPast, c.PerMapPast
-	}
-	return seconds(float64(at.Entries)*perEntry + float64(at.Maps)*perMap + float64(at.Table)*c.PerTableMap)
+	return seconds(float64(at.Entries)*c.PerEntry + float64(at.Elements)*c.PerElement + float64(at.Maps+at.Table)*c.PerMap)
 }
 
 // Transaction is what a transaction onto a table holding maps rules with
@@ -280,14 +274,10 @@ func (p *Profile) Validate() error {
 		}
 	}
 	if c := p.NFTMapRule; c != nil {
-		for name, v := range map[string]float64{"per_entry": c.PerEntry, "per_map": c.PerMap, "per_entry_past": c.PerEntryPast, "per_map_past": c.PerMapPast,
-			"per_table_map": c.PerTableMap, "per_transaction": c.PerTransaction} {
+		for name, v := range map[string]float64{"per_entry": c.PerEntry, "per_element": c.PerElement, "per_map": c.PerMap, "per_transaction": c.PerTransaction} {
 			if err := check("nft_map_rule", name, v); err != nil {
 				return err
 			}
-		}
-		if c.Knee < 0 {
-			return fmt.Errorf("profile %s: nft_map_rule: knee %d must not be negative", p.Name, c.Knee)
 		}
 	}
 	for _, s := range dataplane.IPSetStrategies {
