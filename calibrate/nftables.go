@@ -243,9 +243,9 @@ func (c *calibration) nftables() error {
 	for _, l := range [][3]int{{0, small / 8, 2}, {0, small / 2, 2}, {0, small, 2}, {0, 2 * small, 2}, {0, large, 2}, {small, small, 2}, {large, small, 2}, {4 * large, small, 2},
 		{0, small, mapElements}, {0, 2 * small, mapElements}} {
 		var times, twins, diffs []float64
-		var tx *knftables.Transaction
+		var tx, twinTx *knftables.Transaction
 		for range 3 {
-			twin, _, err := load(l[0]+l[1], 0, 1)
+			twin, tt, err := load(l[0]+l[1], 0, 1)
 			if err != nil {
 				return err
 			}
@@ -253,8 +253,15 @@ func (c *calibration) nftables() error {
 			if err != nil {
 				return err
 			}
-			times, twins, diffs, tx = append(times, d), append(twins, twin), append(diffs, d-twin), t
+			times, twins, diffs, tx, twinTx = append(times, d), append(twins, twin), append(diffs, d-twin), t, tt
 		}
+		// A twin is a load of plain services too, up to seventeen times
+		// --entries: a sample of the transaction's and commands' prices
+		// far past the two sizes above. Without them a command's price
+		// per object the table holds came out 1 ns, from 1,000 and 4,000
+		// services, and priced v1.37.1's first sync of 44,125 services of
+		// one endpoint 31 s, five times what it took on this kernel.
+		sample(twinTx.NumOperations(), tableObjects, 0, false, twins)
 		_, before := dataplane.NFTTransactionOps(tx)
 		mapLoads = append(mapLoads, mapLoad{seconds: median(times), twin: median(twins), beyond: max(0, median(diffs)), low: slices.Min(diffs), high: slices.Max(diffs), elements: l[2], before: before})
 		if l != [3]int{0, large, 2} {
@@ -362,11 +369,11 @@ func (c *calibration) nftables() error {
 		mapNote = append(mapNote, fmt.Sprintf("%d rules of %d elements, the first %d entries in after %d maps, onto %d, %s against %s without maps: %s (%s-%s)", len(l.before), l.elements, l.before[0].Entries, l.before[0].Maps, l.tableMaps, dur(l.seconds), dur(l.twin), dur(l.beyond), dur(l.low), dur(l.high)))
 	}
 	c.notes = append(c.notes, fmt.Sprintf("nftables with %s, a table shaped like kube-proxy's nftables mode (%d objects per service at one endpoint) loaded to %d and %d services in one transaction each "+
-		"(%s and %s), with transactions of one element and of ten services added and deleted at each size (the median of five): a transaction %s plus %s per object the table holds, each command in it %s plus %s per object, %s more if it deletes; "+
+		"(%s and %s), with transactions of one element and of ten services added and deleted at each size (the median of five): a transaction %s plus %s per object the table holds, each command in it %s plus %.3g ns per object, %s more if it deletes; "+
 		"services of two endpoints (and of %d), each DNAT rule with its map, loaded likewise, each load against its twin at one endpoint (the medians of three, and the differences' median and range: %s): such a rule %s plus %s per entry of the transaction before it (a command or a rule's set), %s per element of the sets before it and %s per rule with a map before it (in the table or the transaction); each transaction %s per rule with a map the table holds; "+
 		"a listing of names with the nft binary %s plus %s per object plus %.3g ns per pair of objects; over netlink %s plus %s per object; one set's elements %s plus %s per object",
 		c.nftVersion(), nftServiceObjects, small, large, dur(loads[0]), dur(loads[1]),
-		c.op(dataplane.OpNFTTransaction), dur(p[1]), c.op(dataplane.OpNFTCommand), dur(p[3]), c.op(dataplane.OpNFTDeleting),
+		c.op(dataplane.OpNFTTransaction), dur(p[1]), c.op(dataplane.OpNFTCommand), p[3]*1e9, c.op(dataplane.OpNFTDeleting),
 		mapElements, strings.Join(mapNote, ", "), c.op(dataplane.OpNFTMapRule), dur(walk.PerEntry), dur(walk.PerElement), dur(walk.PerMap), dur(walk.PerTransaction),
 		c.op(dataplane.OpNFTList), dur(c.p.ListItem[dataplane.OpNFTList.String()]), c.p.ListPairs[dataplane.OpNFTList.String()]*1e9,
 		c.op(dataplane.OpNFTListNetlink), dur(c.p.ListItem[dataplane.OpNFTListNetlink.String()]),

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/kpsim/kpsim/dataplane"
 )
@@ -163,7 +162,7 @@ func (k *Kernel) Restore(f dataplane.Family, payload []byte) error {
 	if replaced {
 		cost += r.Replace
 	}
-	k.charge(k.costs.item[dataplane.OpIPTablesRestore]*time.Duration(flushed) + seconds(cost))
+	k.charge(seconds(k.costs.item[dataplane.OpIPTablesRestore]*float64(flushed) + cost))
 	maps.Copy(tables, staged)
 	return nil
 }
@@ -220,8 +219,8 @@ func (k *Kernel) Command(f dataplane.Family, tableName string, args ...string) e
 	if cmd == "-D" || cmd == "--delete" || cmd == "-X" || cmd == "--delete-chain" {
 		removed++
 	}
-	k.charge(k.costs.item[dataplane.OpIPTablesCommand]*time.Duration(removed) +
-		seconds(k.costs.restore.Price(staged.written, staged.declared, len(staged.chains))))
+	k.charge(seconds(k.costs.item[dataplane.OpIPTablesCommand]*float64(removed) +
+		k.costs.restore.Price(staged.written, staged.declared, len(staged.chains))))
 	staged.flushed, staged.written, staged.declared, staged.replaced = 0, 0, 0, false
 	k.tables[f][tableName] = staged
 	return nil

@@ -310,7 +310,7 @@ func (k *Kernel) read(op dataplane.Op, items int) { k.readThrough(op, items, ite
 // (priced by the pair: ListPairs).
 func (k *Kernel) readThrough(op dataplane.Op, items, through int) {
 	k.ops[op]++
-	k.charge(k.costs.op[op] + k.costs.item[op]*time.Duration(items) + seconds(k.costs.pair[op]*float64(through)*float64(through)))
+	k.charge(k.costs.op[op] + seconds(k.costs.item[op]*float64(items)+k.costs.pair[op]*float64(through)*float64(through)))
 }
 
 // errorf wraps err (usually an errno) with the operation and object that failed.

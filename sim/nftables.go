@@ -138,11 +138,11 @@ func (t nftTable) ListCounters(context.Context) ([]*knftables.Counter, error) {
 // transaction counts and charges one transaction of tx's commands onto s.
 func (k *Kernel) transaction(s *nftState, tx *knftables.Transaction) {
 	n := tx.NumOperations()
-	size := time.Duration(s.objects() + n/2)
+	size := float64(s.objects() + n/2)
 	deleting := k.ops[dataplane.OpNFTDeleting]
 	mapRules := k.ops.NFTTransaction(tx)
-	k.charge(k.costs.op[dataplane.OpNFTTransaction] + k.costs.item[dataplane.OpNFTTransaction]*size +
-		time.Duration(n)*(k.costs.op[dataplane.OpNFTCommand]+k.costs.item[dataplane.OpNFTCommand]*size))
+	k.charge(k.costs.op[dataplane.OpNFTTransaction] + time.Duration(n)*k.costs.op[dataplane.OpNFTCommand] +
+		seconds(k.costs.item[dataplane.OpNFTTransaction]*size+float64(n)*k.costs.item[dataplane.OpNFTCommand]*size))
 	if k.ops[dataplane.OpNFTDeleting] > deleting {
 		k.charge(k.costs.op[dataplane.OpNFTDeleting])
 	}

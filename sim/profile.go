@@ -161,11 +161,16 @@ type IPSetCost struct {
 
 // costTable is a Profile resolved for one strategy, indexed for the hot path.
 type costTable struct {
-	op, item [nOps]time.Duration
-	pair     [nOps]float64 // seconds per pair of items (ListPairs)
-	mapRule  NFTMapRuleCost
-	batch    time.Duration // once per non-empty ipset Apply
-	restore  IPTablesRestoreCost
+	op [nOps]time.Duration
+	// item is seconds per item, kept unrounded: a price of a fraction of
+	// a nanosecond (nft-command's per object the table holds, 0.1 ns here)
+	// adds seconds to a transaction of 200,000 commands onto as many
+	// objects, and rounded to a time.Duration it was nothing.
+	item    [nOps]float64
+	pair    [nOps]float64 // seconds per pair of items (ListPairs)
+	mapRule NFTMapRuleCost
+	batch   time.Duration // once per non-empty ipset Apply
+	restore IPTablesRestoreCost
 }
 
 // ProfileNames lists the embedded profiles.
@@ -355,7 +360,7 @@ func (p *Profile) table(s dataplane.IPSetStrategy) (costTable, error) {
 	var t costTable
 	for _, op := range dataplane.AllOps() {
 		t.op[op] = p.Cost(op, s)
-		t.item[op] = seconds(p.ListItem[op.String()])
+		t.item[op] = p.ListItem[op.String()]
 		t.pair[op] = p.ListPairs[op.String()]
 	}
 	if p.NFTMapRule != nil {
