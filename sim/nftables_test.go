@@ -70,10 +70,9 @@ func TestNFTMapRuleCharge(t *testing.T) {
 	p.Ops[dataplane.OpNFTMapRule.String()] = 1e-3
 	p.NFTMapRule = &sim.NFTMapRuleCost{PerEntry: 1e-6, PerElement: 1e-5, PerMap: 1e-4}
 	ctx := context.Background()
-	// cost is what one transaction of plain elements, then a rule with a
-	// map (or a rule without one), costs beyond the same transaction's
-	// commands without the map.
-	cost := func(elements int, mapped bool) time.Duration {
+	// charge is what a transaction onto a fresh table costs: the table, a
+	// chain, then what add adds, and mapRules of them rules with maps.
+	charge := func(mapRules int64, add func(tx *knftables.Transaction)) time.Duration {
 		k, err := sim.New(sim.Options{Profile: p})
 		require.NoError(t, err)
 		nft, err := k.Table(knftables.IPv4Family, "kube-proxy")
@@ -81,20 +80,28 @@ func TestNFTMapRuleCharge(t *testing.T) {
 		tx := nft.NewTransaction()
 		tx.Add(&knftables.Table{})
 		tx.Add(&knftables.Chain{Name: "svc"})
-		tx.Add(&knftables.Set{Name: "ips", Type: "ipv4_addr"})
-		for i := range elements {
-			tx.Add(&knftables.Element{Set: "ips", Key: []string{fmt.Sprintf("10.96.%d.%d", i/256, i%256)}})
-		}
-		rule := "meta l4proto tcp dnat to 10.1.0.1:80"
-		if mapped {
-			rule = "meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.1.0.1 . 80 , 1 : 10.1.0.2 . 80 }"
-		}
-		tx.Add(&knftables.Rule{Chain: "svc", Rule: rule})
+		add(tx)
 		_, before := k.Kernel()
 		require.NoError(t, nft.Run(ctx, tx))
 		_, after := k.Kernel()
-		require.EqualValues(t, map[bool]int64{false: 0, true: 1}[mapped], k.Ops()[dataplane.OpNFTMapRule])
+		require.Equal(t, mapRules, k.Ops()[dataplane.OpNFTMapRule])
 		return after - before
+	}
+	// cost is what one transaction of plain elements, then a rule with a
+	// map (or a rule without one), costs beyond the same transaction's
+	// commands without the map.
+	cost := func(elements int, mapped bool) time.Duration {
+		rule, maps := "meta l4proto tcp dnat to 10.1.0.1:80", int64(0)
+		if mapped {
+			rule, maps = "meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.1.0.1 . 80 , 1 : 10.1.0.2 . 80 }", 1
+		}
+		return charge(maps, func(tx *knftables.Transaction) {
+			tx.Add(&knftables.Set{Name: "ips", Type: "ipv4_addr"})
+			for i := range elements {
+				tx.Add(&knftables.Element{Set: "ips", Key: []string{fmt.Sprintf("10.96.%d.%d", i/256, i%256)}})
+			}
+			tx.Add(&knftables.Rule{Chain: "svc", Rule: rule})
+		})
 	}
 	beyond := func(elements int) time.Duration { return cost(elements, true) - cost(elements, false) }
 	// 3 entries (table, chain, set) and the elements come before the rule.
@@ -104,22 +111,13 @@ func TestNFTMapRuleCharge(t *testing.T) {
 	// A second rule with a map, after the first's set and its two
 	// elements: each rule its price, the second 4 entries (table, chain,
 	// the first's rule and set), 2 elements and 1 map more.
-	twoRules := func(rule string) time.Duration {
-		k, err := sim.New(sim.Options{Profile: p})
-		require.NoError(t, err)
-		nft, err := k.Table(knftables.IPv4Family, "kube-proxy")
-		require.NoError(t, err)
-		tx := nft.NewTransaction()
-		tx.Add(&knftables.Table{})
-		tx.Add(&knftables.Chain{Name: "svc"})
-		tx.Add(&knftables.Rule{Chain: "svc", Rule: rule})
-		tx.Add(&knftables.Rule{Chain: "svc", Rule: rule})
-		_, before := k.Kernel()
-		require.NoError(t, nft.Run(ctx, tx))
-		_, after := k.Kernel()
-		return after - before
+	twoRules := func(mapRules int64, rule string) time.Duration {
+		return charge(mapRules, func(tx *knftables.Transaction) {
+			tx.Add(&knftables.Rule{Chain: "svc", Rule: rule})
+			tx.Add(&knftables.Rule{Chain: "svc", Rule: rule})
+		})
 	}
-	twice, plain := twoRules("numgen random mod 2 vmap { 0 : drop , 1 : accept }"), twoRules("drop")
+	twice, plain := twoRules(2, "numgen random mod 2 vmap { 0 : drop , 1 : accept }"), twoRules(0, "drop")
 	require.Equal(t, 2*time.Millisecond+2*time.Microsecond+(4*time.Microsecond+20*time.Microsecond+100*time.Microsecond), twice-plain)
 
 	// A rule with a map in a later transaction, after one in the table,
