@@ -404,8 +404,9 @@ type mapLoad struct {
 // every step cost more), found as the place the fit erred least,
 // wandered from 21,000 to 81,000 entries between calibrations minutes
 // apart, where the kernel's own time past some tens of thousands of
-// entries is two-valued; a price per square of the rules with maps, to
-// bend the price the same way, came out 0 in two calibrations of three.
+// entries moves by up to four times between calibrations; a price per
+// square of the rules with maps, to bend the price the same way, came out
+// nothing or next to nothing in three.
 func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
 	rows := make([][]float64, len(loads))
 	beyond := make([]float64, len(loads))

@@ -123,7 +123,7 @@ func (c IPTablesRestoreCost) Price(written, declared, chains int) float64 {
 // set by reading the name of every set the table holds, a price per rule
 // with a map before it, in the table or earlier in the transaction (PerMap:
 // the same list of sets either way; fitted apart, the two came out within
-// a fifth of each other in three calibrations here). A table's rules with
+// a quarter of each other in three calibrations here). A table's rules with
 // maps weigh on every transaction onto it too, PerTransaction each,
 // whether or not it writes one (measured: docs/nftables.md).
 type NFTMapRuleCost struct {
