@@ -106,9 +106,9 @@ func (o Op) IsWrite() bool {
 // rule was sent with by walking its transaction from the start, and names
 // that set by reading the name of every set the table holds, so what the
 // rule costs grows with all of them. The elements are counted apart
-// because kernels keep them differently: 6.1 as one transaction entry
-// each, later kernels a set's elements together, so what one costs the
-// walk is this kernel's to say (docs/nftables.md).
+// because kernels keep them differently (6.1 as one transaction entry
+// each), so what one costs the walk is each kernel's calibration to say
+// (docs/nftables.md).
 type NFTMapRule struct {
 	Entries, Elements, Maps, Table int
 }
@@ -118,10 +118,10 @@ type NFTMapRule struct {
 // writes with a set or map of its own (OpNFTMapRule) stands in it (the
 // table's maps are the caller's to add). Each command
 // is one entry (a flush is taken as one: what it removes is not in the
-// transaction), and a rule with a set or map of its own one more for its
-// set and its elements as many elements. It reads the commands themselves: rendering
-// the transaction's text to read it back took a tenth of a large run's
-// wall time.
+// transaction); a rule with a set or map of its own adds one more entry
+// (its set) and its set's elements to the elements. It reads the commands
+// themselves: rendering the transaction's text to read it back took a
+// tenth of a large run's wall time.
 func NFTTransactionOps(tx *knftables.Transaction) (deletes bool, mapRules []NFTMapRule) {
 	cmds, _ := NFTCommands(tx) // one built with an error: the commands before it
 	entries, elements := 0, 0

@@ -119,13 +119,14 @@ func (c IPTablesRestoreCost) Price(written, declared, chains int) float64 {
 // was sent with by going through its transaction from the start, a price
 // per entry before the rule, and one per element of the sets of rules
 // before it (PerElement: 6.1 keeps each element as an entry of the
-// transaction, later kernels a set's elements together); and it names that
-// set by reading the name of every set the table holds, a price per rule
-// with a map before it, in the table or earlier in the transaction (PerMap:
-// the same list of sets either way; fitted apart, the two came out within
-// a quarter of each other in three calibrations here). A table's rules with
-// maps weigh on every transaction onto it too, PerTransaction each,
-// whether or not it writes one (measured: docs/nftables.md).
+// transaction, other kernels need not, so it has a price of its own);
+// and it names that set by reading the name of every set the table holds,
+// a price per rule with a map before it, in the table or earlier in the
+// transaction (PerMap: the same list of sets either way; fitted apart, the
+// two came out within a quarter of each other in three calibrations
+// here). A table's rules with maps weigh on every transaction onto it
+// too, PerTransaction each, whether or not it writes one (measured:
+// docs/nftables.md).
 type NFTMapRuleCost struct {
 	PerEntry       float64 `json:"per_entry"`
 	PerElement     float64 `json:"per_element"`
