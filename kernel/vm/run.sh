@@ -91,5 +91,8 @@ if grep -q '^KPSIM-VM-RESULT: PASS' "$LOG"; then
 	echo "test-kernel: PASS in $(elapsed)s (VM ${vmtime}s; log: $LOG)"
 	exit 0
 fi
+# The failed tests' own words, last: a CI log is often read from its tail,
+# and the files exported above push the tests' output far up.
+grep -a -E -e '--- FAIL|^[[:space:]]+(Error|Messages):|^panic:' "$LOG" | tr -d '\r' | tail -n 30 | sed 's/^/test-kernel: /' || true
 echo "test-kernel: FAIL: $(grep -a '^KPSIM-VM-RESULT' "$LOG" | tr -d '\r' || echo "no verdict from the VM (qemu exit $qemu)") in $(elapsed)s (log: $LOG)"
 exit 1
