@@ -594,7 +594,11 @@ func (c *calibration) sysctl() error {
 }
 
 // conntrack creates UDP flows to one service address over netlink and times
-// deleting them the way kube-proxy does (every flow to a service address).
+// listing the family's table (kube-proxy lists it at every sync of a
+// cluster with UDP services, to find stale flows) with them and without,
+// and deleting them the way kube-proxy does (every flow to a service
+// address). A listing walks the whole of the kernel's flow table, whichever
+// namespace the flows are in: its price is mostly the call's.
 func (c *calibration) conntrack() error {
 	if !netns.Isolated() {
 		return fmt.Errorf("calibrate conntrack: %w", netns.ErrNotIsolated)
@@ -617,8 +621,22 @@ func (c *calibration) conntrack() error {
 		}
 		return nil
 	}
+	list := func(what string) (float64, error) {
+		return c.typical(fmt.Sprintf("conntrack-list (%s)", what), 5, func() error {
+			_, err := c.dp.Conntrack.Flows(dataplane.IPv4)
+			return err
+		})
+	}
+	listEmpty, err := list("no flows")
+	if err != nil {
+		return err
+	}
 	if err := create(); err != nil {
 		return fmt.Errorf("calibrate: %w", err)
+	}
+	listFull, err := list(fmt.Sprintf("%d flows", n))
+	if err != nil {
+		return err
 	}
 	var deleted int
 	d, err := c.once(fmt.Sprintf("conntrack-delete (%d flows)", n), func() error {
@@ -634,7 +652,11 @@ func (c *calibration) conntrack() error {
 	}
 	per := d / float64(n)
 	c.set(dataplane.OpConntrackDelete, per)
-	c.notes = append(c.notes, fmt.Sprintf("conntrack delete %s per flow (%d UDP flows to one service port)", dur(per), n))
+	fixed, perFlow := fit(listEmpty, listFull, 0, n)
+	c.set(dataplane.OpConntrackList, fixed)
+	c.p.ListItem[dataplane.OpConntrackList.String()] = perFlow
+	c.notes = append(c.notes, fmt.Sprintf("conntrack delete %s per flow (%d UDP flows to one service port); list %s per call plus %s per flow",
+		dur(per), n, dur(fixed), dur(perFlow)))
 	return nil
 }
 
