@@ -309,6 +309,8 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 		return fmt.Errorf("proxier config: %w", err)
 	}
 	registerReleaseMetrics(cfg.Mode)
+	// The loops the release starts stop when this generation ends.
+	releaseclock.Begin(ctx.Done())
 	g := observed.New(ctx, cfg, opts, model, legacyregistry.DefaultGatherer, labelledMetrics)
 	defer g.Wait()
 	if g.Modeled() {
@@ -385,7 +387,7 @@ func (r Release) run(ctx context.Context, k Kernel, model dataplane.Model, clien
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
-	go provider.SyncLoop() // never returns (kube-proxy's loop takes no stop channel): killed, its syncs stop at the hook
+	go provider.SyncLoop() // returns when ctx is done (its wait.NeverStop is releaseclock.Stop in kpsim's build)
 	<-ctx.Done()
 	return nil
 }

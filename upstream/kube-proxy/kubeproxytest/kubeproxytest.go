@@ -7,10 +7,12 @@
 package kubeproxytest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -334,7 +336,33 @@ func RestartOnSim(t *testing.T, r kubeproxy.Release, racy bool) *record.File {
 	}
 	require.Equal(t, sig(files[0]), sig(files[1]), "a seed repeats: the same syncs")
 	require.Equal(t, files[0].Probes.Attempts, files[1].Probes.Attempts)
+	if kubeproxy.ClockOverlaid() {
+		// Each generation's sync loop ended with it (releaseclock.Stop), the
+		// restarted one's too: a loop left running holds its proxier.
+		require.Eventually(t, func() bool { return syncLoops() == 0 }, 10*time.Second, 10*time.Millisecond,
+			"%d of the release's sync loops outlived their generations", syncLoops())
+	}
 	return f
+}
+
+// syncLoops counts the goroutines in a release proxier's SyncLoop.
+func syncLoops() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("k8s.io/kubernetes/pkg/proxy/")) && bytes.Contains(g, []byte(").SyncLoop(")) {
+			n++
+		}
+	}
+	return n
 }
 
 // runOnSim runs the scenario text with impl on the sim backend.

@@ -17,6 +17,13 @@
 // histogram still says how long its own code took (record.Sync.Wall), as
 // kpsim's calibration reads it, while its decisions follow the model.
 //
+// The release's loops that never stop on a node, where they end with the
+// process (its sync loop, IPVS mode's graceful termination, iptables
+// mode's canary monitor: wait.NeverStop), are given Stop instead: closed
+// when the generation that started them ends, so that a restart does not
+// leave the last generation's loops running, and its proxier, the whole of
+// its state, held to the end of the run.
+//
 // The clock is the process's: a kpsim process runs one scenario at a time,
 // and the generations of a run (a restart) share the run's clock.
 package releaseclock
@@ -37,6 +44,7 @@ var (
 	// (a sync's start), so the oldest are forgotten.
 	wallAt = map[time.Time]time.Time{}
 	order  []time.Time
+	stop   <-chan struct{} = make(chan struct{}) // the generation that began last's (Begin)
 )
 
 // remembered bounds wallAt: more than the instants a release times at once.
@@ -67,6 +75,24 @@ func Use(c clock.PassiveClock) (release func()) {
 			}
 		})
 	}
+}
+
+// Begin makes done what the loops the release starts from now on stop at
+// (Stop): the done channel of a generation, called as it begins, before
+// it makes its proxiers. A loop is given Stop as it starts, in its
+// generation's lifetime, so it stops with its own generation.
+func Begin(done <-chan struct{}) {
+	mu.Lock()
+	defer mu.Unlock()
+	stop = done
+}
+
+// Stop is wait.NeverStop for a release's loops: closed when the
+// generation that began last (Begin) ends; never, before one has.
+func Stop() <-chan struct{} {
+	mu.Lock()
+	defer mu.Unlock()
+	return stop
 }
 
 // Now is time.Now on the run's clock.

@@ -1,6 +1,7 @@
 package releaseclock
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -33,4 +34,31 @@ func TestReleaseClock(t *testing.T) {
 	defer next()
 	require.Equal(t, start, Now())
 	require.Less(t, Measured(start), time.Second, "timed from the new run's reading, not the last run's")
+}
+
+// TestStop: a loop started before any generation began never stops; one
+// started in a generation's lifetime stops when that generation ends, and
+// a later generation's loops do not.
+func TestStop(t *testing.T) {
+	never := Stop()
+	ctx1, end1 := context.WithCancel(context.Background())
+	Begin(ctx1.Done())
+	first := Stop()
+	ctx2, end2 := context.WithCancel(context.Background())
+	defer end2()
+	end1()
+	Begin(ctx2.Done()) // a restart
+	second := Stop()
+	select {
+	case <-first:
+	default:
+		t.Fatal("the first generation's loops did not stop when it ended")
+	}
+	for _, ch := range []<-chan struct{}{never, second} {
+		select {
+		case <-ch:
+			t.Fatal("a loop stopped with a generation not its own")
+		default:
+		}
+	}
 }

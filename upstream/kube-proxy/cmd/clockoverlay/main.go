@@ -2,7 +2,10 @@
 // release is built into a kpsim binary: the release's module file with
 // k8s.io/kubernetes replaced by a copy whose proxy sources read the run's
 // clock instead of the wall clock, time.Now and time.Since calling package
-// releaseclock (which says why). Run in a release module's directory
+// releaseclock (which says why), and whose loops that never stop on a node
+// (wait.NeverStop: the sync loop, IPVS mode's graceful termination,
+// iptables mode's canary monitor) stop when the generation that started
+// them ends (releaseclock.Stop). Run in a release module's directory
 // (upstream/kube-proxy-v1.37), it finds the k8s.io/kubernetes the module
 // builds with, writes a tree of links to that module's files (the
 // rewritten ones copies) in DIR/kubernetes@VERSION, and DIR/go.mod and
@@ -56,6 +59,14 @@ var rewrites = map[string]map[string]string{
 // one the rewrite finds none in has moved, and the overlay would change
 // nothing there.
 var mustRewrite = []string{"pkg/proxy/iptables", "pkg/proxy/metrics"}
+
+// waitPkg is the package of wait.NeverStop, the stop channel a release's
+// loops are given on a node, where they end with the process. In a kpsim
+// process a generation ends and another starts (a restart): its loops are
+// given releaseclock.Stop(), closed when it ends, or each generation's
+// sync loop would keep its proxier, the whole of its state, to the end of
+// the run.
+const waitPkg = "k8s.io/apimachinery/pkg/util/wait"
 
 func main() {
 	out := flag.String("o", "", "write the module file `DIR`/go.mod and what it replaces k8s.io/kubernetes with there")
@@ -131,7 +142,7 @@ func run(out string) error {
 		total += n
 	}
 	slices.Sort(pkgs)
-	fmt.Fprintf(os.Stderr, "clockoverlay: k8s.io/kubernetes %s: %d reads of the time on the run's clock (%s)\n", version, total, strings.Join(pkgs, ", "))
+	fmt.Fprintf(os.Stderr, "clockoverlay: k8s.io/kubernetes %s: %d reads of the time and loops' stop channels rewritten (%s)\n", version, total, strings.Join(pkgs, ", "))
 	return nil
 }
 
@@ -208,54 +219,75 @@ func kubernetes() (dir, required, version, replaced string, err error) {
 }
 
 // rewrite returns file with its calls time.X (X in calls) calling
-// releaseclock's calls[X] instead, and how many it rewrote; 0 leaves the
-// file as it is.
+// releaseclock's calls[X] instead and its arguments wait.NeverStop
+// releaseclock.Stop(), and how many it rewrote; 0 leaves the file as it
+// is.
 func rewrite(file string, calls map[string]string) ([]byte, int, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)
 	if err != nil {
 		return nil, 0, err
 	}
-	timeName := ""
-	for _, imp := range f.Imports {
-		if p, _ := strconv.Unquote(imp.Path.Value); p == "time" {
-			timeName = "time"
-			if imp.Name != nil {
-				timeName = imp.Name.Name
+	timeName, waitName := importName(f, "time"), importName(f, waitPkg)
+	// pkg.X, pkg a package's name: a local variable of that name has an Obj.
+	ref := func(e ast.Expr, pkg string) (*ast.Ident, *ast.Ident, bool) {
+		sel, ok := e.(*ast.SelectorExpr)
+		if !ok || pkg == "" {
+			return nil, nil, false
+		}
+		id, ok := sel.X.(*ast.Ident)
+		return id, sel.Sel, ok && id.Name == pkg && id.Obj == nil
+	}
+	n := 0
+	left := map[string]int{} // uses of time and wait left
+	ast.Inspect(f, func(node ast.Node) bool {
+		if call, ok := node.(*ast.CallExpr); ok {
+			for i, arg := range call.Args {
+				if _, sel, ok := ref(arg, waitName); ok && sel.Name == "NeverStop" {
+					call.Args[i] = &ast.CallExpr{Fun: &ast.SelectorExpr{X: ast.NewIdent("releaseclock"), Sel: ast.NewIdent("Stop")}}
+					n++
+				}
 			}
 		}
-	}
-	if timeName == "" || timeName == "_" {
-		return nil, 0, nil
-	}
-	n, other := 0, 0
-	ast.Inspect(f, func(node ast.Node) bool {
-		sel, ok := node.(*ast.SelectorExpr)
+		e, ok := node.(ast.Expr)
 		if !ok {
 			return true
 		}
-		if id, ok := sel.X.(*ast.Ident); ok && id.Name == timeName && id.Obj == nil {
-			if to, ok := calls[sel.Sel.Name]; ok {
-				id.Name, sel.Sel.Name = "releaseclock", to
+		if id, sel, ok := ref(e, timeName); ok {
+			if to, ok := calls[sel.Name]; ok {
+				id.Name, sel.Name = "releaseclock", to
 				n++
 			} else {
-				other++
+				left["time"]++
 			}
+		}
+		if _, _, ok := ref(e, waitName); ok {
+			left[waitPkg]++
 		}
 		return true
 	})
 	if n == 0 {
 		return nil, 0, nil
 	}
-	if other == 0 {
-		// No other use of package time is left: its import would not compile.
+	// An import no use is left of would not compile: the first becomes
+	// releaseclock's, another goes.
+	imported := false
+	for _, path := range []string{"time", waitPkg} {
+		if importName(f, path) == "" || left[path] > 0 {
+			continue
+		}
+		if imported {
+			deleteImport(f, path)
+			continue
+		}
 		for _, imp := range f.Imports {
-			if p, _ := strconv.Unquote(imp.Path.Value); p == "time" {
-				imp.Path.Value = strconv.Quote(clockPkg)
-				imp.Name = nil
+			if p, _ := strconv.Unquote(imp.Path.Value); p == path {
+				imp.Path.Value, imp.Name = strconv.Quote(clockPkg), nil
 			}
 		}
-	} else {
+		imported = true
+	}
+	if !imported {
 		addImport(f)
 	}
 	var b bytes.Buffer
@@ -263,6 +295,43 @@ func rewrite(file string, calls map[string]string) ([]byte, int, error) {
 		return nil, 0, fmt.Errorf("%s: %w", file, err)
 	}
 	return b.Bytes(), n, nil
+}
+
+// importName is the name f imports path under, "" if it does not (or
+// imports it as _ or .).
+func importName(f *ast.File, path string) string {
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p != path {
+			continue
+		}
+		if imp.Name == nil {
+			return filepath.Base(path)
+		}
+		if imp.Name.Name != "_" && imp.Name.Name != "." {
+			return imp.Name.Name
+		}
+	}
+	return ""
+}
+
+// deleteImport removes f's import of path.
+func deleteImport(f *ast.File, path string) {
+	imported := func(s ast.Spec) bool {
+		p, _ := strconv.Unquote(s.(*ast.ImportSpec).Path.Value)
+		return p == path
+	}
+	for i := 0; i < len(f.Decls); i++ {
+		g, ok := f.Decls[i].(*ast.GenDecl)
+		if !ok || g.Tok != token.IMPORT {
+			continue
+		}
+		g.Specs = slices.DeleteFunc(g.Specs, imported)
+		if len(g.Specs) == 0 {
+			f.Decls = slices.Delete(f.Decls, i, i+1)
+			i--
+		}
+	}
+	f.Imports = slices.DeleteFunc(f.Imports, func(s *ast.ImportSpec) bool { return imported(s) })
 }
 
 // addImport adds an import declaration of releaseclock after f's last one

@@ -62,6 +62,46 @@ var started = time.Now()
 	require.NotContains(t, string(got), `"time"`, "an import left unused would not compile")
 	require.Contains(t, string(got), "var started = releaseclock.Now()")
 
+	// A loop's wait.NeverStop stops with its generation; wait's import
+	// goes when nothing else uses it, and stays when something does.
+	loop := write("loop.go", `package nftables
+
+import (
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/kubernetes/pkg/proxy/runner"
+)
+
+func (p *Proxier) SyncLoop() {
+	p.syncRunner.Loop(wait.NeverStop)
+}
+`)
+	got, n, err = rewrite(loop, rewrites["pkg/proxy/nftables"])
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Contains(t, string(got), "p.syncRunner.Loop(releaseclock.Stop())")
+	require.NotContains(t, string(got), "pkg/util/wait")
+	require.Contains(t, string(got), `"github.com/kpsim/kpsim/upstream/kube-proxy/releaseclock"`)
+	both := write("graceful.go", `package ipvs
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+func (m *Manager) Run(start time.Time) {
+	go wait.Until(m.tryDeleteRs, time.Minute, wait.NeverStop)
+	_ = time.Since(start)
+}
+`)
+	got, n, err = rewrite(both, rewrites["pkg/proxy/ipvs"])
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Contains(t, string(got), "go wait.Until(m.tryDeleteRs, time.Minute, releaseclock.Stop())")
+	require.Contains(t, string(got), "_ = releaseclock.Since(start)")
+	require.Contains(t, string(got), `"k8s.io/apimachinery/pkg/util/wait"`, "wait.Until still needs it")
+	require.Contains(t, string(got), `"time"`, "time.Minute still needs it")
+
 	// A local variable named time is not the package.
 	shadow := write("shadow.go", `package proxy
 
