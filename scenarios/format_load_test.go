@@ -123,6 +123,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown backend", base + "backend: vm\n", nil, []string{`x.yaml:15: backend: "vm" is not one of sim, kernel`}},
 		{"unknown profile", base + "sim: {profile: nope}\n", nil, []string{`x.yaml:15: sim.profile: cost profile "nope"`}},
 		{"time scale", base + "sim: {timeScale: 2}\n", nil, []string{"x.yaml:15: sim.timeScale: must be between 0"}},
+		{"memory limit", base + "memoryLimit: lots\n", nil, []string{`x.yaml:15: memoryLimit: "lots" is not a quantity of bytes (e.g. 1200Mi, 2Gi)`}},
+		{"memory limit too small", base + "memoryLimit: 1Mi\n", nil, []string{"x.yaml:15: memoryLimit: 1Mi is less than 64Mi"}},
 		// The incident's profile prices IPVS mode only: nftables mode's syncs would be free.
 		{"a profile that cannot price the mode", base + "sim: {profile: incident}\n", []string{"proxier.implementation=kube-proxy@v1.37.1", "proxier.mode=nftables"},
 			[]string{"x.yaml:15: sim.profile: cost profile incident prices none of nftables mode's operations (nft-transaction, nft-command): its syncs would take no modeled time; use a profile that prices them (calibrated-vm-tcg, host) or calibrate this kernel's (sudo kpsim calibrate -o FILE)"}},

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/proxier"
 	"github.com/kpsim/kpsim/record"
@@ -30,6 +32,7 @@ const (
 	maxRepeatTimes         = 1000
 	maxExpandedSteps       = 100_000
 	maxWatchDelay          = 5 * time.Minute
+	minMemoryLimit         = 64 << 20 // bytes: a smoke run's heap
 	defaultWaitTimeout     = 5 * time.Minute
 
 	defaultStopAfterFailedSyncs = 5
@@ -286,6 +289,13 @@ func (s *Scenario) validate(v *validator) {
 	}
 	if s.StopAfterFailedSyncs < 0 {
 		v.errf("stopAfterFailedSyncs", "must not be negative (0: never stop)")
+	}
+	if s.MemoryLimit != "" {
+		if q, err := resource.ParseQuantity(s.MemoryLimit); err != nil {
+			v.errf("memoryLimit", "%q is not a quantity of bytes (e.g. 1200Mi, 2Gi)", s.MemoryLimit)
+		} else if q.Value() < minMemoryLimit {
+			v.errf("memoryLimit", "%s is less than %dMi: the collector would run without pause", s.MemoryLimit, minMemoryLimit>>20)
+		}
 	}
 
 	// The proxier section is checked by the proxier package, once; its

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kpsim/kpsim/dataplane"
 	"github.com/kpsim/kpsim/objects"
@@ -52,6 +53,13 @@ type Scenario struct {
 	// program the node retries for ever, and a run that only retries
 	// measures nothing. Default 5.
 	StopAfterFailedSyncs int `yaml:"stopAfterFailedSyncs" json:"stopAfterFailedSyncs"`
+	// MemoryLimit is a soft limit on the heap of the kpsim process that
+	// runs the scenario (`kpsim run`; Go's GOMEMLIMIT, which wins when
+	// set), as a Kubernetes quantity ("1200Mi"): past it the collector
+	// runs more often, trading CPU for a lower peak. A run that needs more
+	// than the limit still runs, slower. Empty: no limit, the heap grows to
+	// about twice what is live.
+	MemoryLimit string `yaml:"memoryLimit" json:"memoryLimit,omitempty"`
 
 	file string // where it was read from, for relative paths
 	// fromFileSet: cluster.fromFile came from --set, so a relative path is
@@ -62,6 +70,15 @@ type Scenario struct {
 	targets     []record.Target // what probes probe in set, chosen by Parse
 	gen         *generator      // allocates from the cluster's pools as the timeline runs
 	ran         bool            // a scenario's generator state is consumed by one run
+}
+
+// MemoryLimitBytes is MemoryLimit in bytes; 0 when there is none.
+func (s *Scenario) MemoryLimitBytes() int64 {
+	q, err := resource.ParseQuantity(s.MemoryLimit)
+	if err != nil {
+		return 0 // empty, or refused by validation
+	}
+	return q.Value()
 }
 
 // proxierConfig is the proxier section for the scenario's node.

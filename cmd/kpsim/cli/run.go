@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -168,6 +169,14 @@ func runRun(cmd *cobra.Command, o runFlags) error {
 	sc, err := loadInterruptible(ctx, o.scenario, o.sets, stderr)
 	if err != nil {
 		return err
+	}
+	if limit := sc.MemoryLimitBytes(); limit > 0 {
+		if env := os.Getenv("GOMEMLIMIT"); env != "" {
+			fmt.Fprintf(stderr, "kpsim run: GOMEMLIMIT=%s holds, not the scenario's memoryLimit %s\n", env, sc.MemoryLimit)
+		} else {
+			debug.SetMemoryLimit(limit)
+			fmt.Fprintf(stderr, "kpsim run: the heap's soft limit is %s (memoryLimit): the collector runs more often near it\n", sc.MemoryLimit)
+		}
 	}
 	// Before the kernel backend re-executes kpsim: a proxier this binary
 	// does not have is refused at once, saying which binary has it.

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -91,6 +93,24 @@ func TestRunOnTheWallClock(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, record.ModeledKernel, f.Basis)
 	require.Equal(t, record.ClockWall, f.Clock)
+}
+
+// TestRunMemoryLimit: a scenario's memoryLimit is the process's soft
+// memory limit, unless GOMEMLIMIT says otherwise.
+func TestRunMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1)) // a negative reads it
+	args := []string{"run", "-s", "smoke", "-o", filepath.Join(t.TempDir(), "r.json"), "--set", "cluster.services=8", "--set", "probes.services=2", "--set", "memoryLimit=700Mi"}
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run(args, &stdout, &stderr), stderr.String())
+	require.Equal(t, int64(700<<20), debug.SetMemoryLimit(-1))
+	require.Contains(t, stderr.String(), "kpsim run: the heap's soft limit is 700Mi (memoryLimit)")
+
+	debug.SetMemoryLimit(math.MaxInt64)
+	t.Setenv("GOMEMLIMIT", "900MiB")
+	stderr.Reset()
+	require.Equal(t, 0, run(args, &stdout, &stderr), stderr.String())
+	require.Contains(t, stderr.String(), "kpsim run: GOMEMLIMIT=900MiB holds, not the scenario's memoryLimit 700Mi")
+	require.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1), "the environment's limit is the runtime's own")
 }
 
 // TestStepLine: without a progress bar each step prints where the run is,

@@ -18,8 +18,8 @@
 // kpsim's calibration reads it, while its decisions follow the model.
 //
 // The release's loops that never stop on a node, where they end with the
-// process (its sync loop, IPVS mode's graceful termination, iptables
-// mode's canary monitor: wait.NeverStop), are given Stop instead: closed
+// process (its sync loop, IPVS mode's graceful termination:
+// wait.NeverStop), are given Stop instead: closed
 // when the generation that started them ends, so that a restart does not
 // leave the last generation's loops running, and its proxier, the whole of
 // its state, held to the end of the run.

@@ -3,9 +3,8 @@
 // k8s.io/kubernetes replaced by a copy whose proxy sources read the run's
 // clock instead of the wall clock, time.Now and time.Since calling package
 // releaseclock (which says why), and whose loops that never stop on a node
-// (wait.NeverStop: the sync loop, IPVS mode's graceful termination,
-// iptables mode's canary monitor) stop when the generation that started
-// them ends (releaseclock.Stop). Run in a release module's directory
+// (wait.NeverStop: the sync loop, IPVS mode's graceful termination) stop
+// when the generation that started them ends (releaseclock.Stop). Run in a release module's directory
 // (upstream/kube-proxy-v1.37), it finds the k8s.io/kubernetes the module
 // builds with, writes a tree of links to that module's files (the
 // rewritten ones copies) in DIR/kubernetes@VERSION, and DIR/go.mod and
@@ -67,6 +66,14 @@ var mustRewrite = []string{"pkg/proxy/iptables", "pkg/proxy/metrics"}
 // sync loop would keep its proxier, the whole of its state, to the end of
 // the run.
 const waitPkg = "k8s.io/apimachinery/pkg/util/wait"
+
+// stoppedAtEnd are the calls whose wait.NeverStop argument is rewritten:
+// loops that only stop when it closes, as they would with the process (the
+// sync runner's Loop, wait.Until, an informer factory's Start). iptables
+// mode's canary Monitor is not one: when its stop closes it deletes the
+// canary chains, which a node's dying process never does and which the
+// next generation has made its own.
+var stoppedAtEnd = []string{"Loop", "Until", "Start"}
 
 func main() {
 	out := flag.String("o", "", "write the module file `DIR`/go.mod and what it replaces k8s.io/kubernetes with there")
@@ -241,7 +248,7 @@ func rewrite(file string, calls map[string]string) ([]byte, int, error) {
 	n := 0
 	left := map[string]int{} // uses of time and wait left
 	ast.Inspect(f, func(node ast.Node) bool {
-		if call, ok := node.(*ast.CallExpr); ok {
+		if call, ok := node.(*ast.CallExpr); ok && stopsAtEnd(call) {
 			for i, arg := range call.Args {
 				if _, sel, ok := ref(arg, waitName); ok && sel.Name == "NeverStop" {
 					call.Args[i] = &ast.CallExpr{Fun: &ast.SelectorExpr{X: ast.NewIdent("releaseclock"), Sel: ast.NewIdent("Stop")}}
@@ -295,6 +302,12 @@ func rewrite(file string, calls map[string]string) ([]byte, int, error) {
 		return nil, 0, fmt.Errorf("%s: %w", file, err)
 	}
 	return b.Bytes(), n, nil
+}
+
+// stopsAtEnd reports whether call is X.F(...) with F in stoppedAtEnd.
+func stopsAtEnd(call *ast.CallExpr) bool {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	return ok && slices.Contains(stoppedAtEnd, sel.Sel.Name)
 }
 
 // importName is the name f imports path under, "" if it does not (or

@@ -102,6 +102,20 @@ func (m *Manager) Run(start time.Time) {
 	require.Contains(t, string(got), `"k8s.io/apimachinery/pkg/util/wait"`, "wait.Until still needs it")
 	require.Contains(t, string(got), `"time"`, "time.Minute still needs it")
 
+	// iptables mode's canary monitor keeps NeverStop: its stop deletes
+	// the chains the next generation's monitor made.
+	monitor := write("monitor.go", `package iptables
+
+import "k8s.io/apimachinery/pkg/util/wait"
+
+func start(ipt Interface, p *Proxier) {
+	go ipt.Monitor(canary, tables, p.forceSync, p.syncPeriod, wait.NeverStop)
+}
+`)
+	_, n, err = rewrite(monitor, rewrites["pkg/proxy/iptables"])
+	require.NoError(t, err)
+	require.Zero(t, n)
+
 	// A local variable named time is not the package.
 	shadow := write("shadow.go", `package proxy
 
