@@ -4,13 +4,14 @@
 // clock instead of the wall clock, time.Now and time.Since calling package
 // releaseclock (which says why), and whose loops that never stop on a node
 // (wait.NeverStop: the sync loop, IPVS mode's graceful termination) stop
-// when the generation that started them ends (releaseclock.Stop). Run in a release module's directory
-// (upstream/kube-proxy-v1.37), it finds the k8s.io/kubernetes the module
-// builds with, writes a tree of links to that module's files (the
-// rewritten ones copies) in DIR/kubernetes@VERSION, and DIR/go.mod and
-// DIR/go.sum (the module's, with the replacement), which make kube-proxy
-// hands to go build, vet and test as -modfile. Go takes no -overlay of files in its
-// module cache, and a tree of links costs a second and 44 MB, not a copy.
+// when the generation that started them ends (releaseclock.Stop). Run in
+// a release module's directory (upstream/kube-proxy-v1.37), it finds the
+// k8s.io/kubernetes the module builds with, writes a tree of links to that
+// module's files (the rewritten ones copies) in DIR/kubernetes@VERSION,
+// and DIR/go.mod and DIR/go.sum (the module's, with the replacement),
+// which make kube-proxy hands to go build, vet and test as -modfile. Go
+// takes no -overlay of files in its module cache, and a tree of links
+// costs a second and 44 MB, not a copy.
 //
 // A rewrite rather than patches: it is the same few lines of Go for every
 // release, it changes no logic (only which clock a call reads), and a
