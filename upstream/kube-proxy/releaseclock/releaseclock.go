@@ -19,10 +19,10 @@
 //
 // The release's loops that never stop on a node, where they end with the
 // process (its sync loop, IPVS mode's graceful termination:
-// wait.NeverStop), are given Stop instead: closed
-// when the generation that started them ends, so that a restart does not
-// leave the last generation's loops running, and its proxier, the whole of
-// its state, held to the end of the run.
+// wait.NeverStop), are given Stop instead: closed when the generation that
+// started them ends, so that a restart does not leave the last
+// generation's loops running, and its proxier, the whole of its state,
+// held to the end of the run.
 //
 // The clock is the process's: a kpsim process runs one scenario at a time,
 // and the generations of a run (a restart) share the run's clock.
