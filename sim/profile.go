@@ -375,3 +375,35 @@ func (p *Profile) table(s dataplane.IPSetStrategy) (costTable, error) {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+
+// Prices is every price the profile holds, keyed by its place in the
+// profile's JSON ("ops.nft-command", "nft_map_rule.per_entry",
+// "ipset.netlink.per_entry", "releases.kube-proxy@v1.37.1 nftables.per_sync"):
+// what two calibrations are compared by.
+func (p *Profile) Prices() map[string]float64 {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		panic(err) // a Profile is maps and numbers: it always marshals
+	}
+	var tree any
+	if err := json.Unmarshal(raw, &tree); err != nil {
+		panic(err)
+	}
+	out := map[string]float64{}
+	var walk func(at string, v any)
+	walk = func(at string, v any) {
+		switch v := v.(type) {
+		case float64:
+			out[at] = v
+		case map[string]any:
+			for k, sub := range v {
+				if at != "" {
+					k = at + "." + k
+				}
+				walk(k, sub)
+			}
+		}
+	}
+	walk("", tree)
+	return out
+}

@@ -68,13 +68,19 @@ Two sweep indexes ('kpsim sweep merge') are compared cell by cell: each cell tha
 ran in both as runs are compared, a cell whose head failed where its base ran is a
 regression, and every other cell is listed with what became of it.
 
+Two cost profiles ('kpsim calibrate -o') are compared price by price: a price that
+moved by more than --threshold percent either way is a difference. Two calibrations
+of one quiet machine should not differ; each price's range over calibrate's rounds is
+in the profile's source text.
+
 Exit status: 0 no regression, 1 regression or undeclared change in kernel
 operations or modeled time, 2 bad input or runs that differ.`,
 		Example: `  kpsim compare out/base.json out/head.json
   kpsim compare base-*.json -- head-*.json --latency report
   kpsim compare --allow-different --allow-ops-change out/v1.30.3-run*.json -- out/v1.37.1-run*.json
   kpsim compare --base a1.json,a2.json --head b1.json,b2.json --format md -o cmp.md
-  kpsim compare base/sweep/index.json head/sweep/index.json`,
+  kpsim compare base/sweep/index.json head/sweep/index.json
+  kpsim compare --threshold 15 node-monday.json node-friday.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			files, err := compareArgs(cmd, args)
 			if err != nil {
@@ -149,6 +155,9 @@ func runCompare(cmd *cobra.Command, f compareFlags, files []string) error {
 	}
 	if slices.ContainsFunc(append(slices.Clone(basePaths), headPaths...), sweepIndex) {
 		return compareSweeps(cmd, f, basePaths, headPaths)
+	}
+	if slices.ContainsFunc(append(slices.Clone(basePaths), headPaths...), costProfile) {
+		return compareProfiles(cmd, f, basePaths, headPaths)
 	}
 	base, err := readSummarized(basePaths)
 	if err != nil {

@@ -72,13 +72,7 @@ func TestCompareCommand(t *testing.T) {
 		return append(args, h...)
 	}
 
-	tests := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string
-		stderr string
-	}{
+	runCases(t, []cliCase{
 		{name: "same build is noise", args: sides(base, head), stdout: []string{"no significant change"}},
 		{name: "another setting is refused", args: sides(base, slow), code: 2,
 			stderr: "the runs did not run the same scenario with the same settings:\n  proxier.ipset: \"netlink\" in base-0.json, "},
@@ -112,8 +106,31 @@ func TestCompareCommand(t *testing.T) {
 		{name: "both styles", args: []string{"compare", "--base", base[0], "--head", head[0], base[1]}, code: 2, stderr: "not both"},
 		{name: "bad alpha", args: sides(base, head, "--alpha", "2"), code: 2, stderr: "--alpha"},
 		{name: "bad latency", args: sides(base, head, "--latency", "maybe"), code: 2, stderr: "report or gate"},
-	}
-	for _, tt := range tests {
+	})
+
+	// -o writes the file and still exits with the verdict.
+	mdPath := filepath.Join(dir, "cmp.md")
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run(sides(base, slow, "--format", "md", "-o", mdPath, "--allow-different"), &out, &errb))
+	b, err := os.ReadFile(mdPath)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "### kpsim compare: smoke")
+}
+
+// cliCase is a command line, its exit status, what its standard output
+// must contain and what its standard error must contain.
+type cliCase struct {
+	name   string
+	args   []string
+	code   int
+	stdout []string
+	stderr string
+}
+
+// runCases runs each case's command line as a subtest.
+func runCases(t *testing.T, cases []cliCase) {
+	t.Helper()
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			require.Equal(t, tt.code, run(tt.args, &out, &errb), "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
@@ -123,14 +140,6 @@ func TestCompareCommand(t *testing.T) {
 			require.Contains(t, errb.String(), tt.stderr)
 		})
 	}
-
-	// -o writes the file and still exits with the verdict.
-	mdPath := filepath.Join(dir, "cmp.md")
-	var out, errb bytes.Buffer
-	require.Equal(t, 1, run(sides(base, slow, "--format", "md", "-o", mdPath, "--allow-different"), &out, &errb))
-	b, err := os.ReadFile(mdPath)
-	require.NoError(t, err)
-	require.Contains(t, string(b), "### kpsim compare: smoke")
 }
 
 // TestMain lets the test binary stand in for kpsim: with KPSIM_TEST_MAIN=1
