@@ -201,17 +201,25 @@ func (c *calibration) once(what string, f func() error) (float64, error) {
 // typical times n calls of f and returns the median, in seconds: for a read
 // whose first call pays for what the ones after it reuse.
 func (c *calibration) typical(what string, n int, f func() error) (float64, error) {
+	times, err := c.times(what, n, f)
+	if err != nil {
+		return 0, err
+	}
+	return median(times), nil
+}
+
+// times times n calls of f, in seconds, and logs their median.
+func (c *calibration) times(what string, n int, f func() error) ([]float64, error) {
 	times := make([]float64, 0, n)
 	for i := 0; i < n; i++ {
 		clk := c.newClock()
 		if err := f(); err != nil {
-			return 0, fmt.Errorf("calibrate %s (%d of %d): %w", what, i+1, n, err)
+			return nil, fmt.Errorf("calibrate %s (%d of %d): %w", what, i+1, n, err)
 		}
 		times = append(times, clk().Seconds())
 	}
-	d := median(times)
-	fmt.Fprintf(c.log, "%-44s n=%-6d %10.1f us median\n", what, n, d*1e6)
-	return d, nil
+	fmt.Fprintf(c.log, "%-44s n=%-6d %10.1f us median\n", what, n, median(times)*1e6)
+	return times, nil
 }
 
 // fit returns the fixed and per-item parts of a cost measured at two sizes.

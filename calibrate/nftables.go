@@ -16,7 +16,10 @@ import (
 // it (sim/nftables.go), on a table shaped like kube-proxy's nftables mode
 // at two sizes (Entries services, then four times as many). Each service is
 // kube-proxy v1.37's at one endpoint (nftService): five commands, four
-// objects as the sim counts them.
+// objects as the sim counts them. Every measurement is taken in each of
+// nftRounds rounds (nftRound), and each price is fitted on the median of
+// its samples over all the rounds (of a load with maps, the median of its
+// differences from its twin run just before it).
 //
 //   - A transaction of n commands onto a table of S objects is charged
 //     nft-transaction's price plus its per-object price times the size
@@ -26,14 +29,14 @@ import (
 //     price per such rule (nft_map_rule's per_transaction). These six are
 //     fitted together (fitNonNegative) on the loads of the table, and on
 //     transactions adding and deleting one element and ten services' worth
-//     (the median of five each), at both sizes, and one element onto the
-//     table of rules with maps below.
+//     at both sizes, and one element onto the table of rules with maps
+//     below.
 //   - A rule with a map of its own (nft-map-rule) costs a price plus one
 //     per entry of the transaction before it, one per element of the
 //     sets before it and one per rule with a map before it, in the table
 //     or the transaction (fitMapRule), fitted apart on what loads of
 //     services of two endpoints (and of mapElements) took beyond the same
-//     loads at one endpoint (the median of three differences each).
+//     loads at one endpoint.
 //   - A listing of names with the nft binary (nft-list) is its price plus a
 //     price per object and one per pair of objects; over netlink
 //     (nft-list-netlink) and a listing of one set's elements
@@ -51,37 +54,187 @@ func (c *calibration) nftables() error {
 	if err != nil {
 		return fmt.Errorf("calibrate nftables: %w", err)
 	}
+	defer func() { _ = nft.Run(context.Background(), dropTable(nft)) }()
+	rounds := make([]*nftSamples, nftRounds)
+	for r := range rounds {
+		fmt.Fprintf(c.log, "nftables: round %d of %d\n", r+1, nftRounds)
+		if rounds[r], err = c.nftRound(nft, overNetlink); err != nil {
+			return err
+		}
+	}
+	// Each round's speed: a round takes the same loads in the same order
+	// every time, so its total time is its speed. This machine's moves by
+	// half for minutes at a time (a round took 18-20 s or 28-32 s, in runs
+	// of rounds); the medians over the rounds price this kernel at the
+	// speed most of the rounds ran at.
+	totals := make([]float64, len(rounds))
+	var took []string
+	for r, s := range rounds {
+		totals[r] = s.total()
+		took = append(took, fmt.Sprintf("%.1f s", totals[r]))
+	}
+	speeds := fmt.Sprintf("the %d rounds' measurements took %s", len(rounds), strings.Join(took, ", "))
+	if fastest, slowest := slices.Min(totals), slices.Max(totals); slowest > maxDrift*fastest {
+		fmt.Fprintf(c.log, "kpsim calibrate: warning: this machine's speed moved while it was measured: %s (%.2f times); the nftables prices are this kernel's at the speed of most rounds, and another calibration may differ\n", speeds, slowest/fastest)
+	}
+	pooled, err := poolRounds(rounds)
+	if err != nil {
+		return fmt.Errorf("calibrate nftables: %w", err)
+	}
+	p, err := pooled.fit()
+	if err != nil {
+		return err
+	}
+	// Each round fitted alone gives each price's spread: how far one
+	// round's samples would have moved it.
+	alone := make([][]namedPrice, len(rounds))
+	for r, s := range rounds {
+		q, err := s.fit()
+		if err != nil {
+			return fmt.Errorf("round %d of %d: %w", r+1, len(rounds), err)
+		}
+		alone[r] = q.named()
+	}
+	c.set(dataplane.OpNFTTransaction, p.tx[0])
+	c.p.ListItem[dataplane.OpNFTTransaction.String()] = p.tx[1]
+	c.set(dataplane.OpNFTCommand, p.tx[2])
+	c.p.ListItem[dataplane.OpNFTCommand.String()] = p.tx[3]
+	c.set(dataplane.OpNFTDeleting, p.tx[4])
+	c.set(dataplane.OpNFTMapRule, p.rule)
+	walk := p.walk
+	walk.PerTransaction = p.tx[5]
+	c.p.NFTMapRule = &walk
+	for op, q := range p.lists {
+		c.set(op, q[0])
+		c.p.ListItem[op.String()] = q[1]
+		if len(q) == 3 {
+			if c.p.ListPairs == nil {
+				c.p.ListPairs = map[string]float64{}
+			}
+			c.p.ListPairs[op.String()] = q[2]
+		}
+	}
+	var mapNote []string
+	for _, l := range pooled.mapLoads {
+		mapNote = append(mapNote, fmt.Sprintf("%d rules of %d elements, the first %d entries in after %d maps, onto %d, %s against %s without maps, %s more (%s-%s against %s-%s)", len(l.before), l.elements, l.before[0].Entries, l.before[0].Maps, l.tableMaps, dur(l.seconds()), dur(l.twin()), dur(l.beyond()), dur(slices.Min(l.times)), dur(slices.Max(l.times)), dur(slices.Min(l.twins)), dur(slices.Max(l.twins))))
+	}
+	var spread []string
+	for i, np := range p.named() {
+		var each []float64
+		for _, q := range alone {
+			each = append(each, q[i].value)
+		}
+		spread = append(spread, fmt.Sprintf("%s %s (%s-%s)", np.name, np.format(np.value), np.format(slices.Min(each)), np.format(slices.Max(each))))
+	}
+	c.notes = append(c.notes, fmt.Sprintf("nftables with %s, a table shaped like kube-proxy's nftables mode (%d objects per service at one endpoint), every measurement below taken in each of %d rounds, one after the other in the same order, and priced at its median over them all: loaded to %d and %d services in one transaction each "+
+		"(%s and %s), with transactions of one element and of ten services added and deleted at each size (three times a round): a transaction %s plus %s per object the table holds, each command in it %s plus %.3g ns per object, %s more if it deletes; "+
+		"services of two endpoints (and of %d), each DNAT rule with its map, loaded likewise, each load against its twin at one endpoint run just before it (the loads' and the twins' medians, the median of their differences, and the loads' and the twins' ranges: %s): such a rule %s plus %s per entry of the transaction before it (a command or a rule's set), %s per element of the sets before it and %s per rule with a map before it (in the table or the transaction); each transaction %s per rule with a map the table holds; "+
+		"a listing of names with the nft binary %s plus %s per object plus %.3g ns per pair of objects; over netlink %s plus %s per object; one set's elements %s plus %s per object. "+
+		"Each price, and its range over the rounds fitted alone: %s. Speed: %s",
+		c.nftVersion(), nftServiceObjects, nftRounds, c.opts.Entries, 4*c.opts.Entries, dur(median(pooled.loads[0])), dur(median(pooled.loads[1])),
+		c.op(dataplane.OpNFTTransaction), dur(p.tx[1]), c.op(dataplane.OpNFTCommand), p.tx[3]*1e9, c.op(dataplane.OpNFTDeleting),
+		mapElements, strings.Join(mapNote, ", "), c.op(dataplane.OpNFTMapRule), dur(walk.PerEntry), dur(walk.PerElement), dur(walk.PerMap), dur(walk.PerTransaction),
+		c.op(dataplane.OpNFTList), dur(c.p.ListItem[dataplane.OpNFTList.String()]), c.p.ListPairs[dataplane.OpNFTList.String()]*1e9,
+		c.op(dataplane.OpNFTListNetlink), dur(c.p.ListItem[dataplane.OpNFTListNetlink.String()]),
+		c.op(dataplane.OpNFTListElements), dur(c.p.ListItem[dataplane.OpNFTListElements.String()]),
+		strings.Join(spread, ", "), speeds))
+	return nil
+}
+
+// nftRounds is how many times calibrate takes every nftables measurement.
+// The measurements of one round follow each other in a fixed order, and
+// a price is fitted on each one's median over the rounds: this kernel's
+// speed drifts by the minute here, and when each load was repeated three
+// times in a row its price took the speed of its minute. A slow spell in
+// a minority of the rounds moves no price. The rounds did not make two
+// calibrations agree much better: 6 to 13 of 17 nftables prices within
+// 15% in five pairs, against 6 before (docs/nftables.md, "Rounds").
+const nftRounds = 5
+
+// nftSamples is what a round measured (or every round, together): the
+// rows and times of the transactions without rules with maps, the
+// listings, the loads with maps against their twins, and the table's two
+// plain loads.
+type nftSamples struct {
+	txRows   [][]float64
+	txTimes  [][]float64 // each row's
+	lists    map[dataplane.Op]*listSamples
+	mapLoads []mapLoad
+	loads    [][]float64 // each size's
+}
+
+// total is how long the samples took together.
+func (s *nftSamples) total() float64 {
+	sum := 0.0
+	add := func(vs ...[]float64) {
+		for _, v := range vs {
+			for _, x := range v {
+				sum += x
+			}
+		}
+	}
+	add(s.txTimes...)
+	add(s.loads...)
+	for _, l := range s.lists {
+		add(l.times...)
+	}
+	for _, l := range s.mapLoads {
+		add(l.times, l.twins)
+	}
+	return sum
+}
+
+// nftRound takes every nftables measurement once (a change three times
+// each way) on the table, which it creates and deletes.
+//
+// The table with no service (its creation and listings are samples), then
+// with Entries services and with four times as many, each loaded in one
+// transaction from scratch. Then the rules with maps: services of two
+// endpoints loaded at five sizes from an eighth of --entries (where the
+// rules' own price shows) up to four times --entries, and --entries of them
+// after --entries, four and sixteen times --entries plain ones (where the
+// entries before a rule show apart from the maps); services of mapElements
+// endpoints at --entries and twice that (what an element of a map before a
+// rule costs it: 6.1 and later kernels differ); and a quarter of --entries
+// of services of two added onto the largest, as a sync adds services.
+// Their rules stand at every place in a transaction up to the largest's
+// end and far past it, after few or many maps in the transaction or in the
+// table. What the maps cost is measured against a twin: the same
+// transaction with those services at one endpoint (the same commands and
+// objects, no map), run just before it; the difference of neighbours
+// cancels this kernel's drift where one load against a model fitted on
+// others did not. Onto the largest, one element added and deleted (as in
+// the plain table) prices what every transaction pays for the maps a table
+// holds.
+func (c *calibration) nftRound(nft, overNetlink knftables.Interface) (*nftSamples, error) {
 	ctx := context.Background()
 	small, large := c.opts.Entries, 4*c.opts.Entries
+	s := &nftSamples{lists: map[dataplane.Op]*listSamples{
+		dataplane.OpNFTList: {}, dataplane.OpNFTListNetlink: {}, dataplane.OpNFTListElements: {},
+	}}
 	var (
-		objects int       // in the table, as the sim counts them
-		maps    int       // rules with maps in the table
-		loads   []float64 // each size's load, in seconds
-		txRows  [][]float64
-		txSecs  []float64
-		lists   = map[dataplane.Op]*listSamples{
-			dataplane.OpNFTList: {}, dataplane.OpNFTListNetlink: {}, dataplane.OpNFTListElements: {},
-		}
+		objects int // in the table, as the sim counts them
+		maps    int // rules with maps in the table
 	)
 	// sample records one kind of transaction without rules with maps: n
 	// commands onto a table of objects objects of which maps rules with
-	// maps, deleting or not, at its median time.
+	// maps, deleting or not, and its times.
 	sample := func(n, objects, maps int, deletes bool, times []float64) {
 		size := float64(objects) + float64(n)/2
 		deleting := 0.0
 		if deletes {
 			deleting = 1
 		}
-		txRows = append(txRows, []float64{1, size, float64(n), float64(n) * size, deleting, float64(maps)})
-		txSecs = append(txSecs, median(times))
+		s.txRows = append(s.txRows, []float64{1, size, float64(n), float64(n) * size, deleting, float64(maps)})
+		s.txTimes = append(s.txTimes, times)
 	}
 	// change runs tx(false), which adds objs objects, and tx(true), which
-	// deletes them, back and forth five times (inTable: they are in the
-	// table to begin with, and the deletion goes first); the median time
-	// of each is a sample, at the table's size when it ran.
+	// deletes them, back and forth three times (inTable: they are in the
+	// table to begin with, and the deletion goes first): each is a sample,
+	// at the table's size when it ran.
 	change := func(what string, tx func(del bool) *knftables.Transaction, objs int, inTable bool) error {
 		times, commands, sizes := map[bool][]float64{}, map[bool]int{}, map[bool]int{}
-		for range 5 {
+		for range 3 {
 			for _, del := range []bool{inTable, !inTable} {
 				t := tx(del)
 				commands[del], sizes[del] = t.NumOperations(), objects
@@ -111,18 +264,15 @@ func (c *calibration) nftables() error {
 			{dataplane.OpNFTListNetlink, func() error { _, err := overNetlink.List(ctx, "chain"); return err }},
 			{dataplane.OpNFTListElements, func() error { _, err := nft.ListElements(ctx, "set", "cluster-ips"); return err }},
 		} {
-			d, err := c.typical(fmt.Sprintf("%s (%d objects)", l.op, objects), 5, l.f)
+			times, err := c.times(fmt.Sprintf("%s (%d objects)", l.op, objects), 5, l.f)
 			if err != nil {
 				return err
 			}
-			lists[l.op].add(objects, d)
+			s.lists[l.op].add(objects, times)
 		}
 		return nil
 	}
 
-	// The table with no service (its creation and listings are samples),
-	// then with size services, loaded in one transaction three times from
-	// scratch: the median load is a sample.
 	const tableObjects = 8
 	create := func() (float64, int, error) {
 		tx := nft.NewTransaction()
@@ -140,12 +290,9 @@ func (c *calibration) nftables() error {
 		return d, tx.NumOperations(), err
 	}
 	drop := func() error {
-		tx := nft.NewTransaction()
-		tx.Delete(&knftables.Table{})
 		objects, maps = 0, 0
-		return nft.Run(ctx, tx)
+		return nft.Run(ctx, dropTable(nft))
 	}
-	defer func() { _ = drop() }()
 	// load creates the table afresh and loads plain services of one
 	// endpoint, then mapped services of endpoints each (each DNAT rule with
 	// its map), into it in one transaction, and returns its time and the
@@ -172,11 +319,11 @@ func (c *calibration) nftables() error {
 	}
 	d, n, err := create()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sample(n, 0, 0, false, []float64{d})
 	if err := listAt(); err != nil {
-		return err
+		return nil, err
 	}
 	// element adds (or deletes) one element: the least a transaction does.
 	element := func(del bool) *knftables.Transaction {
@@ -190,19 +337,13 @@ func (c *calibration) nftables() error {
 		return tx
 	}
 	for _, size := range []int{small, large} {
-		var times []float64
-		var n int
-		for range 3 {
-			d, tx, err := load(size, 0, 1)
-			if err != nil {
-				return err
-			}
-			times, n = append(times, d), tx.NumOperations()
+		d, tx, err := load(size, 0, 1)
+		if err != nil {
+			return nil, err
 		}
-		sample(n, tableObjects, 0, false, times)
-		loads = append(loads, median(times))
-		// One element, then ten services (a sync's worth of changes),
-		// added and deleted five times each.
+		sample(tx.NumOperations(), tableObjects, 0, false, []float64{d})
+		s.loads = append(s.loads, []float64{d})
+		// One element, then ten services (a sync's worth of changes).
 		services := func(del bool) *knftables.Transaction {
 			tx := nft.NewTransaction()
 			for i := range 10 {
@@ -211,49 +352,41 @@ func (c *calibration) nftables() error {
 			return tx
 		}
 		if err := change("one element", element, 1, false); err != nil {
-			return err
+			return nil, err
 		}
 		if err := change("ten services", services, 10*nftServiceObjects, true); err != nil {
-			return err
+			return nil, err
 		}
 		if err := listAt(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 
-	// Rules with maps: services of two endpoints loaded at five sizes from
-	// an eighth of --entries (where the rules' own price shows) up to four
-	// times --entries, and --entries of them after --entries, four and
-	// sixteen times --entries plain ones (where the entries before a rule
-	// show apart from the maps); services of mapElements endpoints at
-	// --entries and twice that (what an element of a map before a rule
-	// costs it: 6.1 and later kernels differ); and a quarter of --entries
-	// of services of two added onto the largest, as a sync adds services.
-	// Their rules stand at every place in a transaction up to the
-	// largest's end and far past it, after few or many maps in the
-	// transaction or in the table. What the maps cost is measured against a twin: the same
-	// transaction with those services at one endpoint (the same commands
-	// and objects, no map), run just before it, three times each; the
-	// median of the three differences is the maps' (this kernel's speed
-	// drifts by the minute here, and a difference of neighbours cancels it
-	// where one load against a model fitted on others did not). Onto the
-	// largest, one element added and deleted (as in the plain table)
-	// prices what every transaction pays for the maps a table holds.
-	var mapLoads []mapLoad
 	for _, l := range [][3]int{{0, small / 8, 2}, {0, small / 2, 2}, {0, small, 2}, {0, 2 * small, 2}, {0, large, 2}, {small, small, 2}, {large, small, 2}, {4 * large, small, 2},
 		{0, small, mapElements}, {0, 2 * small, mapElements}} {
-		var times, twins, diffs []float64
+		// The smallest loads show a rule's own price, in differences of a
+		// few milliseconds: five pairs of them a round, for a few
+		// hundredths of a second each. The loads of larger maps alone
+		// price an element: three pairs.
+		pairs := 1
+		switch {
+		case l[0]+l[1] <= small/2:
+			pairs = 5
+		case l[2] == mapElements:
+			pairs = 3
+		}
+		var times, twins []float64
 		var tx, twinTx *knftables.Transaction
-		for range 3 {
+		for range pairs {
 			twin, tt, err := load(l[0]+l[1], 0, 1)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			d, t, err := load(l[0], l[1], l[2])
 			if err != nil {
-				return err
+				return nil, err
 			}
-			times, twins, diffs, tx, twinTx = append(times, d), append(twins, twin), append(diffs, d-twin), t, tt
+			times, twins, tx, twinTx = append(times, d), append(twins, twin), t, tt
 		}
 		// A twin is a load of plain services too, up to seventeen times
 		// --entries: a sample of the transaction's and commands' prices
@@ -263,7 +396,7 @@ func (c *calibration) nftables() error {
 		// one endpoint 31 s, five times what it took on this kernel.
 		sample(twinTx.NumOperations(), tableObjects, 0, false, twins)
 		_, before := dataplane.NFTTransactionOps(tx)
-		mapLoads = append(mapLoads, mapLoad{seconds: median(times), twin: median(twins), beyond: max(0, median(diffs)), low: slices.Min(diffs), high: slices.Max(diffs), elements: l[2], before: before})
+		s.mapLoads = append(s.mapLoads, mapLoad{times: times, twins: twins, elements: l[2], before: before})
 		if l != [3]int{0, large, 2} {
 			continue
 		}
@@ -279,25 +412,16 @@ func (c *calibration) nftables() error {
 			tx := quarter(endpoints, del)
 			return c.once(fmt.Sprintf("nft-transaction %d services of %d endpoints onto %d (delete %v, %d commands)", small/4, endpoints, large, del, tx.NumOperations()), func() error { return nft.Run(ctx, tx) })
 		}
-		times, twins, diffs = nil, nil, nil
-		for i := range 3 {
-			twin, err := run(1, false)
-			if err == nil {
-				_, err = run(1, true)
-			}
-			if err != nil {
-				return err
-			}
-			d, err := run(2, false)
-			if err != nil {
-				return err
-			}
-			times, twins, diffs = append(times, d), append(twins, twin), append(diffs, d-twin)
-			if i < 2 {
-				if _, err := run(2, true); err != nil {
-					return err
-				}
-			}
+		twin, err := run(1, false)
+		if err == nil {
+			_, err = run(1, true)
+		}
+		var d float64
+		if err == nil {
+			d, err = run(2, false)
+		}
+		if err != nil {
+			return nil, err
 		}
 		objects += nftServiceObjects * small / 4
 		maps += small / 4
@@ -305,80 +429,123 @@ func (c *calibration) nftables() error {
 		for i := range before {
 			before[i].Table = ontoMaps
 		}
-		mapLoads = append(mapLoads, mapLoad{seconds: median(times), twin: median(twins), beyond: max(0, median(diffs)), low: slices.Min(diffs), high: slices.Max(diffs), elements: 2, tableMaps: ontoMaps, before: before})
+		s.mapLoads = append(s.mapLoads, mapLoad{times: []float64{d}, twins: []float64{twin}, elements: 2, tableMaps: ontoMaps, before: before})
 		if err := change("one element onto maps", element, 1, false); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// The first load again, as a check that this kernel's speed held: on
-	// a busy machine it moves by the minute (a calibration that took 91 s
-	// where its neighbours took 50 and 59 priced a first sync 3.5 times
-	// theirs), and the fits cannot tell that from a price.
-	var again []float64
-	for range 3 {
-		d, _, err := load(small, 0, 1)
-		if err != nil {
-			return err
+	if err := drop(); err != nil {
+		return nil, fmt.Errorf("calibrate nftables: %w", err)
+	}
+	return s, nil
+}
+
+// dropTable deletes the table.
+func dropTable(nft knftables.Interface) *knftables.Transaction {
+	tx := nft.NewTransaction()
+	tx.Delete(&knftables.Table{})
+	return tx
+}
+
+// poolRounds is every round's samples together.
+func poolRounds(rounds []*nftSamples) (*nftSamples, error) {
+	first := rounds[0]
+	p := &nftSamples{txRows: first.txRows, txTimes: make([][]float64, len(first.txTimes)), loads: make([][]float64, len(first.loads)),
+		lists: map[dataplane.Op]*listSamples{}, mapLoads: slices.Clone(first.mapLoads)}
+	for op, l := range first.lists {
+		p.lists[op] = &listSamples{objects: l.objects, times: make([][]float64, len(l.times))}
+	}
+	for i := range p.mapLoads {
+		p.mapLoads[i].times, p.mapLoads[i].twins = nil, nil
+	}
+	for _, r := range rounds {
+		if len(r.txTimes) != len(p.txTimes) || len(r.mapLoads) != len(p.mapLoads) || len(r.loads) != len(p.loads) {
+			return nil, fmt.Errorf("the rounds measured different things")
 		}
-		again = append(again, d)
+		for k, v := range r.txTimes {
+			p.txTimes[k] = append(p.txTimes[k], v...)
+		}
+		for k, v := range r.loads {
+			p.loads[k] = append(p.loads[k], v...)
+		}
+		for op, l := range r.lists {
+			for k, v := range l.times {
+				p.lists[op].times[k] = append(p.lists[op].times[k], v...)
+			}
+		}
+		for k, l := range r.mapLoads {
+			p.mapLoads[k].times = append(p.mapLoads[k].times, l.times...)
+			p.mapLoads[k].twins = append(p.mapLoads[k].twins, l.twins...)
+		}
 	}
-	if drift := median(again) / loads[0]; drift < 1/maxDrift || drift > maxDrift {
-		warning := fmt.Sprintf("this kernel's speed moved while it was measured: %d services loaded in %s at the start and in %s at the end (the medians of three), %.2f times; the nftables prices are not to be trusted, calibrate again on a quiet machine",
-			small, dur(loads[0]), dur(median(again)), drift)
-		fmt.Fprintf(c.log, "kpsim calibrate: warning: %s\n", warning)
-		c.notes = append(c.notes, "WARNING: "+warning)
+	return p, nil
+}
+
+// nftPrices are the nftables prices fitted on one set of samples: the
+// transactions' six (fitNonNegative's order: a transaction, per object,
+// a command, per command and object, deleting, per rule with a map the
+// table holds), a rule with a map's own and its walk, and each listing's.
+type nftPrices struct {
+	tx    []float64
+	rule  float64
+	walk  sim.NFTMapRuleCost
+	lists map[dataplane.Op][]float64
+}
+
+// fit prices the samples: the transactions without maps price a
+// transaction and a command; what the loads with maps took beyond their
+// twins prices their rules.
+func (s *nftSamples) fit() (nftPrices, error) {
+	var p nftPrices
+	var err error
+	secs := make([]float64, len(s.txTimes))
+	for k, v := range s.txTimes {
+		secs[k] = median(v)
 	}
-	// The transactions without maps price a transaction and a command;
-	// what the loads with maps took beyond their twins prices their rules.
-	p, err := fitNonNegative(txRows, txSecs)
-	if err != nil {
-		return fmt.Errorf("calibrate nftables transactions: %w", err)
+	if p.tx, err = fitNonNegative(s.txRows, secs); err != nil {
+		return p, fmt.Errorf("calibrate nftables transactions: %w", err)
 	}
-	perRule, walk, err := fitMapRule(mapLoads)
-	if err != nil {
-		return fmt.Errorf("calibrate nftables rules with maps: %w", err)
+	if p.rule, p.walk, err = fitMapRule(s.mapLoads); err != nil {
+		return p, fmt.Errorf("calibrate nftables rules with maps: %w", err)
 	}
-	c.set(dataplane.OpNFTTransaction, p[0])
-	c.p.ListItem[dataplane.OpNFTTransaction.String()] = p[1]
-	c.set(dataplane.OpNFTCommand, p[2])
-	c.p.ListItem[dataplane.OpNFTCommand.String()] = p[3]
-	c.set(dataplane.OpNFTDeleting, p[4])
-	c.set(dataplane.OpNFTMapRule, perRule)
-	walk.PerTransaction = p[5]
-	c.p.NFTMapRule = &walk
-	for op, l := range lists {
+	p.lists = map[dataplane.Op][]float64{}
+	for op, l := range s.lists {
 		terms := 2
 		if op == dataplane.OpNFTList {
 			terms = 3 // nft reads the whole table, and takes longer than linearly
 		}
-		q, err := l.fit(terms)
-		if err != nil {
-			return fmt.Errorf("calibrate %s: %w", op, err)
-		}
-		c.set(op, q[0])
-		c.p.ListItem[op.String()] = q[1]
-		if terms == 3 {
-			if c.p.ListPairs == nil {
-				c.p.ListPairs = map[string]float64{}
-			}
-			c.p.ListPairs[op.String()] = q[2]
+		if p.lists[op], err = l.fit(terms); err != nil {
+			return p, fmt.Errorf("calibrate %s: %w", op, err)
 		}
 	}
-	var mapNote []string
-	for _, l := range mapLoads {
-		mapNote = append(mapNote, fmt.Sprintf("%d rules of %d elements, the first %d entries in after %d maps, onto %d, %s against %s without maps: %s (%s-%s)", len(l.before), l.elements, l.before[0].Entries, l.before[0].Maps, l.tableMaps, dur(l.seconds), dur(l.twin), dur(l.beyond), dur(l.low), dur(l.high)))
+	return p, nil
+}
+
+// namedPrice is a price with what it is and how to write it.
+type namedPrice struct {
+	name   string
+	value  float64
+	format func(float64) string
+}
+
+// named lists the prices in a fixed order, for the spread over rounds.
+func (p nftPrices) named() []namedPrice {
+	ns := func(v float64) string { return fmt.Sprintf("%.3g ns", v*1e9) }
+	out := []namedPrice{
+		{"a transaction", p.tx[0], dur}, {"per object the table holds", p.tx[1], dur},
+		{"a command", p.tx[2], dur}, {"per command and object", p.tx[3], ns},
+		{"deleting", p.tx[4], dur}, {"per rule with a map the table holds", p.tx[5], dur},
+		{"a rule with a map", p.rule, dur}, {"per entry before it", p.walk.PerEntry, dur},
+		{"per element before it", p.walk.PerElement, dur}, {"per map before it", p.walk.PerMap, dur},
 	}
-	c.notes = append(c.notes, fmt.Sprintf("nftables with %s, a table shaped like kube-proxy's nftables mode (%d objects per service at one endpoint) loaded to %d and %d services in one transaction each "+
-		"(%s and %s), with transactions of one element and of ten services added and deleted at each size (the median of five): a transaction %s plus %s per object the table holds, each command in it %s plus %.3g ns per object, %s more if it deletes; "+
-		"services of two endpoints (and of %d), each DNAT rule with its map, loaded likewise, each load against its twin at one endpoint (the medians of three, and the differences' median and range: %s): such a rule %s plus %s per entry of the transaction before it (a command or a rule's set), %s per element of the sets before it and %s per rule with a map before it (in the table or the transaction); each transaction %s per rule with a map the table holds; "+
-		"a listing of names with the nft binary %s plus %s per object plus %.3g ns per pair of objects; over netlink %s plus %s per object; one set's elements %s plus %s per object",
-		c.nftVersion(), nftServiceObjects, small, large, dur(loads[0]), dur(loads[1]),
-		c.op(dataplane.OpNFTTransaction), dur(p[1]), c.op(dataplane.OpNFTCommand), p[3]*1e9, c.op(dataplane.OpNFTDeleting),
-		mapElements, strings.Join(mapNote, ", "), c.op(dataplane.OpNFTMapRule), dur(walk.PerEntry), dur(walk.PerElement), dur(walk.PerMap), dur(walk.PerTransaction),
-		c.op(dataplane.OpNFTList), dur(c.p.ListItem[dataplane.OpNFTList.String()]), c.p.ListPairs[dataplane.OpNFTList.String()]*1e9,
-		c.op(dataplane.OpNFTListNetlink), dur(c.p.ListItem[dataplane.OpNFTListNetlink.String()]),
-		c.op(dataplane.OpNFTListElements), dur(c.p.ListItem[dataplane.OpNFTListElements.String()])))
-	return nil
+	for _, op := range []dataplane.Op{dataplane.OpNFTList, dataplane.OpNFTListNetlink, dataplane.OpNFTListElements} {
+		q := p.lists[op]
+		out = append(out, namedPrice{op.String(), q[0], dur}, namedPrice{op.String() + " per object", q[1], dur})
+		if len(q) == 3 {
+			out = append(out, namedPrice{op.String() + " per pair", q[2], ns})
+		}
+	}
+	return out
 }
 
 // mapLoad is one transaction of services with rules with maps, against
@@ -386,13 +553,22 @@ func (c *calibration) nftables() error {
 // the rules with maps the table held before it, and where each such rule
 // stands (dataplane.NFTTransactionOps, with the table's maps).
 type mapLoad struct {
-	seconds, twin float64 // medians: the load, its twin without maps
-	// beyond is the median of the three differences, low and high their
-	// range.
-	beyond, low, high float64
-	elements          int // in each rule's map
-	tableMaps         int
-	before            []dataplane.NFTMapRule
+	times, twins []float64 // the load's, its twin's without maps, in pairs
+	elements     int       // in each rule's map
+	tableMaps    int
+	before       []dataplane.NFTMapRule
+}
+
+func (l mapLoad) seconds() float64 { return median(l.times) }
+func (l mapLoad) twin() float64    { return median(l.twins) }
+
+// beyond is what the maps took: the differences' median, or nothing.
+func (l mapLoad) beyond() float64 {
+	diffs := make([]float64, len(l.times))
+	for i := range diffs {
+		diffs[i] = l.times[i] - l.twins[i]
+	}
+	return max(0, median(diffs))
 }
 
 // fitMapRule prices a rule with a map on the loads' time beyond their
@@ -419,11 +595,11 @@ func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
 			row[2] += float64(at.Elements)
 			row[3] += float64(at.Maps + at.Table)
 		}
-		w := 1 / max(l.seconds, 1e-9)
+		w := 1 / max(l.seconds(), 1e-9)
 		for k := range row {
 			row[k] *= w
 		}
-		rows[j], beyond[j] = row, l.beyond*w
+		rows[j], beyond[j] = row, l.beyond()*w
 	}
 	q, err := fitNonNegative(rows, beyond)
 	if err != nil {
@@ -432,8 +608,8 @@ func fitMapRule(loads []mapLoad) (float64, sim.NFTMapRuleCost, error) {
 	return q[0], sim.NFTMapRuleCost{PerEntry: q[1], PerElement: q[2], PerMap: q[3]}, nil
 }
 
-// maxDrift is how far the first load's time may move by the end of the
-// calibration before its prices are called untrustworthy.
+// maxDrift is how much longer than the fastest the slowest round may take
+// before calibrate warns that the machine's speed moved.
 const maxDrift = 1.25
 
 // mapElements is how many endpoints (elements in its map) the services of
@@ -485,12 +661,12 @@ func nftService(tx *knftables.Transaction, i, endpoints int, del bool) {
 // listSamples are one listing's times by the table's size.
 type listSamples struct {
 	objects []int
-	seconds []float64
+	times   [][]float64
 }
 
-func (l *listSamples) add(objects int, seconds float64) {
+func (l *listSamples) add(objects int, times []float64) {
 	l.objects = append(l.objects, objects)
-	l.seconds = append(l.seconds, seconds)
+	l.times = append(l.times, times)
 }
 
 // fit prices the listing per call, per object and (terms 3) per pair.
@@ -499,7 +675,11 @@ func (l *listSamples) fit(terms int) ([]float64, error) {
 	for _, n := range l.objects {
 		rows = append(rows, []float64{1, float64(n), float64(n) * float64(n)}[:terms])
 	}
-	return fitNonNegative(rows, l.seconds)
+	secs := make([]float64, len(l.times))
+	for k, v := range l.times {
+		secs[k] = median(v)
+	}
+	return fitNonNegative(rows, secs)
 }
 
 // nftVersion names the nft this kernel's dataplane runs, for the source.
