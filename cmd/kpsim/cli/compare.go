@@ -69,9 +69,10 @@ ran in both as runs are compared, a cell whose head failed where its base ran is
 regression, and every other cell is listed with what became of it.
 
 Two cost profiles ('kpsim calibrate -o') are compared price by price: a price that
-moved by more than --threshold percent either way is a difference. Two calibrations
-of one quiet machine should not differ; each price's range over calibrate's rounds is
-in the profile's source text.
+moved by more than --threshold percent either way is a difference, and the summary
+counts what held by kind (nft, ipset, ...). Two calibrations of one machine differ by
+what it did while each ran; each nftables price's range over calibrate's rounds is in
+the profile's source text.
 
 Exit status: 0 no regression, 1 regression or undeclared change in kernel
 operations or modeled time, 2 bad input or runs that differ.`,

@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -21,8 +23,8 @@ func costProfile(path string) bool {
 
 // compareProfiles compares two cost profiles price by price: each price's
 // base and head and their ratio; a price that moved by more than
-// --threshold percent either way is a difference (exit 1). Two
-// calibrations of one machine should not differ.
+// --threshold percent either way is a difference (exit 1): whether two
+// calibrations of one machine agree, or what changed on a node.
 func compareProfiles(cmd *cobra.Command, f compareFlags, basePaths, headPaths []string) error {
 	if len(basePaths) != 1 || len(headPaths) != 1 || !costProfile(basePaths[0]) || !costProfile(headPaths[0]) {
 		return badUsage("cost profiles are compared one against one: kpsim compare BASE-PROFILE.json HEAD-PROFILE.json")
@@ -56,7 +58,7 @@ func compareProfiles(cmd *cobra.Command, f compareFlags, basePaths, headPaths []
 	limit := 1 + f.o.Threshold/100
 	var out bytes.Buffer
 	var moved, only []string
-	fmt.Fprintf(&out, "%-*s %12s %12s %10s\n", width, "price", base.Name, head.Name, "head/base")
+	fmt.Fprintf(&out, "%-*s %12s %12s %10s\n", width, "price", filepath.Base(basePaths[0]), filepath.Base(headPaths[0]), "head/base")
 	for _, k := range names {
 		bv, inBase := b[k]
 		hv, inHead := h[k]
@@ -84,22 +86,20 @@ func compareProfiles(cmd *cobra.Command, f compareFlags, basePaths, headPaths []
 	if len(only) > 0 {
 		fmt.Fprintf(&out, "; %d in one profile only", len(only))
 	}
-	// What moved, by what it prices: a calibration measures each kind
+	// What held, by what it prices: a calibration measures each kind
 	// apart, and one kind can repeat where another does not.
-	var groups []string
+	inBoth, held := map[string]int{}, map[string]int{}
 	for _, k := range names {
-		if g := priceGroup(k); !slices.Contains(groups, g) {
-			groups = append(groups, g)
+		if !slices.Contains(only, k) {
+			inBoth[priceGroup(k)]++
+			if !slices.Contains(moved, k) {
+				held[priceGroup(k)]++
+			}
 		}
 	}
-	slices.Sort(groups)
 	var each []string
-	for _, g := range groups {
-		in := func(k string) bool { return priceGroup(k) == g }
-		all := len(slices.DeleteFunc(slices.Clone(names), func(k string) bool { return !in(k) || slices.Contains(only, k) }))
-		if all > 0 {
-			each = append(each, fmt.Sprintf("%s %d of %d", g, all-len(slices.DeleteFunc(slices.Clone(moved), func(k string) bool { return !in(k) })), all))
-		}
+	for _, g := range slices.Sorted(maps.Keys(inBoth)) {
+		each = append(each, fmt.Sprintf("%s %d of %d", g, held[g], inBoth[g]))
 	}
 	fmt.Fprintf(&out, ": %s\n", strings.Join(each, ", "))
 	if f.out != "" {
