@@ -26,21 +26,20 @@ func costProfile(path string) bool {
 // --threshold percent either way is a difference (exit 1): whether two
 // calibrations of one machine agree, or what changed on a node.
 func compareProfiles(cmd *cobra.Command, f compareFlags, basePaths, headPaths []string) error {
-	if len(basePaths) != 1 || len(headPaths) != 1 || !costProfile(basePaths[0]) || !costProfile(headPaths[0]) {
+	if len(basePaths) != 1 || len(headPaths) != 1 {
 		return badUsage("cost profiles are compared one against one: kpsim compare BASE-PROFILE.json HEAD-PROFILE.json")
+	}
+	profiles := make([]*sim.Profile, 2)
+	for i, p := range []string{basePaths[0], headPaths[0]} {
+		var err error
+		if profiles[i], err = sim.LoadProfile(p); err != nil {
+			return badUsage("%s is not a cost profile: cost profiles are compared one against one: kpsim compare BASE-PROFILE.json HEAD-PROFILE.json", p)
+		}
 	}
 	if f.format != "text" {
 		return usageError("--format %s: cost profiles are compared as text", f.format)
 	}
-	base, err := sim.LoadProfile(basePaths[0])
-	if err != nil {
-		return err
-	}
-	head, err := sim.LoadProfile(headPaths[0])
-	if err != nil {
-		return err
-	}
-	b, h := base.Prices(), head.Prices()
+	b, h := profiles[0].Prices(), profiles[1].Prices()
 	var names []string
 	for k := range b {
 		names = append(names, k)
