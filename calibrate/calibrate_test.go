@@ -134,10 +134,10 @@ func TestFit(t *testing.T) {
 // TestFitWork: samples priced exactly by a known price give it back, and
 // a unit that never varies independently of another is not priced apart.
 func TestFitWork(t *testing.T) {
-	want := sim.ProxierCost{PerSync: 20e-6, PerDerived: 4e-6, PerPort: 1e-6, PerEndpoint: 0.4e-6, PerEntry: 0.5e-6}
+	want := sim.ProxierCost{PerSync: 20e-6, PerDerived: 4e-6, PerPort: 1e-6, PerEndpoint: 0.4e-6, PerPassed: 0.2e-6, PerEntry: 0.5e-6}
 	sample := func(w dataplane.Work) workSample {
 		return workSample{work: w, seconds: float64(w.Syncs)*want.PerSync + float64(w.Derived)*want.PerDerived + float64(w.Ports)*want.PerPort +
-			float64(w.Endpoints)*want.PerEndpoint + float64(w.Entries)*want.PerEntry}
+			float64(w.Endpoints)*want.PerEndpoint + float64(w.Passed)*want.PerPassed + float64(w.Entries)*want.PerEntry}
 	}
 	got, err := fitWork([]workSample{
 		sample(dataplane.Work{Syncs: 1}),
@@ -146,12 +146,17 @@ func TestFitWork(t *testing.T) {
 		sample(dataplane.Work{Syncs: 1, Ports: 2000, Endpoints: 6000, Entries: 8000}),
 		sample(dataplane.Work{Syncs: 1, Derived: 2000, Ports: 4000, Endpoints: 12000, Entries: 8000}),
 		sample(dataplane.Work{Syncs: 1, Derived: 20, Ports: 20, Endpoints: 60, Entries: 10}),
+		// A partial sync: one port derived, the others passed over, at
+		// one and at three endpoints each.
+		sample(dataplane.Work{Syncs: 1, Derived: 1, Ports: 999, Endpoints: 1, Passed: 999}),
+		sample(dataplane.Work{Syncs: 1, Derived: 1, Ports: 999, Endpoints: 3, Passed: 2997}),
 	})
 	require.NoError(t, err)
 	require.InDelta(t, want.PerSync, got.PerSync, 1e-12)
 	require.InDelta(t, want.PerDerived, got.PerDerived, 1e-12)
 	require.InDelta(t, want.PerPort, got.PerPort, 1e-12)
 	require.InDelta(t, want.PerEndpoint, got.PerEndpoint, 1e-12)
+	require.InDelta(t, want.PerPassed, got.PerPassed, 1e-12)
 	require.InDelta(t, want.PerEntry, got.PerEntry, 1e-12)
 
 	_, err = fitWork([]workSample{{work: dataplane.Work{Syncs: 1}, seconds: -1}})

@@ -202,7 +202,7 @@ func median(v []float64) float64 {
 }
 
 func unitsOf(w dataplane.Work) string {
-	return fmt.Sprintf("%d syncs, %d ports derived, %d visited, %d endpoints, %d entries", w.Syncs, w.Derived, w.Ports, w.Endpoints, w.Entries)
+	return fmt.Sprintf("%d syncs, %d ports derived, %d visited, %d endpoints, %d passed over, %d entries", w.Syncs, w.Derived, w.Ports, w.Endpoints, w.Passed, w.Entries)
 }
 
 func syncErr(rec record.Sync) error {
@@ -327,14 +327,14 @@ func fitWork(samples []workSample) (sim.ProxierCost, error) {
 	rows := make([][]float64, len(samples))
 	secs := make([]float64, len(samples))
 	for i, s := range samples {
-		rows[i] = []float64{float64(s.work.Syncs), float64(s.work.Derived), float64(s.work.Ports), float64(s.work.Endpoints), float64(s.work.Entries)}
+		rows[i] = []float64{float64(s.work.Syncs), float64(s.work.Derived), float64(s.work.Ports), float64(s.work.Endpoints), float64(s.work.Passed), float64(s.work.Entries)}
 		secs[i] = s.seconds
 	}
 	p, err := fitNonNegative(rows, secs)
 	if err != nil {
 		return sim.ProxierCost{}, err
 	}
-	return sim.ProxierCost{PerSync: p[0], PerDerived: p[1], PerPort: p[2], PerEndpoint: p[3], PerEntry: p[4]}, nil
+	return sim.ProxierCost{PerSync: p[0], PerDerived: p[1], PerPort: p[2], PerEndpoint: p[3], PerPassed: p[4], PerEntry: p[5]}, nil
 }
 
 // fitNonNegative solves seconds = rows . price for the prices, by least
@@ -531,8 +531,8 @@ func flushRuleset(payload []byte) ([]byte, error) {
 // parsed back per iptables command, about 1 ms a sync at these sizes),
 // at each size with 1 and 3 endpoints per
 // service, and fits the prices of a sync, a service port derived, one
-// passed over and an endpoint, the units a release's sync is priced in
-// (observed.Family.Sync).
+// passed over, an endpoint of one derived and an endpoint of one passed
+// over, the units a release's sync is priced in (observed.Family.Sync).
 
 // releaseScenario is the calibration's timeline: the first sync, then
 // periodic syncs with nothing to do (a release's IPVS sync visits every
@@ -611,7 +611,7 @@ func FitRelease(impl string, mode proxier.Mode, services []int, where string, lo
 					w := dataplane.Work{Syncs: 1, Derived: rec.Services, Endpoints: rec.Endpoints}
 					if !rec.Full {
 						changed := min(max(1, len(rec.Programmed)), rec.Services)
-						w = dataplane.Work{Syncs: 1, Derived: changed, Endpoints: changed * endpoints, Ports: rec.Services - changed}
+						w = dataplane.Work{Syncs: 1, Derived: changed, Endpoints: changed * endpoints, Ports: rec.Services - changed, Passed: max(0, rec.Endpoints-changed*endpoints)}
 					}
 					walls[rec.Full] = append(walls[rec.Full], rec.Wall)
 					works[rec.Full] = append(works[rec.Full], w)
@@ -648,7 +648,7 @@ func FitRelease(impl string, mode proxier.Mode, services []int, where string, lo
 		}
 		fmt.Fprintf(&b, "%s %s (%s-%s of %d; %s)", s.name, dur(s.seconds), dur(s.low), dur(s.high), s.n, unitsOf(s.work))
 	}
-	fmt.Fprintf(&b, ". Least squares on relative errors (fitWork): %s per sync, %s per service port derived, %s per one passed over, %s per endpoint.", dur(price.PerSync), dur(price.PerDerived), dur(price.PerPort), dur(price.PerEndpoint))
+	fmt.Fprintf(&b, ". Least squares on relative errors (fitWork): %s per sync, %s per service port derived, %s per one passed over, %s per endpoint of one derived, %s per endpoint of one passed over.", dur(price.PerSync), dur(price.PerDerived), dur(price.PerPort), dur(price.PerEndpoint), dur(price.PerPassed))
 	price.Source = b.String()
 	return price, nil
 }

@@ -39,13 +39,17 @@ type Model interface {
 // server visited (read back or reconciled), per endpoint or real server
 // visited and per ipset entry or bound address compared. Deriving a port's wants costs a few
 // times a visit, so they are priced apart. A release's partial sync
-// (nftables mode) derives the ports of the services that changed and
-// visits, to pass over, the others: Ports.
+// (nftables and iptables modes) derives the ports of the services that
+// changed and visits, to pass over, the others: Ports. It sorts each
+// passed-over port's endpoints (local, cluster, ready) before it decides
+// to pass it over: Passed, priced apart from the endpoints of a derived
+// port, which it writes rules for.
 type Work struct {
 	Syncs     int `json:"syncs,omitempty"`
 	Derived   int `json:"derived,omitempty"`
 	Ports     int `json:"ports,omitempty"`
 	Endpoints int `json:"endpoints,omitempty"`
+	Passed    int `json:"passed,omitempty"`
 	Entries   int `json:"entries,omitempty"`
 }
 
@@ -55,6 +59,7 @@ func (w *Work) Add(o Work) {
 	w.Derived += o.Derived
 	w.Ports += o.Ports
 	w.Endpoints += o.Endpoints
+	w.Passed += o.Passed
 	w.Entries += o.Entries
 }
 

@@ -80,6 +80,7 @@ type ProxierCost struct {
 	PerDerived  float64 `json:"per_derived"`  // service port whose wants are derived
 	PerPort     float64 `json:"per_port"`     // virtual server visited
 	PerEndpoint float64 `json:"per_endpoint"` // endpoint or real server visited
+	PerPassed   float64 `json:"per_passed"`   // endpoint of a port passed over
 	PerEntry    float64 `json:"per_entry"`    // ipset entry compared
 	Source      string  `json:"source"`
 }
@@ -87,7 +88,7 @@ type ProxierCost struct {
 // Price is what the units of work w cost.
 func (c ProxierCost) Price(w dataplane.Work) time.Duration {
 	return seconds(float64(w.Syncs)*c.PerSync + float64(w.Derived)*c.PerDerived + float64(w.Ports)*c.PerPort +
-		float64(w.Endpoints)*c.PerEndpoint + float64(w.Entries)*c.PerEntry)
+		float64(w.Endpoints)*c.PerEndpoint + float64(w.Passed)*c.PerPassed + float64(w.Entries)*c.PerEntry)
 }
 
 // IPTablesRestoreCost prices what an iptables-restore pays by the size of
@@ -295,7 +296,7 @@ func (p *Profile) Validate() error {
 		if strings.TrimSpace(c.Source) == "" {
 			return fmt.Errorf("profile %s: %s: source is empty: say where the numbers come from", p.Name, field)
 		}
-		for name, v := range map[string]float64{"per_sync": c.PerSync, "per_derived": c.PerDerived, "per_port": c.PerPort, "per_endpoint": c.PerEndpoint, "per_entry": c.PerEntry} {
+		for name, v := range map[string]float64{"per_sync": c.PerSync, "per_derived": c.PerDerived, "per_port": c.PerPort, "per_endpoint": c.PerEndpoint, "per_passed": c.PerPassed, "per_entry": c.PerEntry} {
 			if err := check(field, name, v); err != nil {
 				return err
 			}

@@ -294,7 +294,8 @@ func (f *Family) Sync(run func() error) error {
 	} else if g.Modeled() {
 		// The release's own work (dataplane.Work of what it knew: in a
 		// partial sync it derives the services that changed and passes
-		// over the others), priced by the profile's prices for the release
+		// over the others, sorting their endpoints first), priced by the
+		// profile's prices for the release
 		// or else for a proxier, after its kernel operations moved the
 		// clock; its histogram keeps its measured wall time.
 		work := dataplane.Work{Syncs: 1, Derived: ports, Endpoints: endpoints}
@@ -304,6 +305,7 @@ func (f *Family) Sync(run func() error) error {
 			}
 			work.Derived, work.Endpoints = g.known(f.family, touched)
 			work.Ports = max(0, ports-work.Derived)
+			work.Passed = max(0, endpoints-work.Endpoints)
 		}
 		own := g.model.ComputeAs(g.impl, work)
 		rec.Seconds = g.now().Sub(start).Seconds()

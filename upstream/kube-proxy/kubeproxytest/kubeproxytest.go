@@ -9,11 +9,16 @@ package kubeproxytest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -365,10 +370,11 @@ func syncLoops() int {
 	return n
 }
 
-// runOnSim runs the scenario text with impl on the sim backend.
-func runOnSim(t *testing.T, file, text string, impl proxier.Implementation) *record.File {
+// runOnSim runs the scenario text with impl on the sim backend, with its
+// settings overridden by sets (--set).
+func runOnSim(t *testing.T, file, text string, impl proxier.Implementation, sets ...string) *record.File {
 	t.Helper()
-	s, err := scenarios.Parse(file, []byte(text), []string{"proxier.implementation=" + impl.Name})
+	s, err := scenarios.Parse(file, []byte(text), append([]string{"proxier.implementation=" + impl.Name}, sets...))
 	require.NoError(t, err)
 	return runScenario(t, s, impl, simBackend)
 }
@@ -419,10 +425,17 @@ func FitRelease(t *testing.T, r kubeproxy.Release) {
 		require.Contains(t, price.Source, impl.Name+"'s own syncs in "+string(mode)+" mode on the in-memory kernel")
 		require.Zero(t, price.PerEntry, "a release's sync is priced per sync, port derived or passed over and endpoint")
 		if mode == proxier.ModeIPVS {
-			require.Zero(t, price.PerPort, "IPVS mode derives every port in every sync")
-		} else {
-			require.Contains(t, price.Source, "partial syncs", "nftables mode syncs partially")
+			require.Zero(t, price.PerPort+price.PerPassed, "IPVS mode derives every port in every sync")
+			continue
 		}
+		// nftables mode syncs partially, and sorts the endpoints of every
+		// port it passes over.
+		m := regexp.MustCompile(`partial syncs 600x3 [^;]*; 1 syncs, \d+ ports derived, (\d+) visited, \d+ endpoints, (\d+) passed over`).FindStringSubmatch(price.Source)
+		require.NotNil(t, m, "the partial syncs of 600 services of 3 endpoints: %s", price.Source)
+		visited, _ := strconv.Atoi(m[1])
+		passed, _ := strconv.Atoi(m[2])
+		require.Positive(t, visited)
+		require.GreaterOrEqual(t, passed, 3*visited, "every endpoint of a port passed over counts")
 	}
 }
 
@@ -469,11 +482,24 @@ timeline:
 // sync (the first of each generation) lists the table's maps back; probes
 // to ClusterIPs and NodePorts reach endpoints through its DNAT rules alone
 // (nothing else is programmed), through churn, a restart and deletions.
+// The release's own work is priced at 1 ms per endpoint of a port passed
+// over, and nothing else: a full sync's own work is free, a partial
+// sync's is priced for the endpoints of the ports it did not derive.
 func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *record.File {
 	t.Helper()
 	impl := registerOnKernel(r)
-	f := runOnSim(t, "nftables-sim.yaml", nftablesOnSim, impl)
+	const perPassed = 1e-3
+	profile := pricedOwnWork(t, proxier.Config{Implementation: impl.Name, Mode: proxier.ModeNFTables}.Priced(), sim.ProxierCost{PerPassed: perPassed})
+	f := runOnSim(t, "nftables-sim.yaml", nftablesOnSim, impl, "sim.profile="+profile)
+	partial := 0
 	first := firstSyncs(t, f, func(s *record.Sync) {
+		if s.Full {
+			require.Zero(t, s.ProxierSeconds, "a full sync passes over no port")
+		} else {
+			partial++
+			require.Positive(t, s.ProxierSeconds, "a partial sync passes over the endpoints of the ports it does not derive")
+			require.LessOrEqual(t, s.ProxierSeconds, perPassed*float64(s.Endpoints)+1e-9, "at most every endpoint is passed over")
+		}
 		// A sync is one transaction, and a second of its own where it deletes
 		// the chains an earlier sync flushed (a second or more before).
 		require.Contains(t, []int64{1, 2}, s.Ops[dataplane.OpNFTTransaction], "a sync is one transaction, two to delete flushed chains: %v", s.Ops)
@@ -487,9 +513,26 @@ func NFTablesOnSim(t *testing.T, r kubeproxy.Release) *record.File {
 		require.Positive(t, s.Ops[dataplane.OpNFTListElements], "a full sync reads its maps back: %v", s.Ops)
 		require.Positive(t, s.KernelSeconds, "the transaction is priced by the profile")
 	}
+	require.Positive(t, partial, "nftables mode syncs partially")
 	require.Positive(t, f.Probes.Attempts, "probes ran")
 	require.Empty(t, f.Probes.Failures, "nothing broke")
 	return f
+}
+
+// pricedOwnWork writes a profile: the host profile with own as the prices
+// of the proxier priced as priced (proxier.Config.Priced), and returns its
+// path.
+func pricedOwnWork(t *testing.T, priced string, own sim.ProxierCost) string {
+	t.Helper()
+	p, err := sim.LoadProfile("host")
+	require.NoError(t, err)
+	own.Source = "a test's"
+	p.Releases = map[string]sim.ProxierCost{priced: own}
+	data, err := json.Marshal(p)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "profile.json")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	return path
 }
 
 // firstSyncs logs every sync of a run of two generations, requires each to
