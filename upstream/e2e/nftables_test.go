@@ -194,13 +194,12 @@ const mixedKernelRuns = 3
 // that batched the changes of one of the first's issues its operations;
 // on the kernel, the first sync and the restart's first sync issue the
 // sim's operations; so does every other sync that batched the same
-// changes (syncSteps); and the
-// totals of transactions and commands, outside the warm-up, are within 2%
-// of the sim's. The modeled/measured ratio of each kind of sync (first,
-// restart, partial: the median over that kind's syncs of each sync's
-// median over the sim runs to its median over the kernel runs) is
-// reported against 0.75-1.25 and held within mixedSaneLow and
-// mixedSaneHigh.
+// changes (syncSteps); and the totals of transactions and commands,
+// outside the warm-up, are within 2% of the sim's. The modeled/measured
+// ratio of each kind of sync (first, restart, partial: the median over
+// that kind's syncs of each sync's median over the sim runs to its median
+// over the kernel runs) is reported against 0.75-1.25 and held within
+// mixedSaneLow and mixedSaneHigh.
 func agreementMixed(t *testing.T, dir string, p proxier, out, profile string) {
 	const scenario = "testdata/nftables-agreement-mixed.yaml"
 	label := p.label + "-nftables-mixed"
